@@ -1,0 +1,28 @@
+//! Wire types shared by every part of warren: requests, responses, stream events and the
+//! error model of the public API (`shared/api.md`), which the node also speaks to its guest
+//! agent. Pure data and validation: this crate must not depend on tokio, HTTP stacks or any
+//! other warren crate, so that the static guest binary and SDKs can use it cheaply.
+
+pub mod error;
+pub mod exec;
+pub mod files;
+pub mod git;
+pub mod ids;
+pub mod process;
+pub mod sandbox;
+pub mod session;
+pub mod sse;
+pub mod time;
+
+pub use error::{ApiError, ErrorCode};
+
+/// Version of the public API served under `/v1`.
+pub const API_VERSION: u32 = 1;
+
+/// Version of the node-to-guest protocol; a node refuses a guest that speaks another one.
+pub const GUEST_PROTOCOL_VERSION: u32 = 1;
+
+/// Header carrying the request id on every response.
+pub const HEADER_REQUEST_ID: &str = "x-request-id";
+/// Header naming the node that ran the operation.
+pub const HEADER_NODE: &str = "x-warren-node";

@@ -1,0 +1,65 @@
+//! Sessions: independent shells (env, cwd, functions) sharing one sandbox's filesystem.
+
+use crate::ApiError;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSessionRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+impl CreateSessionRequest {
+    pub fn validate(&self) -> Result<(), ApiError> {
+        if let Some(id) = &self.id {
+            crate::ids::validate_name("session", id)?;
+        }
+        if let Some(env) = &self.env {
+            crate::sandbox::validate_env(env.keys())?;
+        }
+        if let Some(cwd) = &self.cwd {
+            crate::files::validate_path(cwd)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub id: String,
+    pub cwd: String,
+}
+
+/// `PATCH /v1/sandboxes/{id}/env`: set (string) or unset (null) variables.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatchEnvRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    pub env: BTreeMap<String, Option<String>>,
+}
+
+impl PatchEnvRequest {
+    pub fn validate(&self) -> Result<(), ApiError> {
+        if let Some(s) = &self.session {
+            crate::ids::validate_name("session", s)?;
+        }
+        crate::sandbox::validate_env(self.env.keys())?;
+        if self.env.values().flatten().any(|v| v.contains('\0')) {
+            return Err(ApiError::invalid("environment values cannot contain NUL"));
+        }
+        Ok(())
+    }
+}
+
+/// Response of `PATCH …/env`: the sessions it applied to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PatchEnvResponse {
+    pub sessions: Vec<String>,
+}

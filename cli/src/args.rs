@@ -1,0 +1,205 @@
+//! Command-line arguments.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(name = "warren", version, about = "Self-hosted sandboxes for AI agents")]
+pub struct Cli {
+    #[command(flatten)]
+    pub conn: Conn,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How client commands reach a node.
+#[derive(Args, Debug, Clone)]
+pub struct Conn {
+    /// Node URL (default: the dev node at http://127.0.0.1:7070).
+    #[arg(long, env = "WARREN_URL", global = true)]
+    pub url: Option<String>,
+    /// API key (default: the dev node's key file).
+    #[arg(long, env = "WARREN_API_KEY", global = true, hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Print raw JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a single node on embedded defaults, setting up Docker and the base image if needed.
+    Dev(DevArgs),
+    /// Run a node with explicit settings.
+    Serve(NodeArgs),
+    /// Create a sandbox (or ensure it runs).
+    Create(CreateArgs),
+    /// List sandboxes.
+    #[command(alias = "ls")]
+    List(ListArgs),
+    /// Show one sandbox.
+    Get { id: String },
+    /// Delete sandboxes.
+    #[command(alias = "delete")]
+    Rm { ids: Vec<String> },
+    /// Run a command in a sandbox; its exit code becomes warren's.
+    Exec(ExecArgs),
+    /// Copy a file to or from a sandbox (`SANDBOX:/path` names the sandbox side; `-` is stdio).
+    Cp { src: String, dst: String },
+    /// Start a background process.
+    Start(StartArgs),
+    /// List a sandbox's background processes.
+    Ps { id: String },
+    /// Stop a background process (its whole tree).
+    Kill(KillArgs),
+    /// Print a background process's output.
+    Logs(LogsArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct NodeArgs {
+    /// Where records, run dirs and the API key live.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Address of the public API.
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    pub listen: String,
+    /// This node's id (a DNS label).
+    #[arg(long, default_value = "dev")]
+    pub node_id: String,
+    #[arg(long, default_value = "local")]
+    pub region: String,
+    /// File holding the API key (created with a new key when missing). Default: DATA_DIR/api-key.
+    #[arg(long)]
+    pub api_key_file: Option<PathBuf>,
+    /// Image of sandboxes that name none.
+    #[arg(long)]
+    pub image: Option<String>,
+    /// The static guest agent binary (default: found next to this executable).
+    #[arg(long, env = "WARREN_GUEST_BIN")]
+    pub guest_bin: Option<PathBuf>,
+    /// Docker endpoint (default: the local socket).
+    #[arg(long, env = "DOCKER_HOST")]
+    pub docker_host: Option<String>,
+    /// IPv4 range for sandbox networks.
+    #[arg(long, default_value = "10.200.0.0/16")]
+    pub subnet_pool: String,
+    /// Sandbox networks kept ready.
+    #[arg(long, default_value_t = 4)]
+    pub spare_networks: usize,
+    /// Do not install the host firewall rules that isolate sandboxes.
+    #[arg(long)]
+    pub no_firewall: bool,
+    #[arg(long, default_value_t = 2000)]
+    pub max_sandboxes: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct DevArgs {
+    #[command(flatten)]
+    pub node: NodeArgs,
+    /// Do not install or start Docker, nor build the image: fail if they are missing.
+    #[arg(long)]
+    pub no_setup: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    pub id: String,
+    #[arg(long)]
+    pub image: Option<String>,
+    #[arg(long)]
+    pub instance_type: Option<String>,
+    #[arg(long)]
+    pub cpus: Option<f64>,
+    #[arg(long)]
+    pub memory_mb: Option<u64>,
+    #[arg(long)]
+    pub disk_mb: Option<u64>,
+    #[arg(long)]
+    pub pids: Option<u64>,
+    /// KEY=VALUE (repeatable).
+    #[arg(long = "env", short = 'e')]
+    pub env: Vec<String>,
+    /// KEY=VALUE (repeatable).
+    #[arg(long = "label", short = 'l')]
+    pub labels: Vec<String>,
+    /// e.g. 30s, 10m.
+    #[arg(long)]
+    pub sleep_after: Option<String>,
+    #[arg(long)]
+    pub keep_alive: bool,
+    #[arg(long)]
+    pub region: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    #[arg(long)]
+    pub state: Option<String>,
+    /// KEY=VALUE (repeatable).
+    #[arg(long = "label", short = 'l')]
+    pub labels: Vec<String>,
+    #[arg(long)]
+    pub region: Option<String>,
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct ExecArgs {
+    pub id: String,
+    /// One argument is a bash script; several are an argv run without a shell.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+    #[arg(long, short = 's')]
+    pub session: Option<String>,
+    #[arg(long, short = 'w')]
+    pub cwd: Option<String>,
+    /// KEY=VALUE for this call only (repeatable).
+    #[arg(long = "env", short = 'e')]
+    pub env: Vec<String>,
+    /// Seconds before the command's tree is killed (exit 124).
+    #[arg(long, short = 't')]
+    pub timeout: Option<f64>,
+    /// Send this program's stdin to the command.
+    #[arg(long, short = 'i')]
+    pub stdin: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct StartArgs {
+    pub id: String,
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+    /// Process id to use (default: generated).
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long, short = 's')]
+    pub session: Option<String>,
+    #[arg(long, short = 'w')]
+    pub cwd: Option<String>,
+    #[arg(long = "env", short = 'e')]
+    pub env: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct KillArgs {
+    pub id: String,
+    pub process: String,
+    #[arg(long, default_value = "TERM")]
+    pub signal: String,
+    #[arg(long, default_value_t = 5000)]
+    pub grace_ms: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct LogsArgs {
+    pub id: String,
+    pub process: String,
+    /// Keep following until the process exits.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    #[arg(long)]
+    pub since: Option<u64>,
+}

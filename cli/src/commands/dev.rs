@@ -1,0 +1,55 @@
+//! `warren dev` and `warren serve`.
+
+use crate::args::{DevArgs, NodeArgs};
+use crate::daemon::{data_dir_of, run_node, Ready};
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WARREN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+pub async fn dev(a: DevArgs) -> anyhow::Result<i32> {
+    init_tracing();
+    let data_dir = data_dir_of(&a.node);
+    if !a.no_setup {
+        crate::setup::ensure_docker(a.node.docker_host.as_deref(), &data_dir).await?;
+        let image = a.node.image.clone().unwrap_or_else(|| warren_node::config::DEFAULT_IMAGE.to_string());
+        crate::setup::ensure_image(a.node.docker_host.as_deref(), &image).await?;
+    }
+    run_node(&a.node, print_welcome).await?;
+    Ok(0)
+}
+
+pub async fn serve(a: NodeArgs) -> anyhow::Result<i32> {
+    init_tracing();
+    run_node(&a, |r| {
+        // One machine-readable line, for launchers and tests.
+        println!("{}", serde_json::json!({"ready": r.url, "node": r.node_id, "data_dir": r.data_dir}));
+    })
+    .await?;
+    Ok(0)
+}
+
+fn print_welcome(r: &Ready) {
+    println!(
+        r#"
+warren node "{node}" is ready at {url}
+  data dir: {dir}
+  API key:  {key}   (stored in {keyfile})
+
+Try it:
+  export WARREN_URL={url} WARREN_API_KEY={key}
+  warren exec hello 'uname -a; python3 --version'
+  curl -s -H "Authorization: Bearer $WARREN_API_KEY" -X POST $WARREN_URL/v1/sandboxes/hello/exec \
+       -d '{{"command": "echo hi from $(hostname)"}}'
+
+Stop with Ctrl-C; sandboxes keep running and are re-adopted on the next start.
+"#,
+        node = r.node_id,
+        url = r.url,
+        dir = r.data_dir.display(),
+        key = r.api_key,
+        keyfile = r.api_key_file.display(),
+    );
+}

@@ -1,0 +1,57 @@
+//! One module per group of subcommands.
+
+mod dev;
+mod exec;
+mod files;
+mod procs;
+mod sandbox;
+
+use crate::args::{Cli, Command, Conn};
+use anyhow::Context;
+use std::collections::BTreeMap;
+
+/// Runs the command; returns the process exit code.
+pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+    let conn = cli.conn;
+    match cli.command {
+        Command::Dev(a) => dev::dev(a).await,
+        Command::Serve(a) => dev::serve(a).await,
+        Command::Create(a) => sandbox::create(&conn, a).await,
+        Command::List(a) => sandbox::list(&conn, a).await,
+        Command::Get { id } => sandbox::get(&conn, &id).await,
+        Command::Rm { ids } => sandbox::rm(&conn, &ids).await,
+        Command::Exec(a) => exec::exec(&conn, a).await,
+        Command::Cp { src, dst } => files::cp(&conn, &src, &dst).await,
+        Command::Start(a) => procs::start(&conn, a).await,
+        Command::Ps { id } => procs::ps(&conn, &id).await,
+        Command::Kill(a) => procs::kill(&conn, a).await,
+        Command::Logs(a) => procs::logs(&conn, a).await,
+    }
+}
+
+/// A client from `--url`/`--api-key`, the environment, or the dev node's key file.
+pub fn client(conn: &Conn) -> anyhow::Result<warren_client::Client> {
+    let c = match (&conn.url, &conn.api_key) {
+        (url, Some(key)) => warren_client::Client::new(url.as_deref().unwrap_or(warren_client::DEFAULT_URL), key)?,
+        (Some(url), None) => {
+            let path = warren_client::api_key_path(&warren_client::dev_data_dir());
+            let key = std::fs::read_to_string(&path)
+                .with_context(|| format!("no API key: pass --api-key or set WARREN_API_KEY ({} not found)", path.display()))?;
+            warren_client::Client::new(url, key.trim())?
+        }
+        (None, None) => warren_client::Client::from_env()?,
+    };
+    Ok(c)
+}
+
+/// Parses repeated `KEY=VALUE` arguments.
+pub fn pairs(items: &[String], what: &str) -> anyhow::Result<BTreeMap<String, String>> {
+    items
+        .iter()
+        .map(|s| {
+            s.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| anyhow::anyhow!("{what} {s:?} must look like KEY=VALUE"))
+        })
+        .collect()
+}

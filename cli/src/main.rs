@@ -1,0 +1,5 @@
+//! The `warren` binary; everything lives in the library.
+
+fn main() {
+    std::process::exit(warren_cli::run());
+}

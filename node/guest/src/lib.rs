@@ -1,0 +1,58 @@
+//! The warren guest agent: the process inside every sandbox container.
+//!
+//! It runs as the container's init (PID 1: it reaps every orphan) and serves the node over
+//! HTTP/1.1 on a unix socket in a bind-mounted directory — no TCP port, no `docker exec`.
+//! It owns sessions (persistent bash shells), background processes with their logs, files
+//! and git checkouts. It must stay small and static: it depends only on `warren-api` and
+//! runtime crates, never on the node or anything Docker.
+
+pub mod cmd;
+pub mod content_type;
+pub mod exec;
+pub mod files;
+pub mod fsops;
+pub mod git;
+pub mod http;
+pub mod logstore;
+pub mod processes;
+pub mod procs_api;
+pub mod proctree;
+pub mod reaper;
+pub mod server;
+pub mod sessions;
+pub mod shell;
+pub mod waits;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Where the guest keeps its socket, session state and process logs (a host bind mount).
+pub const DEFAULT_RUN_DIR: &str = "/.warren/run";
+/// The socket's file name inside the run dir.
+pub const SOCKET_NAME: &str = "guest.sock";
+
+/// The environment sessions start from: the container's, without the guest's own settings,
+/// with the basics filled in for images that lack them.
+pub fn base_env() -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> =
+        std::env::vars().filter(|(k, _)| !k.starts_with("WARREN_GUEST_")).collect();
+    env.entry("PATH".into())
+        .or_insert_with(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    env.entry("HOME".into()).or_insert_with(|| "/root".into());
+    env.entry("LANG".into()).or_insert_with(|| "C.UTF-8".into());
+    env.remove("HOSTNAME");
+    env
+}
+
+/// Builds the shared state.
+pub fn guest(run_dir: PathBuf, reaper: Arc<reaper::Reaper>) -> Arc<server::Guest> {
+    let sessions = sessions::Sessions::new(reaper, run_dir.join("sessions"), base_env());
+    let processes = processes::Processes::new(sessions.clone(), run_dir.join("procs"));
+    Arc::new(server::Guest {
+        sessions,
+        processes,
+        run_dir,
+        started_at: warren_api::time::now_rfc3339(),
+    })
+}

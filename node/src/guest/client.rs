@@ -1,0 +1,154 @@
+//! HTTP/1.1 to guest agents over their unix sockets, with pooled keep-alive connections.
+//! The URI's host names the sandbox's run directory; the connector maps it to the socket.
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::{Connected, Connection};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::net::UnixStream;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// Request bodies sent to a guest.
+pub type GuestBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// The socket file inside a run directory.
+pub const SOCKET_NAME: &str = "guest.sock";
+
+#[derive(Debug, thiserror::Error)]
+pub enum GuestError {
+    /// Nothing answers on the socket (the container is down or still starting).
+    #[error("cannot connect to the guest agent: {0}")]
+    Connect(String),
+    #[error("guest agent request failed: {0}")]
+    Request(String),
+}
+
+impl GuestError {
+    pub fn is_connect(&self) -> bool {
+        matches!(self, GuestError::Connect(_))
+    }
+}
+
+/// Resolves `http://<key>/…` to `<run_root>/<key>/guest.sock`.
+#[derive(Clone)]
+struct UnixConnector {
+    run_root: PathBuf,
+}
+
+struct UnixConn(TokioIo<UnixStream>);
+
+impl Connection for UnixConn {
+    fn connected(&self) -> Connected {
+        Connected::new()
+    }
+}
+
+impl hyper::rt::Read for UnixConn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl hyper::rt::Write for UnixConn {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+impl tower_service::Service<http::Uri> for UnixConnector {
+    type Response = UnixConn;
+    type Error = std::io::Error;
+    type Future = Pin<Box<dyn Future<Output = std::io::Result<UnixConn>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let key = uri.host().unwrap_or_default().to_string();
+        let path = self.run_root.join(key).join(SOCKET_NAME);
+        Box::pin(async move { Ok(UnixConn(TokioIo::new(UnixStream::connect(path).await?))) })
+    }
+}
+
+#[derive(Clone)]
+pub struct GuestClient {
+    client: Client<UnixConnector, GuestBody>,
+}
+
+impl GuestClient {
+    pub fn new(run_root: PathBuf) -> Self {
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .pool_max_idle_per_host(32)
+            .build(UnixConnector { run_root });
+        GuestClient { client }
+    }
+
+    /// Sends `req` (whose URI is just the guest path, e.g. `/exec?x=1`) to the guest of
+    /// `run_key`.
+    pub async fn send(&self, run_key: &str, mut req: http::Request<GuestBody>) -> Result<http::Response<Incoming>, GuestError> {
+        let pq = req.uri().path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
+        let uri: http::Uri = format!("http://{run_key}{pq}")
+            .parse()
+            .map_err(|e| GuestError::Request(format!("bad guest uri: {e}")))?;
+        *req.uri_mut() = uri;
+        self.client.request(req).await.map_err(|e| {
+            if e.is_connect() {
+                GuestError::Connect(e.to_string())
+            } else {
+                GuestError::Request(format!("{e}: {}", source_chain(&e)))
+            }
+        })
+    }
+
+    /// `GET /healthz` of a guest: succeeds once it serves.
+    pub async fn health(&self, run_key: &str) -> Result<(), GuestError> {
+        let req = http::Request::get("/healthz").body(empty()).expect("valid request");
+        let resp = self.send(run_key, req).await?;
+        if resp.status().is_success() {
+            let _ = resp.into_body().collect().await;
+            Ok(())
+        } else {
+            Err(GuestError::Request(format!("health check answered {}", resp.status())))
+        }
+    }
+}
+
+fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut out = Vec::new();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push(s.to_string());
+        cur = s.source();
+    }
+    out.join(": ")
+}
+
+/// An empty request body.
+pub fn empty() -> GuestBody {
+    http_body_util::Empty::new().map_err(|never| match never {}).boxed_unsync()
+}
+
+/// A request body from bytes.
+pub fn full(b: impl Into<Bytes>) -> GuestBody {
+    http_body_util::Full::new(b.into()).map_err(|never| match never {}).boxed_unsync()
+}

@@ -1,0 +1,6 @@
+//! The node's side of the guest agent: its binary and the client for its unix socket.
+
+pub mod binary;
+pub mod client;
+
+pub use client::{GuestBody, GuestClient, GuestError};

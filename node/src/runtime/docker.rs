@@ -1,0 +1,492 @@
+//! The Docker implementation of [`ContainerRuntime`] (bollard), with a pool of pre-created
+//! per-sandbox bridge networks: creating a network costs more than starting a container, so
+//! a few are kept ready and a removed sandbox's network goes back to the pool.
+
+use super::subnets::{Cidr, SubnetPool};
+use super::{
+    ContainerInfo, ContainerRuntime, ContainerSpec, RuntimeError, GUEST_BIN_IN_CONTAINER, GUEST_RUN_IN_CONTAINER,
+    LABEL_KIND, LABEL_MANAGED, LABEL_NODE, LABEL_SANDBOX,
+};
+use async_trait::async_trait;
+use bollard::errors::Error as BollardError;
+use bollard::models::{
+    ContainerCreateBody, HostConfig, HostConfigLogConfig, Ipam, IpamConfig, NetworkCreateRequest, RestartPolicy,
+    RestartPolicyNameEnum,
+};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder,
+    ListNetworksOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
+};
+use bollard::Docker;
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::Mutex;
+
+pub struct DockerRuntime {
+    docker: Docker,
+    node_id: String,
+    pool: SubnetPool,
+    spare: usize,
+    nets: Mutex<NetState>,
+    disk_limits: AtomicBool,
+    disk_probed: AtomicBool,
+}
+
+#[derive(Default)]
+struct NetState {
+    free: Vec<String>,
+    next_hint: u32,
+}
+
+fn docker_err(e: BollardError) -> RuntimeError {
+    RuntimeError::Docker(e.to_string())
+}
+
+fn status_of(e: &BollardError) -> Option<u16> {
+    match e {
+        BollardError::DockerResponseServerError { status_code, .. } => Some(*status_code),
+        _ => None,
+    }
+}
+
+fn short_hash(s: &str) -> String {
+    hex::encode(&Sha256::digest(s.as_bytes())[..4])
+}
+
+impl DockerRuntime {
+    /// Connects (negotiating the API version with older daemons) and loads this node's
+    /// networks.
+    pub async fn connect(
+        host: Option<&str>,
+        node_id: &str,
+        pool: SubnetPool,
+        spare: usize,
+    ) -> Result<Arc<Self>, RuntimeError> {
+        let docker = match host {
+            Some(h) => Docker::connect_with_host(h),
+            None => Docker::connect_with_local_defaults(),
+        }
+        .map_err(docker_err)?;
+        let docker = docker.negotiate_version().await.map_err(docker_err)?;
+        docker.ping().await.map_err(docker_err)?;
+        let rt = Arc::new(DockerRuntime {
+            docker,
+            node_id: node_id.to_string(),
+            pool,
+            spare,
+            nets: Mutex::new(NetState { free: Vec::new(), next_hint: rand_index(pool.blocks()) }),
+            disk_limits: AtomicBool::new(false),
+            disk_probed: AtomicBool::new(false),
+        });
+        rt.load_networks().await?;
+        Ok(rt)
+    }
+
+    /// Whether the daemon answers.
+    pub async fn ping(&self) -> bool {
+        self.docker.ping().await.is_ok()
+    }
+
+    pub async fn image_exists(&self, image: &str) -> bool {
+        self.docker.inspect_image(image).await.is_ok()
+    }
+
+    fn container_name(&self, sandbox_id: &str) -> String {
+        format!("wrn-{}-{}", self.node_id, sandbox_id)
+    }
+
+    fn labels(&self, kind: &str) -> HashMap<String, String> {
+        HashMap::from([
+            (LABEL_MANAGED.to_string(), "true".to_string()),
+            (LABEL_NODE.to_string(), self.node_id.clone()),
+            (LABEL_KIND.to_string(), kind.to_string()),
+        ])
+    }
+
+    fn node_filter(&self, kind: &str) -> HashMap<String, Vec<String>> {
+        HashMap::from([(
+            "label".to_string(),
+            vec![format!("{LABEL_NODE}={}", self.node_id), format!("{LABEL_KIND}={kind}")],
+        )])
+    }
+
+    /// Finds this node's networks; those no container uses are free.
+    async fn load_networks(&self) -> Result<(), RuntimeError> {
+        let nets = self
+            .docker
+            .list_networks(Some(ListNetworksOptionsBuilder::default().filters(&self.node_filter("net")).build()))
+            .await
+            .map_err(docker_err)?;
+        let used: HashSet<String> = self
+            .list_summaries()
+            .await?
+            .into_iter()
+            .filter_map(|c| c.host_config.and_then(|h| h.network_mode))
+            .collect();
+        let mut st = self.nets.lock().await;
+        st.free = nets.into_iter().filter_map(|n| n.name).filter(|n| !used.contains(n)).collect();
+        Ok(())
+    }
+
+    /// Subnets of every Docker network on this host (ours and others').
+    async fn taken_subnets(&self) -> Result<Vec<Cidr>, RuntimeError> {
+        let nets = self.docker.list_networks(None).await.map_err(docker_err)?;
+        Ok(nets
+            .into_iter()
+            .filter_map(|n| n.ipam.and_then(|i| i.config))
+            .flatten()
+            .filter_map(|c| c.subnet.and_then(|s| Cidr::parse(&s)))
+            .collect())
+    }
+
+    async fn create_network(&self) -> Result<String, RuntimeError> {
+        let mut taken = self.taken_subnets().await?;
+        for _attempt in 0..16 {
+            let hint = {
+                let mut st = self.nets.lock().await;
+                let h = st.next_hint;
+                st.next_hint = (h + 1) % self.pool.blocks().max(1);
+                h
+            };
+            let (index, cidr) = self
+                .pool
+                .next_free(hint, &taken)
+                .ok_or_else(|| RuntimeError::Network(format!("the pool {} is full", self.pool.pool)))?;
+            let name = format!("wrn-{}-n{index}", self.node_id);
+            let bridge = format!("{}{}", super::firewall::BRIDGE_PREFIX, short_hash(&name));
+            let mut labels = self.labels("net");
+            labels.insert("warren.subnet".into(), cidr.to_string());
+            let req = NetworkCreateRequest {
+                name: name.clone(),
+                driver: Some("bridge".into()),
+                internal: Some(false),
+                attachable: Some(false),
+                ipam: Some(Ipam {
+                    driver: Some("default".into()),
+                    config: Some(vec![IpamConfig {
+                        subnet: Some(cidr.to_string()),
+                        gateway: Some(cidr.gateway().to_string()),
+                        ..Default::default()
+                    }]),
+                    options: None,
+                }),
+                options: Some(HashMap::from([
+                    ("com.docker.network.bridge.name".to_string(), bridge),
+                    ("com.docker.network.bridge.enable_icc".to_string(), "false".to_string()),
+                ])),
+                labels: Some(labels),
+                ..Default::default()
+            };
+            match self.docker.create_network(req).await {
+                Ok(_) => return Ok(name),
+                // Another node (or anyone) took that subnet or name meanwhile: try the next.
+                Err(e) if matches!(status_of(&e), Some(400) | Some(403) | Some(409)) => {
+                    tracing::debug!(subnet = %cidr, error = %e, "network create collided; trying another");
+                    taken.push(cidr);
+                    let mut st = self.nets.lock().await;
+                    st.next_hint = (index + 1) % self.pool.blocks().max(1);
+                }
+                Err(e) => return Err(docker_err(e)),
+            }
+        }
+        Err(RuntimeError::Network("could not find a free subnet after 16 attempts".into()))
+    }
+
+    async fn take_network(self: &Arc<Self>) -> Result<String, RuntimeError> {
+        let pooled = self.nets.lock().await.free.pop();
+        let name = match pooled {
+            Some(n) => n,
+            None => self.create_network().await?,
+        };
+        self.replenish();
+        Ok(name)
+    }
+
+    async fn release_network(&self, name: &str) {
+        let mut st = self.nets.lock().await;
+        if st.free.len() < self.spare.max(1) * 2 {
+            st.free.push(name.to_string());
+            return;
+        }
+        drop(st);
+        if let Err(e) = self.docker.remove_network(name).await {
+            tracing::warn!(network = name, error = %e, "cannot remove network");
+        }
+    }
+
+    /// Tops the pool of spare networks up, in the background.
+    pub fn replenish(self: &Arc<Self>) {
+        let rt = self.clone();
+        tokio::spawn(async move {
+            loop {
+                if rt.nets.lock().await.free.len() >= rt.spare {
+                    return;
+                }
+                match rt.create_network().await {
+                    Ok(n) => rt.nets.lock().await.free.push(n),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot create a spare sandbox network");
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    async fn list_summaries(&self) -> Result<Vec<bollard::models::ContainerSummary>, RuntimeError> {
+        let opts = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&self.node_filter("sandbox"))
+            .build();
+        self.docker.list_containers(Some(opts)).await.map_err(docker_err)
+    }
+
+    fn container_body(&self, spec: &ContainerSpec, network: &str, disk: bool) -> ContainerCreateBody {
+        let mut labels = self.labels("sandbox");
+        labels.insert(LABEL_SANDBOX.into(), spec.sandbox_id.clone());
+        let mem = (spec.resources.memory_mb * 1024 * 1024) as i64;
+        let host = HostConfig {
+            binds: Some(vec![
+                format!("{}:{GUEST_BIN_IN_CONTAINER}:ro", spec.guest_binary.display()),
+                format!("{}:{GUEST_RUN_IN_CONTAINER}:rw", spec.run_dir.display()),
+            ]),
+            nano_cpus: Some((spec.resources.cpus * 1e9) as i64),
+            memory: Some(mem),
+            memory_swap: Some(mem),
+            pids_limit: Some(spec.resources.pids as i64),
+            network_mode: Some(network.to_string()),
+            cap_drop: Some(vec!["NET_RAW".into(), "SYS_MODULE".into(), "SYS_RAWIO".into()]),
+            security_opt: Some(vec!["no-new-privileges".into()]),
+            restart_policy: Some(RestartPolicy { name: Some(RestartPolicyNameEnum::NO), maximum_retry_count: None }),
+            log_config: Some(HostConfigLogConfig {
+                typ: Some("json-file".into()),
+                config: Some(HashMap::from([
+                    ("max-size".to_string(), "10m".to_string()),
+                    ("max-file".to_string(), "2".to_string()),
+                ])),
+            }),
+            storage_opt: disk.then(|| HashMap::from([("size".to_string(), format!("{}M", spec.resources.disk_mb))])),
+            init: Some(false),
+            ..Default::default()
+        };
+        ContainerCreateBody {
+            image: Some(spec.image.clone()),
+            hostname: Some(spec.sandbox_id.clone()),
+            entrypoint: Some(vec![GUEST_BIN_IN_CONTAINER.into()]),
+            cmd: Some(vec![]),
+            env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+            working_dir: Some(warren_api::exec::DEFAULT_CWD.into()),
+            labels: Some(labels),
+            stop_signal: Some("SIGTERM".into()),
+            stop_timeout: Some(5),
+            host_config: Some(host),
+            ..Default::default()
+        }
+    }
+
+    async fn create_container(&self, spec: &ContainerSpec, network: &str) -> Result<(), RuntimeError> {
+        let name = self.container_name(&spec.sandbox_id);
+        let mut pulled = false;
+        let mut replaced = false;
+        loop {
+            let disk = !self.disk_probed.load(Ordering::Relaxed) || self.disk_limits.load(Ordering::Relaxed);
+            let opts = CreateContainerOptionsBuilder::default().name(&name).build();
+            match self.docker.create_container(Some(opts), self.container_body(spec, network, disk)).await {
+                Ok(_) => {
+                    if disk && !self.disk_probed.swap(true, Ordering::Relaxed) {
+                        self.disk_limits.store(true, Ordering::Relaxed);
+                    }
+                    return Ok(());
+                }
+                Err(e) if disk && e.to_string().to_lowercase().contains("storage") => {
+                    // overlay2 enforces sizes only on xfs with pquota: run without, say so once.
+                    tracing::warn!(error = %e, "disk limits are not enforced by this Docker storage driver");
+                    self.disk_probed.store(true, Ordering::Relaxed);
+                    self.disk_limits.store(false, Ordering::Relaxed);
+                }
+                Err(e) if status_of(&e) == Some(404) && !pulled => {
+                    pulled = true;
+                    self.pull(&spec.image).await?;
+                }
+                Err(e) if status_of(&e) == Some(409) && !replaced => {
+                    // A leftover of an attempt that died half-way: replace it.
+                    replaced = true;
+                    self.force_remove(&name).await?;
+                }
+                Err(e) => return Err(docker_err(e)),
+            }
+        }
+    }
+
+    async fn pull(&self, image: &str) -> Result<(), RuntimeError> {
+        let opts = CreateImageOptionsBuilder::default().from_image(image).build();
+        let mut stream = self.docker.create_image(Some(opts), None, None);
+        while let Some(item) = stream.next().await {
+            if let Err(e) = item {
+                return Err(RuntimeError::ImageMissing { image: image.to_string(), message: e.to_string() });
+            }
+        }
+        Ok(())
+    }
+
+    async fn force_remove(&self, name: &str) -> Result<(), RuntimeError> {
+        let opts = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
+        match self.docker.remove_container(name, Some(opts)).await {
+            Ok(()) => Ok(()),
+            Err(e) if status_of(&e) == Some(404) => Ok(()),
+            Err(e) => Err(docker_err(e)),
+        }
+    }
+
+    async fn inspect_name(&self, name: &str) -> Result<Option<(ContainerInfo, Option<String>)>, RuntimeError> {
+        match self.docker.inspect_container(name, None).await {
+            Ok(c) => {
+                let state = c.state.unwrap_or_default();
+                let labels = c.config.and_then(|c| c.labels).unwrap_or_default();
+                let network = c.host_config.and_then(|h| h.network_mode);
+                let info = ContainerInfo {
+                    name: name.to_string(),
+                    sandbox_id: labels.get(LABEL_SANDBOX).cloned().unwrap_or_default(),
+                    running: state.running.unwrap_or(false),
+                    pid: state.pid.unwrap_or(0).max(0) as u32,
+                    exit_code: state.exit_code,
+                    oom_killed: state.oom_killed.unwrap_or(false),
+                };
+                Ok(Some((info, network)))
+            }
+            Err(e) if status_of(&e) == Some(404) => Ok(None),
+            Err(e) => Err(docker_err(e)),
+        }
+    }
+
+    /// Removes every container and network of this node (tests and `warren` uninstall).
+    pub async fn remove_everything(&self) -> Result<(), RuntimeError> {
+        for c in self.list_summaries().await? {
+            if let Some(id) = c.id {
+                self.force_remove(&id).await?;
+            }
+        }
+        let nets = self
+            .docker
+            .list_networks(Some(ListNetworksOptionsBuilder::default().filters(&self.node_filter("net")).build()))
+            .await
+            .map_err(docker_err)?;
+        for n in nets.into_iter().filter_map(|n| n.name) {
+            let _ = self.docker.remove_network(&n).await;
+        }
+        self.nets.lock().await.free.clear();
+        Ok(())
+    }
+}
+
+/// Whether a Docker daemon answers at `host` (or the local default).
+pub async fn daemon_answers(host: Option<&str>) -> bool {
+    let docker = match host {
+        Some(h) => Docker::connect_with_host(h),
+        None => Docker::connect_with_local_defaults(),
+    };
+    let Ok(docker) = docker else { return false };
+    match docker.negotiate_version().await {
+        Ok(d) => d.ping().await.is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// Whether `image` exists locally.
+pub async fn image_present(host: Option<&str>, image: &str) -> Result<bool, RuntimeError> {
+    let docker = match host {
+        Some(h) => Docker::connect_with_host(h),
+        None => Docker::connect_with_local_defaults(),
+    }
+    .map_err(docker_err)?;
+    let docker = docker.negotiate_version().await.map_err(docker_err)?;
+    Ok(docker.inspect_image(image).await.is_ok())
+}
+
+fn rand_index(n: u32) -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos();
+    (nanos ^ std::process::id().rotate_left(16)) % n.max(1)
+}
+
+#[async_trait]
+impl ContainerRuntime for Arc<DockerRuntime> {
+    async fn create(&self, spec: &ContainerSpec) -> Result<ContainerInfo, RuntimeError> {
+        let network = self.take_network().await?;
+        let name = self.container_name(&spec.sandbox_id);
+        let created = async {
+            self.create_container(spec, &network).await?;
+            self.docker.start_container(&name, None).await.map_err(docker_err)?;
+            self.inspect_name(&name)
+                .await?
+                .map(|(i, _)| i)
+                .ok_or_else(|| RuntimeError::Other("container vanished after start".into()))
+        }
+        .await;
+        match created {
+            Ok(info) => Ok(info),
+            Err(e) => {
+                // Leave nothing behind: no half-created container, network back to the pool.
+                let _ = self.force_remove(&name).await;
+                self.release_network(&network).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn start(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        match self.docker.start_container(&self.container_name(sandbox_id), None).await {
+            Ok(()) => Ok(()),
+            Err(e) if status_of(&e) == Some(304) => Ok(()), // already running
+            Err(e) => Err(docker_err(e)),
+        }
+    }
+
+    async fn inspect(&self, sandbox_id: &str) -> Result<Option<ContainerInfo>, RuntimeError> {
+        Ok(self.inspect_name(&self.container_name(sandbox_id)).await?.map(|(i, _)| i))
+    }
+
+    async fn remove(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        let name = self.container_name(sandbox_id);
+        let network = self.inspect_name(&name).await?.and_then(|(_, n)| n);
+        self.force_remove(&name).await?;
+        if let Some(n) = network.filter(|n| n.starts_with("wrn-")) {
+            self.release_network(&n).await;
+        }
+        Ok(())
+    }
+
+    async fn list(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
+        let mut out = Vec::new();
+        for c in self.list_summaries().await? {
+            let Some(name) = c.names.and_then(|n| n.into_iter().next()) else { continue };
+            let name = name.trim_start_matches('/').to_string();
+            if let Some((info, _)) = self.inspect_name(&name).await? {
+                out.push(info);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn logs_tail(&self, sandbox_id: &str, lines: usize) -> String {
+        let opts = LogsOptionsBuilder::default().stdout(true).stderr(true).tail(&lines.to_string()).build();
+        let mut stream = self.docker.logs(&self.container_name(sandbox_id), Some(opts));
+        let mut out = String::new();
+        while let Some(Ok(chunk)) = stream.next().await {
+            out.push_str(&chunk.to_string());
+            if out.len() > 8192 {
+                break;
+            }
+        }
+        out
+    }
+
+    fn disk_limits(&self) -> bool {
+        self.disk_limits.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,88 @@
+//! The container runtime boundary. One real implementation (Docker, in `docker`); the
+//! sandbox manager only sees this trait.
+
+pub mod docker;
+pub mod firewall;
+pub mod subnets;
+
+use async_trait::async_trait;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use warren_api::sandbox::Resources;
+use warren_api::{ApiError, ErrorCode};
+
+/// Labels on everything warren creates in Docker.
+pub const LABEL_MANAGED: &str = "warren.managed";
+pub const LABEL_NODE: &str = "warren.node";
+pub const LABEL_SANDBOX: &str = "warren.sandbox";
+pub const LABEL_KIND: &str = "warren.kind";
+
+/// Where the guest binary and its run directory appear inside a container.
+pub const GUEST_BIN_IN_CONTAINER: &str = "/.warren/bin/warren-guest";
+pub const GUEST_RUN_IN_CONTAINER: &str = "/.warren/run";
+
+/// What to create for one sandbox.
+#[derive(Debug, Clone)]
+pub struct ContainerSpec {
+    pub sandbox_id: String,
+    pub image: String,
+    pub resources: Resources,
+    pub env: BTreeMap<String, String>,
+    /// Host path of the guest binary (mounted read-only).
+    pub guest_binary: PathBuf,
+    /// Host directory mounted as the guest's run directory (its socket lives there).
+    pub run_dir: PathBuf,
+}
+
+/// A container as the runtime sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerInfo {
+    pub name: String,
+    pub sandbox_id: String,
+    pub running: bool,
+    /// Main process pid on the host (0 when not running).
+    pub pid: u32,
+    pub exit_code: Option<i64>,
+    pub oom_killed: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("image {image} is not available: {message}")]
+    ImageMissing { image: String, message: String },
+    #[error("docker: {0}")]
+    Docker(String),
+    #[error("no free sandbox network: {0}")]
+    Network(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<RuntimeError> for ApiError {
+    fn from(e: RuntimeError) -> Self {
+        match &e {
+            RuntimeError::ImageMissing { .. } => ApiError::invalid(e.to_string()),
+            RuntimeError::Network(_) => ApiError::new(ErrorCode::CapacityExhausted, e.to_string()),
+            _ => ApiError::new(ErrorCode::Unavailable, e.to_string()),
+        }
+    }
+}
+
+/// What the node needs from a container engine.
+#[async_trait]
+pub trait ContainerRuntime: Send + Sync {
+    /// Creates and starts the sandbox's container (and its network).
+    async fn create(&self, spec: &ContainerSpec) -> Result<ContainerInfo, RuntimeError>;
+    /// Starts an existing, stopped container.
+    async fn start(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
+    /// The sandbox's container, if it exists.
+    async fn inspect(&self, sandbox_id: &str) -> Result<Option<ContainerInfo>, RuntimeError>;
+    /// Removes the container and releases its network. Idempotent.
+    async fn remove(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
+    /// Every container of this node.
+    async fn list(&self) -> Result<Vec<ContainerInfo>, RuntimeError>;
+    /// The last lines the container printed (for error messages).
+    async fn logs_tail(&self, sandbox_id: &str, lines: usize) -> String;
+    /// Whether per-container disk limits are enforced by this engine.
+    fn disk_limits(&self) -> bool;
+}

@@ -1,0 +1,495 @@
+//! The sandbox manager: get-or-create, recovery, deletion, listing, adoption at start-up,
+//! activity tracking, and forwarding requests to each sandbox's guest agent.
+//!
+//! Each sandbox id has a slot whose async lock serializes lifecycle changes (create, recover,
+//! delete), so concurrent first calls create exactly one container. Calls on a running
+//! sandbox take no lock and touch no Docker API: they go straight to the guest's socket.
+
+use super::lifecycle::{self, Event};
+use super::record::SandboxRecord;
+use super::store::RecordStore;
+use crate::config::NodeConfig;
+use crate::guest::client::{full, GuestBody, GuestClient};
+use crate::metrics::NodeMetrics;
+use crate::runtime::{ContainerRuntime, ContainerSpec};
+use bytes::Bytes;
+use hyper::body::Incoming;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::Semaphore;
+use warren_api::sandbox::{CreateSandboxRequest, Sandbox, SandboxList, SandboxState};
+use warren_api::time::rfc3339;
+use warren_api::{ApiError, ErrorCode};
+
+/// How long a new container's guest may take to answer.
+const GUEST_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub struct SandboxManager {
+    cfg: NodeConfig,
+    runtime: Arc<dyn ContainerRuntime>,
+    guests: GuestClient,
+    store: RecordStore,
+    guest_binary: PathBuf,
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
+    create_permits: Semaphore,
+    metrics: NodeMetrics,
+}
+
+struct Slot {
+    lock: tokio::sync::Mutex<()>,
+    rec: Mutex<Option<SandboxRecord>>,
+    last_active_ms: AtomicU64,
+    streams: AtomicUsize,
+}
+
+impl Slot {
+    fn new(rec: Option<SandboxRecord>) -> Arc<Slot> {
+        Arc::new(Slot {
+            lock: tokio::sync::Mutex::new(()),
+            rec: Mutex::new(rec),
+            last_active_ms: AtomicU64::new(now_ms()),
+            streams: AtomicUsize::new(0),
+        })
+    }
+
+    fn record(&self) -> Option<SandboxRecord> {
+        self.rec.lock().expect("slot lock").clone()
+    }
+
+    fn set(&self, rec: Option<SandboxRecord>) {
+        *self.rec.lock().expect("slot lock") = rec;
+    }
+
+    fn running_key(&self) -> Option<String> {
+        let g = self.rec.lock().expect("slot lock");
+        g.as_ref().filter(|r| r.state == SandboxState::Running).map(|r| r.run_key())
+    }
+
+    fn touch(&self) {
+        self.last_active_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    fn api(&self) -> Option<Sandbox> {
+        let ms = self.last_active_ms.load(Ordering::Relaxed);
+        self.record().map(|r| r.to_api(Some(rfc3339(UNIX_EPOCH + Duration::from_millis(ms)))))
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64
+}
+
+/// A request body for the guest: replayable bytes, or a one-shot stream.
+pub enum Payload {
+    Bytes(Bytes),
+    Stream(GuestBody),
+}
+
+/// Keeps a sandbox counted as active while a response stream is open.
+pub struct ActivityGuard {
+    slot: Arc<Slot>,
+}
+
+impl Drop for ActivityGuard {
+    fn drop(&mut self) {
+        self.slot.streams.fetch_sub(1, Ordering::Relaxed);
+        self.slot.touch();
+    }
+}
+
+/// Filters of `GET /v1/sandboxes`.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub state: Option<SandboxState>,
+    pub labels: Vec<(String, String)>,
+    pub region: Option<String>,
+    pub limit: usize,
+    pub cursor: Option<String>,
+}
+
+impl SandboxManager {
+    /// Opens the store, installs the guest binary and re-adopts this node's containers.
+    pub async fn start(
+        cfg: NodeConfig,
+        runtime: Arc<dyn ContainerRuntime>,
+        metrics: NodeMetrics,
+    ) -> Result<Arc<Self>, ApiError> {
+        let io = |what: &str, e: std::io::Error| ApiError::internal(format!("{what}: {e}"));
+        let store = RecordStore::open(&cfg.sandboxes_dir()).map_err(|e| io("cannot open the sandbox store", e))?;
+        std::fs::create_dir_all(cfg.run_root()).map_err(|e| io("cannot create the run dir", e))?;
+        let guest_binary = crate::guest::binary::install(&cfg.guest_binary, &cfg.data_dir.join("bin"))
+            .map_err(|e| io("cannot install the guest binary", e))?;
+        let mgr = Arc::new(SandboxManager {
+            guests: GuestClient::new(cfg.run_root()),
+            create_permits: Semaphore::new(cfg.create_concurrency.max(1)),
+            cfg,
+            runtime,
+            store,
+            guest_binary,
+            slots: Mutex::new(HashMap::new()),
+            metrics,
+        });
+        mgr.adopt().await?;
+        Ok(mgr)
+    }
+
+    pub fn config(&self) -> &NodeConfig {
+        &self.cfg
+    }
+
+    pub fn disk_limits(&self) -> bool {
+        self.runtime.disk_limits()
+    }
+
+    /// Loads records and matches them with the containers that exist.
+    async fn adopt(self: &Arc<Self>) -> Result<(), ApiError> {
+        let records = self.store.load_all().map_err(|e| ApiError::internal(format!("cannot load records: {e}")))?;
+        let containers = self.runtime.list().await.map_err(ApiError::from)?;
+        let mut known = std::collections::HashSet::new();
+        for mut rec in records {
+            known.insert(rec.id.clone());
+            let container = containers.iter().find(|c| c.sandbox_id == rec.id);
+            let mut recover = false;
+            match container {
+                Some(c) if c.running => rec.state = SandboxState::Running,
+                Some(_) => {
+                    rec.state = SandboxState::Starting;
+                    recover = true;
+                }
+                None if rec.state == SandboxState::Starting => {
+                    // Creation was interrupted before its container existed: it never was.
+                    let _ = self.store.delete(&rec.id);
+                    continue;
+                }
+                None => rec.state = SandboxState::Failed,
+            }
+            let id = rec.id.clone();
+            self.slots.lock().expect("slots lock").insert(id.clone(), Slot::new(Some(rec)));
+            if recover {
+                let mgr = self.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = mgr.recover(&id).await {
+                        tracing::warn!(sandbox_id = %id, error = %e, "could not restart an adopted sandbox");
+                    }
+                });
+            }
+        }
+        for c in containers.iter().filter(|c| !known.contains(&c.sandbox_id)) {
+            tracing::warn!(sandbox_id = %c.sandbox_id, container = %c.name, "removing a container without a record");
+            let _ = self.runtime.remove(&c.sandbox_id).await;
+        }
+        self.update_gauge();
+        tracing::info!(sandboxes = known.len(), "adopted sandboxes");
+        Ok(())
+    }
+
+    fn slot(&self, id: &str) -> Arc<Slot> {
+        self.slots.lock().expect("slots lock").entry(id.to_string()).or_insert_with(|| Slot::new(None)).clone()
+    }
+
+    fn existing_slot(&self, id: &str) -> Option<Arc<Slot>> {
+        self.slots.lock().expect("slots lock").get(id).cloned()
+    }
+
+    fn update_gauge(&self) {
+        let n = self.slots.lock().expect("slots lock").values().filter(|s| s.record().is_some()).count();
+        self.metrics.sandboxes.set(n as i64);
+    }
+
+    /// `GET /v1/sandboxes/{id}`: never creates or wakes.
+    pub fn get(&self, id: &str) -> Option<Sandbox> {
+        self.existing_slot(id).and_then(|s| s.api())
+    }
+
+    pub fn list(&self, f: &ListFilter) -> SandboxList {
+        let mut all: Vec<Sandbox> = self
+            .slots
+            .lock()
+            .expect("slots lock")
+            .values()
+            .filter_map(|s| s.api())
+            .filter(|s| f.state.is_none_or(|st| s.state == st))
+            .filter(|s| f.region.as_ref().is_none_or(|r| &s.region == r))
+            .filter(|s| f.labels.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
+            .filter(|s| f.cursor.as_ref().is_none_or(|c| &s.id > c))
+            .collect();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        let limit = f.limit.clamp(1, 1000);
+        let next_cursor = (all.len() > limit).then(|| all[limit - 1].id.clone());
+        all.truncate(limit);
+        SandboxList { sandboxes: all, next_cursor }
+    }
+
+    /// `PUT /v1/sandboxes/{id}`: ensures it exists and runs. True when it was created.
+    pub async fn put(self: &Arc<Self>, id: &str, req: &CreateSandboxRequest) -> Result<(Sandbox, bool), ApiError> {
+        warren_api::ids::validate_sandbox_id(id)?;
+        req.validate()?;
+        let slot = self.slot(id);
+        let _g = slot.lock.lock().await;
+        slot.touch();
+        match slot.record() {
+            Some(mut rec) => {
+                if rec.apply_put(req)? {
+                    self.save(&rec)?;
+                    slot.set(Some(rec.clone()));
+                }
+                if rec.state != SandboxState::Running {
+                    self.recover_locked(&slot, rec).await?;
+                }
+                Ok((slot.api().expect("record present"), false))
+            }
+            None => {
+                self.create_locked(&slot, id, req).await?;
+                Ok((slot.api().expect("record present"), true))
+            }
+        }
+    }
+
+    /// Get-or-create for every call under `/v1/sandboxes/{id}/…`; returns the run key of a
+    /// running sandbox. The fast path takes no lock and makes no Docker call.
+    pub async fn ensure(self: &Arc<Self>, id: &str) -> Result<String, ApiError> {
+        let slot = self.slot(id);
+        slot.touch();
+        if let Some(key) = slot.running_key() {
+            return Ok(key);
+        }
+        warren_api::ids::validate_sandbox_id(id)?;
+        let _g = slot.lock.lock().await;
+        match slot.record() {
+            Some(r) if r.state == SandboxState::Running => Ok(r.run_key()),
+            Some(r) => Ok(self.recover_locked(&slot, r).await?.run_key()),
+            None => Ok(self.create_locked(&slot, id, &CreateSandboxRequest::default()).await?.run_key()),
+        }
+    }
+
+    fn save(&self, rec: &SandboxRecord) -> Result<(), ApiError> {
+        self.store
+            .save(rec)
+            .map_err(|e| ApiError::internal(format!("cannot save the record of {}: {e}", rec.id)))
+    }
+
+    fn spec(&self, rec: &SandboxRecord) -> ContainerSpec {
+        ContainerSpec {
+            sandbox_id: rec.id.clone(),
+            image: rec.image.clone(),
+            resources: rec.resources,
+            env: rec.env.clone(),
+            guest_binary: self.guest_binary.clone(),
+            run_dir: self.cfg.run_root().join(rec.run_key()),
+        }
+    }
+
+    async fn create_locked(&self, slot: &Arc<Slot>, id: &str, req: &CreateSandboxRequest) -> Result<SandboxRecord, ApiError> {
+        if let Some(snap) = &req.from_snapshot {
+            return Err(ApiError::new(ErrorCode::SnapshotNotFound, format!("snapshot {snap} not found")));
+        }
+        if req.egress.is_some() {
+            return Err(ApiError::invalid("egress policies are not supported by this node yet"));
+        }
+        let count = self.slots.lock().expect("slots lock").values().filter(|s| s.record().is_some()).count();
+        if count >= self.cfg.max_sandboxes {
+            return Err(ApiError::new(
+                ErrorCode::CapacityExhausted,
+                format!("this node runs its maximum of {} sandboxes", self.cfg.max_sandboxes),
+            ));
+        }
+        let started = Instant::now();
+        let rec = SandboxRecord::new(id, req, &self.cfg.node_id, &self.cfg.region, &self.cfg.default_image)?;
+        // The record exists before the container does, so no container is ever unaccounted for.
+        self.save(&rec)?;
+        slot.set(Some(rec.clone()));
+        let result = self.start_container(&rec, true).await;
+        match result {
+            Ok(()) => {
+                let mut rec = rec;
+                rec.state = lifecycle::next(rec.state, Event::Started).map_err(|e| ApiError::internal(e.to_string()))?;
+                self.save(&rec)?;
+                slot.set(Some(rec.clone()));
+                self.update_gauge();
+                self.metrics.creates.with_label_values(&["ok"]).observe(started.elapsed().as_secs_f64());
+                tracing::info!(sandbox_id = %id, ms = started.elapsed().as_millis() as u64, "sandbox created");
+                Ok(rec)
+            }
+            Err(e) => {
+                let _ = self.runtime.remove(id).await;
+                let _ = std::fs::remove_dir_all(self.cfg.run_root().join(rec.run_key()));
+                let _ = self.store.delete(id);
+                slot.set(None);
+                self.metrics.creates.with_label_values(&["error"]).observe(started.elapsed().as_secs_f64());
+                Err(e)
+            }
+        }
+    }
+
+    /// Creates (or restarts) the container and waits for its guest.
+    async fn start_container(&self, rec: &SandboxRecord, fresh: bool) -> Result<(), ApiError> {
+        let run_dir = self.cfg.run_root().join(rec.run_key());
+        std::fs::create_dir_all(&run_dir).map_err(|e| ApiError::internal(format!("cannot create run dir: {e}")))?;
+        {
+            let _permit = self.create_permits.acquire().await.map_err(|e| ApiError::internal(e.to_string()))?;
+            if fresh {
+                // A stale socket from an earlier container must not be mistaken for the new guest.
+                let _ = std::fs::remove_file(run_dir.join(crate::guest::client::SOCKET_NAME));
+                self.runtime.create(&self.spec(rec)).await?;
+            } else {
+                self.runtime.start(&rec.id).await?;
+            }
+        }
+        self.wait_guest(rec).await
+    }
+
+    async fn wait_guest(&self, rec: &SandboxRecord) -> Result<(), ApiError> {
+        let key = rec.run_key();
+        let deadline = Instant::now() + GUEST_READY_TIMEOUT;
+        let mut attempt = 0u32;
+        loop {
+            if self.guests.health(&key).await.is_ok() {
+                return Ok(());
+            }
+            attempt += 1;
+            if attempt.is_multiple_of(50) || Instant::now() > deadline {
+                let info = self.runtime.inspect(&rec.id).await?;
+                let running = info.as_ref().is_some_and(|i| i.running);
+                if !running || Instant::now() > deadline {
+                    let logs = self.runtime.logs_tail(&rec.id, 20).await;
+                    let why = if running { "did not answer in time" } else { "exited" };
+                    return Err(ApiError::new(
+                        ErrorCode::Unavailable,
+                        format!("the guest agent of sandbox {} {why}; container output: {}", rec.id, logs.trim()),
+                    ));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(if attempt < 100 { 2 } else { 20 })).await;
+        }
+    }
+
+    /// Brings a sandbox whose container stopped or vanished back (under the slot lock).
+    async fn recover_locked(&self, slot: &Arc<Slot>, mut rec: SandboxRecord) -> Result<SandboxRecord, ApiError> {
+        rec.state = lifecycle::next(rec.state, Event::Recovering).map_err(|e| ApiError::internal(e.to_string()))?;
+        slot.set(Some(rec.clone()));
+        let result = match self.runtime.inspect(&rec.id).await? {
+            Some(c) if c.running => {
+                self.metrics.recoveries.with_label_values(&["reconnect"]).inc();
+                self.wait_guest(&rec).await
+            }
+            Some(_) => {
+                self.metrics.recoveries.with_label_values(&["restart"]).inc();
+                self.start_container(&rec, false).await
+            }
+            None => {
+                tracing::warn!(sandbox_id = %rec.id, "container is gone; creating a new one (its files are lost)");
+                self.metrics.recoveries.with_label_values(&["recreate"]).inc();
+                self.start_container(&rec, true).await
+            }
+        };
+        let event = if result.is_ok() { Event::Started } else { Event::StartFailed };
+        rec.state = lifecycle::next(rec.state, event).map_err(|e| ApiError::internal(e.to_string()))?;
+        self.save(&rec)?;
+        slot.set(Some(rec.clone()));
+        result.map(|_| rec)
+    }
+
+    /// Recovers a sandbox after a failed guest connection, unless another request already did.
+    pub async fn recover(&self, id: &str) -> Result<(), ApiError> {
+        let slot = self.existing_slot(id).ok_or_else(|| not_found(id))?;
+        let _g = slot.lock.lock().await;
+        let rec = slot.record().ok_or_else(|| not_found(id))?;
+        if rec.state == SandboxState::Running && self.guests.health(&rec.run_key()).await.is_ok() {
+            return Ok(());
+        }
+        self.recover_locked(&slot, rec).await.map(|_| ())
+    }
+
+    /// `DELETE /v1/sandboxes/{id}`: container, network, run dir and record go. Idempotent.
+    pub async fn delete(&self, id: &str) -> Result<(), ApiError> {
+        warren_api::ids::validate_sandbox_id(id)?;
+        let Some(slot) = self.existing_slot(id) else {
+            // Not known here; still make sure nothing of it is left in Docker.
+            self.runtime.remove(id).await?;
+            return Ok(());
+        };
+        let _g = slot.lock.lock().await;
+        self.runtime.remove(id).await?;
+        let _ = std::fs::remove_dir_all(self.cfg.run_root().join(super::record::run_key(id)));
+        self.store.delete(id).map_err(|e| ApiError::internal(format!("cannot delete record: {e}")))?;
+        slot.set(None);
+        drop(_g);
+        let mut slots = self.slots.lock().expect("slots lock");
+        // Forget the slot unless another request holds it (it may be re-creating the id).
+        if Arc::strong_count(&slot) == 2 && slot.record().is_none() {
+            slots.remove(id);
+        }
+        drop(slots);
+        self.update_gauge();
+        tracing::info!(sandbox_id = %id, "sandbox deleted");
+        Ok(())
+    }
+
+    /// Sends a request to the sandbox's guest (creating or waking the sandbox first). If the
+    /// guest cannot be reached, the sandbox is recovered and a replayable request resent.
+    pub async fn forward(
+        self: &Arc<Self>,
+        id: &str,
+        method: http::Method,
+        path_and_query: &str,
+        headers: &http::HeaderMap,
+        payload: Payload,
+    ) -> Result<http::Response<Incoming>, ApiError> {
+        let key = self.ensure(id).await?;
+        let build = |body: GuestBody| {
+            let mut b = http::Request::builder().method(method.clone()).uri(path_and_query);
+            for name in [http::header::CONTENT_TYPE, http::header::ACCEPT, http::header::CONTENT_LENGTH] {
+                if let Some(v) = headers.get(&name) {
+                    b = b.header(name, v);
+                }
+            }
+            b.body(body).map_err(|e| ApiError::invalid(format!("bad request: {e}")))
+        };
+        let (first, replay) = match payload {
+            Payload::Bytes(b) => (build(full(b.clone()))?, Some(b)),
+            Payload::Stream(s) => (build(s)?, None),
+        };
+        let started = Instant::now();
+        let result = self.guests.send(&key, first).await;
+        let outcome = match result {
+            Ok(resp) => Ok(resp),
+            Err(e) if e.is_connect() => {
+                tracing::warn!(sandbox_id = %id, error = %e, "guest unreachable; recovering the sandbox");
+                self.recover(id).await?;
+                match replay {
+                    Some(b) => {
+                        let key = self.ensure(id).await?;
+                        self.guests.send(&key, build(full(b))?).await.map_err(|e| guest_error(id, e))
+                    }
+                    None => Err(ApiError::new(
+                        ErrorCode::Unavailable,
+                        format!("sandbox {id} was restarting; send the request again"),
+                    )),
+                }
+            }
+            Err(e) => Err(guest_error(id, e)),
+        };
+        let label = if outcome.is_ok() { "ok" } else { "error" };
+        self.metrics.guest_requests.with_label_values(&[label]).observe(started.elapsed().as_secs_f64());
+        outcome
+    }
+
+    /// Counts the sandbox as active until the guard is dropped (open response streams).
+    pub fn activity(&self, id: &str) -> Option<ActivityGuard> {
+        let slot = self.existing_slot(id)?;
+        slot.streams.fetch_add(1, Ordering::Relaxed);
+        slot.touch();
+        Some(ActivityGuard { slot })
+    }
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::new(ErrorCode::SandboxNotFound, format!("sandbox {id} not found"))
+}
+
+fn guest_error(id: &str, e: crate::guest::GuestError) -> ApiError {
+    ApiError::new(ErrorCode::Unavailable, format!("sandbox {id}: {e}"))
+}

@@ -1,0 +1,24 @@
+//! The one place where errors become HTTP responses.
+
+use axum::response::{IntoResponse, Response};
+use warren_api::ApiError;
+
+/// An [`ApiError`] as a response: its status, and the JSON body of `api.md`.
+pub struct ApiErrorResponse(pub ApiError);
+
+impl From<ApiError> for ApiErrorResponse {
+    fn from(e: ApiError) -> Self {
+        ApiErrorResponse(e)
+    }
+}
+
+impl IntoResponse for ApiErrorResponse {
+    fn into_response(self) -> Response {
+        let status = http::StatusCode::from_u16(self.0.http_status()).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+        let mut r = (status, self.0.to_json()).into_response();
+        r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+        r
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiErrorResponse>;

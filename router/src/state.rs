@@ -1,0 +1,27 @@
+//! What every handler shares.
+
+use std::sync::Arc;
+use warren_node::SandboxManager;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub mgr: Arc<SandboxManager>,
+    /// The bearer token every `/v1` call must present.
+    pub api_key: Arc<str>,
+    pub node_id: Arc<str>,
+    pub registry: prometheus::Registry,
+    pub metrics: crate::metrics::RouterMetrics,
+}
+
+impl AppState {
+    pub fn new(mgr: Arc<SandboxManager>, api_key: &str, registry: prometheus::Registry) -> prometheus::Result<Self> {
+        let metrics = crate::metrics::RouterMetrics::register(&registry)?;
+        Ok(AppState {
+            node_id: mgr.config().node_id.as_str().into(),
+            mgr,
+            api_key: api_key.into(),
+            registry,
+            metrics,
+        })
+    }
+}
