@@ -54,7 +54,10 @@ impl Command {
 }
 
 /// Checks that exactly one of `command` and `argv` is given, and not empty.
-pub fn command_of(command: &Option<String>, argv: &Option<Vec<String>>) -> Result<Command, ApiError> {
+pub fn command_of(
+    command: &Option<String>,
+    argv: &Option<Vec<String>>,
+) -> Result<Command, ApiError> {
     match (command, argv) {
         (Some(_), Some(_)) => Err(ApiError::invalid("give either command or argv, not both")),
         (None, None) => Err(ApiError::invalid("command or argv is required")),
@@ -90,7 +93,9 @@ impl ExecRequest {
         }
         if let Some(t) = self.timeout_ms {
             if t == 0 || t > MAX_TIMEOUT_MS {
-                return Err(ApiError::invalid("timeout_ms must be between 1 and 86400000"));
+                return Err(ApiError::invalid(
+                    "timeout_ms must be between 1 and 86400000",
+                ));
             }
         }
         if let Some(s) = &self.session {
@@ -103,7 +108,9 @@ impl ExecRequest {
     /// The bytes to feed on stdin (empty when neither `stdin` nor `stdin_base64` is given).
     pub fn stdin_bytes(&self) -> Result<Vec<u8>, ApiError> {
         match (&self.stdin, &self.stdin_base64) {
-            (Some(_), Some(_)) => Err(ApiError::invalid("give either stdin or stdin_base64, not both")),
+            (Some(_), Some(_)) => Err(ApiError::invalid(
+                "give either stdin or stdin_base64, not both",
+            )),
             (Some(s), None) => Ok(s.as_bytes().to_vec()),
             (None, Some(b)) => base64::engine::general_purpose::STANDARD
                 .decode(b)
@@ -187,8 +194,15 @@ mod tests {
     #[test]
     fn events_are_tagged_by_type() {
         let e = ExecEvent::Stdout(OutputData::from_bytes(b"hi\n"));
-        assert_eq!(serde_json::to_string(&e).unwrap(), r#"{"type":"stdout","data":"hi\n"}"#);
-        let e = ExecEvent::Complete { exit_code: 0, duration_ms: 3, timed_out: false };
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"type":"stdout","data":"hi\n"}"#
+        );
+        let e = ExecEvent::Complete {
+            exit_code: 0,
+            duration_ms: 3,
+            timed_out: false,
+        };
         assert_eq!(
             serde_json::to_string(&e).unwrap(),
             r#"{"type":"complete","exit_code":0,"duration_ms":3,"timed_out":false}"#

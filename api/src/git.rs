@@ -90,7 +90,10 @@ mod tests {
     use super::*;
 
     fn req(url: &str) -> GitCheckoutRequest {
-        GitCheckoutRequest { url: url.into(), ..Default::default() }
+        GitCheckoutRequest {
+            url: url.into(),
+            ..Default::default()
+        }
     }
 
     #[test]

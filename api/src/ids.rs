@@ -56,7 +56,17 @@ mod tests {
         for good in ["a", "abc", "a-b", "0", "my-sandbox-42", &"x".repeat(63)] {
             assert!(validate_sandbox_id(good).is_ok(), "{good}");
         }
-        for bad in ["", "-a", "a-", "A", "a_b", "a.b", "a b", "é", &"x".repeat(64)] {
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            "A",
+            "a_b",
+            "a.b",
+            "a b",
+            "é",
+            &"x".repeat(64),
+        ] {
             assert!(validate_sandbox_id(bad).is_err(), "{bad}");
         }
     }

@@ -131,8 +131,13 @@ pub struct LogChunk {
 pub enum LogEvent {
     Stdout(LogChunk),
     Stderr(LogChunk),
-    Exit { exit_code: i32 },
-    Error { code: crate::ErrorCode, message: String },
+    Exit {
+        exit_code: i32,
+    },
+    Error {
+        code: crate::ErrorCode,
+        message: String,
+    },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -197,19 +202,26 @@ impl WaitPortRequest {
         }
         if let Some(p) = &self.path {
             if !p.starts_with('/') || p.chars().any(|c| c.is_control() || c == ' ') {
-                return Err(ApiError::invalid("path must start with / and contain no spaces"));
+                return Err(ApiError::invalid(
+                    "path must start with / and contain no spaces",
+                ));
             }
         }
         let (lo, hi) = self.status_range();
         if lo > hi || !(100..=599).contains(&lo) || !(100..=599).contains(&hi) {
-            return Err(ApiError::invalid("status_min..status_max must be a range within 100..599"));
+            return Err(ApiError::invalid(
+                "status_min..status_max must be a range within 100..599",
+            ));
         }
         validate_wait_timeout(self.timeout_ms)
     }
 
     /// Accepted HTTP statuses: 200..399 unless given.
     pub fn status_range(&self) -> (u16, u16) {
-        (self.status_min.unwrap_or(200), self.status_max.unwrap_or(399))
+        (
+            self.status_min.unwrap_or(200),
+            self.status_max.unwrap_or(399),
+        )
     }
 }
 
@@ -263,16 +275,25 @@ mod tests {
         let w: WaitPortRequest = serde_json::from_str(r#"{"port": 8080}"#).unwrap();
         assert!(w.validate().is_ok());
         assert_eq!(w.mode, PortMode::Tcp);
-        let w: WaitPortRequest =
-            serde_json::from_str(r#"{"port": 8080, "mode": "http", "status_min": 500, "status_max": 200}"#).unwrap();
+        let w: WaitPortRequest = serde_json::from_str(
+            r#"{"port": 8080, "mode": "http", "status_min": 500, "status_max": 200}"#,
+        )
+        .unwrap();
         assert!(w.validate().is_err());
-        let l: WaitLogRequest = serde_json::from_str(r#"{"pattern": "ready", "regex": "r"}"#).unwrap();
+        let l: WaitLogRequest =
+            serde_json::from_str(r#"{"pattern": "ready", "regex": "r"}"#).unwrap();
         assert!(l.validate().is_err());
     }
 
     #[test]
     fn log_chunk_flattens_data() {
-        let e = LogEvent::Stderr(LogChunk { data: OutputData::from_bytes(b"x"), cursor: 9 });
-        assert_eq!(serde_json::to_string(&e).unwrap(), r#"{"type":"stderr","data":"x","cursor":9}"#);
+        let e = LogEvent::Stderr(LogChunk {
+            data: OutputData::from_bytes(b"x"),
+            cursor: 9,
+        });
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"type":"stderr","data":"x","cursor":9}"#
+        );
     }
 }

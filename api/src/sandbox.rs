@@ -57,12 +57,60 @@ pub struct ResourcesRequest {
 
 /// The instance types of `api.md`, smallest first.
 pub const INSTANCE_TYPES: [(&str, Resources); 6] = [
-    ("lite", Resources { cpus: 0.0625, memory_mb: 256, disk_mb: 2048, pids: 256 }),
-    ("basic", Resources { cpus: 0.25, memory_mb: 1024, disk_mb: 4096, pids: 512 }),
-    ("standard-1", Resources { cpus: 0.5, memory_mb: 4096, disk_mb: 8192, pids: 1024 }),
-    ("standard-2", Resources { cpus: 1.0, memory_mb: 6144, disk_mb: 12288, pids: 1024 }),
-    ("standard-3", Resources { cpus: 2.0, memory_mb: 8192, disk_mb: 16384, pids: 2048 }),
-    ("standard-4", Resources { cpus: 4.0, memory_mb: 12288, disk_mb: 20480, pids: 4096 }),
+    (
+        "lite",
+        Resources {
+            cpus: 0.0625,
+            memory_mb: 256,
+            disk_mb: 2048,
+            pids: 256,
+        },
+    ),
+    (
+        "basic",
+        Resources {
+            cpus: 0.25,
+            memory_mb: 1024,
+            disk_mb: 4096,
+            pids: 512,
+        },
+    ),
+    (
+        "standard-1",
+        Resources {
+            cpus: 0.5,
+            memory_mb: 4096,
+            disk_mb: 8192,
+            pids: 1024,
+        },
+    ),
+    (
+        "standard-2",
+        Resources {
+            cpus: 1.0,
+            memory_mb: 6144,
+            disk_mb: 12288,
+            pids: 1024,
+        },
+    ),
+    (
+        "standard-3",
+        Resources {
+            cpus: 2.0,
+            memory_mb: 8192,
+            disk_mb: 16384,
+            pids: 2048,
+        },
+    ),
+    (
+        "standard-4",
+        Resources {
+            cpus: 4.0,
+            memory_mb: 12288,
+            disk_mb: 20480,
+            pids: 4096,
+        },
+    ),
 ];
 
 /// The instance type used when a request names none.
@@ -110,16 +158,24 @@ impl Resources {
 
     pub fn validate(&self) -> Result<(), ApiError> {
         if !(self.cpus.is_finite() && self.cpus >= 0.01 && self.cpus <= 64.0) {
-            return Err(ApiError::invalid("resources.cpus must be between 0.01 and 64"));
+            return Err(ApiError::invalid(
+                "resources.cpus must be between 0.01 and 64",
+            ));
         }
         if !(64..=1_048_576).contains(&self.memory_mb) {
-            return Err(ApiError::invalid("resources.memory_mb must be between 64 and 1048576"));
+            return Err(ApiError::invalid(
+                "resources.memory_mb must be between 64 and 1048576",
+            ));
         }
         if !(256..=16_777_216).contains(&self.disk_mb) {
-            return Err(ApiError::invalid("resources.disk_mb must be between 256 and 16777216"));
+            return Err(ApiError::invalid(
+                "resources.disk_mb must be between 256 and 16777216",
+            ));
         }
         if !(16..=1_000_000).contains(&self.pids) {
-            return Err(ApiError::invalid("resources.pids must be between 16 and 1000000"));
+            return Err(ApiError::invalid(
+                "resources.pids must be between 16 and 1000000",
+            ));
         }
         Ok(())
     }
@@ -150,7 +206,9 @@ impl Persist {
     pub fn validate(&self) -> Result<(), ApiError> {
         if let Persist::Dirs { dirs } = self {
             if dirs.is_empty() {
-                return Err(ApiError::invalid("persist.dirs must name at least one directory"));
+                return Err(ApiError::invalid(
+                    "persist.dirs must name at least one directory",
+                ));
             }
             for d in dirs {
                 crate::files::validate_path(d)?;
@@ -191,7 +249,9 @@ impl SleepAfter {
             }
         };
         if !(1..=Duration::from_secs(30 * 24 * 3600).as_secs()).contains(&secs) {
-            return Err(ApiError::invalid("sleep_after must be between 1 second and 30 days"));
+            return Err(ApiError::invalid(
+                "sleep_after must be between 1 second and 30 days",
+            ));
         }
         Ok(secs)
     }
@@ -291,14 +351,15 @@ pub fn validate_labels(labels: &BTreeMap<String, String>) -> Result<(), ApiError
     for (k, v) in labels {
         let ok = !k.is_empty()
             && k.len() <= 63
-            && k
-                .bytes()
+            && k.bytes()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'/' | b'-'));
         if !ok {
             return Err(ApiError::invalid(format!("invalid label key {k:?}")));
         }
         if v.len() > 255 {
-            return Err(ApiError::invalid(format!("label {k:?}: value longer than 255")));
+            return Err(ApiError::invalid(format!(
+                "label {k:?}: value longer than 255"
+            )));
         }
     }
     Ok(())
@@ -313,7 +374,9 @@ pub fn validate_region(region: &str) -> Result<(), ApiError> {
 /// Image references: printable, no spaces, at most 255 chars.
 pub fn validate_image(image: &str) -> Result<(), ApiError> {
     if image.is_empty() || image.len() > 255 || !image.bytes().all(|c| c.is_ascii_graphic()) {
-        return Err(ApiError::invalid(format!("invalid image reference {image:?}")));
+        return Err(ApiError::invalid(format!(
+            "invalid image reference {image:?}"
+        )));
     }
     Ok(())
 }
@@ -322,7 +385,9 @@ pub fn validate_image(image: &str) -> Result<(), ApiError> {
 pub fn parse_label_filter(s: &str) -> Result<(String, String), ApiError> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-        _ => Err(ApiError::invalid(format!("invalid label filter {s:?}: use key=value"))),
+        _ => Err(ApiError::invalid(format!(
+            "invalid label filter {s:?}: use key=value"
+        ))),
     }
 }
 
@@ -332,20 +397,29 @@ mod tests {
 
     #[test]
     fn instance_type_then_overrides() {
-        let r = Resources::resolve(Some("basic"), Some(&ResourcesRequest {
-            memory_mb: Some(2048),
-            ..Default::default()
-        }))
+        let r = Resources::resolve(
+            Some("basic"),
+            Some(&ResourcesRequest {
+                memory_mb: Some(2048),
+                ..Default::default()
+            }),
+        )
         .unwrap();
         assert_eq!(r.cpus, 0.25);
         assert_eq!(r.memory_mb, 2048);
         assert!(Resources::resolve(Some("huge"), None).is_err());
-        assert!(Resources::resolve(None, Some(&ResourcesRequest {
-            cpus: Some(0.0),
-            ..Default::default()
-        }))
+        assert!(Resources::resolve(
+            None,
+            Some(&ResourcesRequest {
+                cpus: Some(0.0),
+                ..Default::default()
+            })
+        )
         .is_err());
-        assert_eq!(Resources::resolve(None, None).unwrap(), instance_type(DEFAULT_INSTANCE_TYPE).unwrap());
+        assert_eq!(
+            Resources::resolve(None, None).unwrap(),
+            instance_type(DEFAULT_INSTANCE_TYPE).unwrap()
+        );
     }
 
     #[test]
@@ -365,17 +439,25 @@ mod tests {
         let p: Persist = serde_json::from_str("\"none\"").unwrap();
         assert_eq!(p, Persist::Mode(PersistMode::None));
         let p: Persist = serde_json::from_str(r#"{"dirs": ["/workspace"]}"#).unwrap();
-        assert_eq!(p, Persist::Dirs { dirs: vec!["/workspace".into()] });
+        assert_eq!(
+            p,
+            Persist::Dirs {
+                dirs: vec!["/workspace".into()]
+            }
+        );
         assert!(serde_json::from_str::<Persist>("\"all\"").is_err());
     }
 
     #[test]
     fn create_request_rejects_unknown_fields_and_bad_values() {
         assert!(serde_json::from_str::<CreateSandboxRequest>(r#"{"imagee": "x"}"#).is_err());
-        let bad_env: CreateSandboxRequest = serde_json::from_str(r#"{"env": {"1X": "v"}}"#).unwrap();
+        let bad_env: CreateSandboxRequest =
+            serde_json::from_str(r#"{"env": {"1X": "v"}}"#).unwrap();
         assert!(bad_env.validate().is_err());
-        let ok: CreateSandboxRequest =
-            serde_json::from_str(r#"{"env": {"X_1": "v"}, "labels": {"team": "a"}, "sleep_after": "5m"}"#).unwrap();
+        let ok: CreateSandboxRequest = serde_json::from_str(
+            r#"{"env": {"X_1": "v"}, "labels": {"team": "a"}, "sleep_after": "5m"}"#,
+        )
+        .unwrap();
         assert!(ok.validate().is_ok());
     }
 }

@@ -28,7 +28,10 @@ pub struct OutputData {
 impl OutputData {
     pub fn from_bytes(bytes: &[u8]) -> Self {
         match std::str::from_utf8(bytes) {
-            Ok(s) => OutputData { data: Some(s.to_string()), data_base64: None },
+            Ok(s) => OutputData {
+                data: Some(s.to_string()),
+                data_base64: None,
+            },
             Err(_) => OutputData {
                 data: None,
                 data_base64: Some(base64::engine::general_purpose::STANDARD.encode(bytes)),
@@ -41,7 +44,9 @@ impl OutputData {
         if let Some(d) = &self.data {
             d.as_bytes().to_vec()
         } else if let Some(b) = &self.data_base64 {
-            base64::engine::general_purpose::STANDARD.decode(b).unwrap_or_default()
+            base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .unwrap_or_default()
         } else {
             Vec::new()
         }
@@ -99,7 +104,10 @@ mod tests {
 
     #[test]
     fn frames_are_data_lines() {
-        assert_eq!(frame(&serde_json::json!({"type": "x"})), "data: {\"type\":\"x\"}\n\n");
+        assert_eq!(
+            frame(&serde_json::json!({"type": "x"})),
+            "data: {\"type\":\"x\"}\n\n"
+        );
     }
 
     #[test]

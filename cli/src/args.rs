@@ -4,7 +4,11 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
-#[command(name = "warren", version, about = "Self-hosted sandboxes for AI agents")]
+#[command(
+    name = "warren",
+    version,
+    about = "Self-hosted sandboxes for AI agents"
+)]
 pub struct Cli {
     #[command(flatten)]
     pub conn: Conn,

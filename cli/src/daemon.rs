@@ -34,7 +34,12 @@ pub fn load_or_create_key(path: &Path) -> anyhow::Result<String> {
     {
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
         writeln!(f, "{key}")?;
         f.sync_all()?;
     }
@@ -43,15 +48,19 @@ pub fn load_or_create_key(path: &Path) -> anyhow::Result<String> {
 }
 
 pub fn data_dir_of(args: &NodeArgs) -> PathBuf {
-    args.data_dir.clone().unwrap_or_else(warren_client::dev_data_dir)
+    args.data_dir
+        .clone()
+        .unwrap_or_else(warren_client::dev_data_dir)
 }
 
 /// Runs the node until SIGINT or SIGTERM. Sandboxes keep running when it stops and are
 /// re-adopted by the next start.
 pub async fn run_node(args: &NodeArgs, on_ready: impl FnOnce(&Ready)) -> anyhow::Result<()> {
-    warren_api::ids::validate_sandbox_id(&args.node_id).map_err(|_| anyhow::anyhow!("--node-id must be a DNS label"))?;
+    warren_api::ids::validate_sandbox_id(&args.node_id)
+        .map_err(|_| anyhow::anyhow!("--node-id must be a DNS label"))?;
     let data_dir = data_dir_of(args);
-    std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("cannot create {}", data_dir.display()))?;
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&data_dir, std::fs::Permissions::from_mode(0o700))?;
@@ -59,12 +68,20 @@ pub async fn run_node(args: &NodeArgs, on_ready: impl FnOnce(&Ready)) -> anyhow:
     let data_dir = data_dir.canonicalize()?;
     // Guest sockets live at DATA_DIR/run/<16 hex>/guest.sock; unix socket paths max out at 108.
     if data_dir.as_os_str().len() > 70 {
-        bail!("the data dir path {} is too long for unix sockets (keep it under 70 bytes)", data_dir.display());
+        bail!(
+            "the data dir path {} is too long for unix sockets (keep it under 70 bytes)",
+            data_dir.display()
+        );
     }
-    let key_file = args.api_key_file.clone().unwrap_or_else(|| warren_client::api_key_path(&data_dir));
+    let key_file = args
+        .api_key_file
+        .clone()
+        .unwrap_or_else(|| warren_client::api_key_path(&data_dir));
     let api_key = load_or_create_key(&key_file)?;
-    let guest = warren_node::guest::binary::locate(args.guest_bin.as_deref()).map_err(anyhow::Error::msg)?;
-    let pool = Cidr::parse(&args.subnet_pool).context("--subnet-pool must be an IPv4 CIDR such as 10.200.0.0/16")?;
+    let guest = warren_node::guest::binary::locate(args.guest_bin.as_deref())
+        .map_err(anyhow::Error::msg)?;
+    let pool = Cidr::parse(&args.subnet_pool)
+        .context("--subnet-pool must be an IPv4 CIDR such as 10.200.0.0/16")?;
 
     let mut cfg = NodeConfig::new(&args.node_id, &data_dir, guest);
     cfg.region = args.region.clone();
@@ -77,14 +94,24 @@ pub async fn run_node(args: &NodeArgs, on_ready: impl FnOnce(&Ready)) -> anyhow:
     cfg.firewall = !args.no_firewall;
     cfg.max_sandboxes = args.max_sandboxes;
 
-    let subnets = SubnetPool { pool, block_prefix: cfg.subnet_prefix };
-    let docker = DockerRuntime::connect(cfg.docker_host.as_deref(), &cfg.node_id, subnets, cfg.spare_networks)
-        .await
-        .context("cannot use Docker")?;
+    let subnets = SubnetPool {
+        pool,
+        block_prefix: cfg.subnet_prefix,
+    };
+    let docker = DockerRuntime::connect(
+        cfg.docker_host.as_deref(),
+        &cfg.node_id,
+        subnets,
+        cfg.spare_networks,
+    )
+    .await
+    .context("cannot use Docker")?;
     if cfg.firewall {
         match warren_node::runtime::firewall::install() {
             Ok(()) => tracing::info!("sandbox firewall rules are in place"),
-            Err(e) => tracing::warn!(error = %e, "could not install the sandbox firewall rules: sandboxes may reach the host"),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not install the sandbox firewall rules: sandboxes may reach the host")
+            }
         }
     }
     docker.replenish();

@@ -15,7 +15,10 @@ pub const EXIT_WARREN_ERROR: i32 = 125;
 
 pub fn run() -> i32 {
     let cli = args::Cli::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("warren: cannot start the runtime: {e}");

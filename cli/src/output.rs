@@ -19,7 +19,13 @@ pub fn table(header: &[&str], rows: Vec<Vec<String>>) {
         cells
             .into_iter()
             .enumerate()
-            .map(|(i, c)| if i + 1 == n { c } else { format!("{c:<w$}", w = widths[i]) })
+            .map(|(i, c)| {
+                if i + 1 == n {
+                    c
+                } else {
+                    format!("{c:<w$}", w = widths[i])
+                }
+            })
             .collect::<Vec<_>>()
             .join("  ")
     };

@@ -12,12 +12,19 @@ const IMAGE_VERSION: &str = include_str!("../../deploy/image/VERSION");
 fn is_root() -> bool {
     std::env::var("USER").map(|u| u == "root").unwrap_or(false)
         || std::fs::read_to_string("/proc/self/status")
-            .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+            .map(|s| {
+                s.lines()
+                    .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+            })
             .unwrap_or(false)
 }
 
 fn have(cmd: &str) -> bool {
-    Command::new("sh").args(["-c", &format!("command -v {cmd}")]).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Makes sure a Docker daemon answers: installs docker.io and starts dockerd when running as
@@ -45,9 +52,14 @@ pub async fn ensure_docker(host: Option<&str>, data_dir: &Path) -> anyhow::Resul
     }
     std::fs::create_dir_all(data_dir)?;
     let log = std::fs::File::create(data_dir.join("dockerd.log"))?;
-    eprintln!("warren: starting dockerd (log: {}) …", data_dir.join("dockerd.log").display());
+    eprintln!(
+        "warren: starting dockerd (log: {}) …",
+        data_dir.join("dockerd.log").display()
+    );
     let mut cmd = Command::new("dockerd");
-    cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    cmd.stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
     {
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
@@ -60,7 +72,10 @@ pub async fn ensure_docker(host: Option<&str>, data_dir: &Path) -> anyhow::Resul
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    bail!("dockerd did not come up within 60 s; see {}", data_dir.join("dockerd.log").display())
+    bail!(
+        "dockerd did not come up within 60 s; see {}",
+        data_dir.join("dockerd.log").display()
+    )
 }
 
 /// Makes sure the default sandbox image exists, building it locally (debootstrap) if needed.
@@ -71,15 +86,23 @@ pub async fn ensure_image(host: Option<&str>, image: &str) -> anyhow::Result<()>
     if image != warren_node::config::DEFAULT_IMAGE {
         bail!("image {image} is not present; pull or build it first");
     }
-    eprintln!("warren: building the sandbox base image {image} (debootstrap; a few minutes, once) …");
+    eprintln!(
+        "warren: building the sandbox base image {image} (debootstrap; a few minutes, once) …"
+    );
     let dir = std::env::temp_dir().join(format!("warren-image-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     std::fs::write(dir.join("build-local.sh"), BUILD_SCRIPT)?;
     std::fs::write(dir.join("packages.txt"), PACKAGES)?;
     std::fs::write(dir.join("VERSION"), IMAGE_VERSION)?;
-    let status = Command::new("bash").arg(dir.join("build-local.sh")).arg(image).status();
+    let status = Command::new("bash")
+        .arg(dir.join("build-local.sh"))
+        .arg(image)
+        .status();
     let _ = std::fs::remove_dir_all(&dir);
-    if !status.context("cannot run the image build script")?.success() {
+    if !status
+        .context("cannot run the image build script")?
+        .success()
+    {
         bail!("building {image} failed");
     }
     Ok(())

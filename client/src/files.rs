@@ -3,12 +3,31 @@
 use crate::{Client, Result};
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 use reqwest::{Method, Response};
-use warren_api::files::{ListResponse, MkdirRequest, MoveRequest, PathResponse, Stat, WriteFileResponse};
+use warren_api::files::{
+    ListResponse, MkdirRequest, MoveRequest, PathResponse, Stat, WriteFileResponse,
+};
 
 /// Everything but unreserved characters and `/` is escaped in file paths.
 const PATH: &AsciiSet = &CONTROLS
-    .add(b' ').add(b'"').add(b'#').add(b'%').add(b'<').add(b'>').add(b'?').add(b'`').add(b'{').add(b'}')
-    .add(b'[').add(b']').add(b'^').add(b'|').add(b'\\').add(b'+').add(b'&').add(b'=').add(b';');
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}')
+    .add(b'[')
+    .add(b']')
+    .add(b'^')
+    .add(b'|')
+    .add(b'\\')
+    .add(b'+')
+    .add(b'&')
+    .add(b'=')
+    .add(b';');
 
 /// `/v1/sandboxes/{id}/files/{path}` with the path percent-encoded.
 pub fn file_url_path(id: &str, path: &str) -> String {
@@ -19,12 +38,25 @@ pub fn file_url_path(id: &str, path: &str) -> String {
 impl Client {
     /// Starts a download; the response body streams (`bytes_stream()`).
     pub async fn read_file(&self, id: &str, path: &str) -> Result<Response> {
-        Self::check(self.request(Method::GET, &file_url_path(id, path)).send().await?).await
+        Self::check(
+            self.request(Method::GET, &file_url_path(id, path))
+                .send()
+                .await?,
+        )
+        .await
     }
 
     /// Uploads `body` (bytes or a stream) to `path`, atomically.
-    pub async fn write_file(&self, id: &str, path: &str, body: impl Into<reqwest::Body>, mode: Option<&str>) -> Result<WriteFileResponse> {
-        let mut rb = self.request(Method::PUT, &file_url_path(id, path)).body(body);
+    pub async fn write_file(
+        &self,
+        id: &str,
+        path: &str,
+        body: impl Into<reqwest::Body>,
+        mode: Option<&str>,
+    ) -> Result<WriteFileResponse> {
+        let mut rb = self
+            .request(Method::PUT, &file_url_path(id, path))
+            .body(body);
         if let Some(m) = mode {
             rb = rb.query(&[("mode", m)]);
         }
@@ -32,28 +64,63 @@ impl Client {
     }
 
     pub async fn delete_file(&self, id: &str, path: &str, recursive: bool) -> Result<()> {
-        let rb = self.request(Method::DELETE, &file_url_path(id, path)).query(&[("recursive", recursive)]);
+        let rb = self
+            .request(Method::DELETE, &file_url_path(id, path))
+            .query(&[("recursive", recursive)]);
         Self::check(rb.send().await?).await?;
         Ok(())
     }
 
     pub async fn stat(&self, id: &str, path: &str) -> Result<Stat> {
-        self.json(self.request(Method::GET, &format!("/v1/sandboxes/{id}/fs/stat")).query(&[("path", path)])).await
+        self.json(
+            self.request(Method::GET, &format!("/v1/sandboxes/{id}/fs/stat"))
+                .query(&[("path", path)]),
+        )
+        .await
     }
 
-    pub async fn list_dir(&self, id: &str, path: &str, recursive: bool, hidden: bool) -> Result<ListResponse> {
-        let q = [("path", path.to_string()), ("recursive", recursive.to_string()), ("hidden", hidden.to_string())];
-        self.json(self.request(Method::GET, &format!("/v1/sandboxes/{id}/fs/list")).query(&q)).await
+    pub async fn list_dir(
+        &self,
+        id: &str,
+        path: &str,
+        recursive: bool,
+        hidden: bool,
+    ) -> Result<ListResponse> {
+        let q = [
+            ("path", path.to_string()),
+            ("recursive", recursive.to_string()),
+            ("hidden", hidden.to_string()),
+        ];
+        self.json(
+            self.request(Method::GET, &format!("/v1/sandboxes/{id}/fs/list"))
+                .query(&q),
+        )
+        .await
     }
 
     pub async fn mkdir(&self, id: &str, path: &str, recursive: bool) -> Result<PathResponse> {
-        let body = MkdirRequest { path: path.to_string(), recursive };
-        self.call(Method::POST, &format!("/v1/sandboxes/{id}/fs/mkdir"), &body).await
+        let body = MkdirRequest {
+            path: path.to_string(),
+            recursive,
+        };
+        self.call(Method::POST, &format!("/v1/sandboxes/{id}/fs/mkdir"), &body)
+            .await
     }
 
-    pub async fn move_path(&self, id: &str, from: &str, to: &str, overwrite: bool) -> Result<PathResponse> {
-        let body = MoveRequest { from: from.to_string(), to: to.to_string(), overwrite };
-        self.call(Method::POST, &format!("/v1/sandboxes/{id}/fs/move"), &body).await
+    pub async fn move_path(
+        &self,
+        id: &str,
+        from: &str,
+        to: &str,
+        overwrite: bool,
+    ) -> Result<PathResponse> {
+        let body = MoveRequest {
+            from: from.to_string(),
+            to: to.to_string(),
+            overwrite,
+        };
+        self.call(Method::POST, &format!("/v1/sandboxes/{id}/fs/move"), &body)
+            .await
     }
 }
 
@@ -63,7 +130,13 @@ mod tests {
 
     #[test]
     fn paths_are_encoded_but_slashes_kept() {
-        assert_eq!(file_url_path("sb", "/tmp/a b#c.txt"), "/v1/sandboxes/sb/files/tmp/a%20b%23c.txt");
-        assert_eq!(file_url_path("sb", "/x/100%.txt"), "/v1/sandboxes/sb/files/x/100%25.txt");
+        assert_eq!(
+            file_url_path("sb", "/tmp/a b#c.txt"),
+            "/v1/sandboxes/sb/files/tmp/a%20b%23c.txt"
+        );
+        assert_eq!(
+            file_url_path("sb", "/x/100%.txt"),
+            "/v1/sandboxes/sb/files/x/100%25.txt"
+        );
     }
 }

@@ -76,7 +76,11 @@ impl Client {
             .pool_max_idle_per_host(64)
             .tcp_nodelay(true)
             .build()?;
-        Ok(Client { base: base_url.trim_end_matches('/').to_string(), key: api_key.to_string(), http })
+        Ok(Client {
+            base: base_url.trim_end_matches('/').to_string(),
+            key: api_key.to_string(),
+            http,
+        })
     }
 
     /// `WARREN_URL` (default the dev node) and `WARREN_API_KEY`, else the dev node's key file.
@@ -103,7 +107,9 @@ impl Client {
 
     /// A request to `path` (below the base URL) with the bearer token.
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.key)
+        self.http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.key)
     }
 
     fn sandbox_path(id: &str, rest: &str) -> String {
@@ -118,7 +124,10 @@ impl Client {
         let status = resp.status().as_u16();
         let body = resp.bytes().await?;
         let error = serde_json::from_slice::<ApiError>(&body).unwrap_or_else(|_| {
-            ApiError::new(warren_api::ErrorCode::Internal, String::from_utf8_lossy(&body).into_owned())
+            ApiError::new(
+                warren_api::ErrorCode::Internal,
+                String::from_utf8_lossy(&body).into_owned(),
+            )
         });
         Err(Error::Api { status, error })
     }
@@ -126,68 +135,120 @@ impl Client {
     async fn json<T: DeserializeOwned>(&self, rb: RequestBuilder) -> Result<T> {
         let resp = Self::check(rb.send().await?).await?;
         let bytes = resp.bytes().await?;
-        serde_json::from_slice(&bytes).map_err(|e| Error::Decode(format!("{e}: {}", String::from_utf8_lossy(&bytes))))
+        serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Decode(format!("{e}: {}", String::from_utf8_lossy(&bytes))))
     }
 
-    async fn call<B: Serialize, T: DeserializeOwned>(&self, method: Method, path: &str, body: &B) -> Result<T> {
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &B,
+    ) -> Result<T> {
         self.json(self.request(method, path).json(body)).await
     }
 
     pub async fn health(&self) -> Result<serde_json::Value> {
-        self.json(self.http.get(format!("{}/healthz", self.base))).await
+        self.json(self.http.get(format!("{}/healthz", self.base)))
+            .await
     }
 
     /// `PUT /v1/sandboxes/{id}`; true when it was created.
-    pub async fn put_sandbox(&self, id: &str, req: &CreateSandboxRequest) -> Result<(Sandbox, bool)> {
-        let resp = Self::check(self.request(Method::PUT, &Self::sandbox_path(id, "")).json(req).send().await?).await?;
+    pub async fn put_sandbox(
+        &self,
+        id: &str,
+        req: &CreateSandboxRequest,
+    ) -> Result<(Sandbox, bool)> {
+        let resp = Self::check(
+            self.request(Method::PUT, &Self::sandbox_path(id, ""))
+                .json(req)
+                .send()
+                .await?,
+        )
+        .await?;
         let created = resp.status() == StatusCode::CREATED;
         Ok((resp.json().await?, created))
     }
 
     pub async fn get_sandbox(&self, id: &str) -> Result<Sandbox> {
-        self.json(self.request(Method::GET, &Self::sandbox_path(id, ""))).await
+        self.json(self.request(Method::GET, &Self::sandbox_path(id, "")))
+            .await
     }
 
     /// `GET /v1/sandboxes` with raw query pairs (`state`, `label`, `region`, `limit`, `cursor`).
     pub async fn list_sandboxes(&self, query: &[(&str, &str)]) -> Result<SandboxList> {
-        self.json(self.request(Method::GET, "/v1/sandboxes").query(query)).await
+        self.json(self.request(Method::GET, "/v1/sandboxes").query(query))
+            .await
     }
 
     pub async fn delete_sandbox(&self, id: &str) -> Result<()> {
-        Self::check(self.request(Method::DELETE, &Self::sandbox_path(id, "")).send().await?).await?;
+        Self::check(
+            self.request(Method::DELETE, &Self::sandbox_path(id, ""))
+                .send()
+                .await?,
+        )
+        .await?;
         Ok(())
     }
 
     pub async fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecResponse> {
-        self.call(Method::POST, &Self::sandbox_path(id, "/exec"), req).await
+        self.call(Method::POST, &Self::sandbox_path(id, "/exec"), req)
+            .await
     }
 
     /// Shorthand: run a shell command in the default session.
     pub async fn sh(&self, id: &str, command: &str) -> Result<ExecResponse> {
-        self.exec(id, &ExecRequest { command: Some(command.to_string()), ..Default::default() }).await
+        self.exec(
+            id,
+            &ExecRequest {
+                command: Some(command.to_string()),
+                ..Default::default()
+            },
+        )
+        .await
     }
 
     /// Exec with SSE: events arrive as the command produces output.
     pub async fn exec_stream(&self, id: &str, req: &ExecRequest) -> Result<EventStream<ExecEvent>> {
-        let rb = self.request(Method::POST, &Self::sandbox_path(id, "/exec")).json(req);
+        let rb = self
+            .request(Method::POST, &Self::sandbox_path(id, "/exec"))
+            .json(req);
         EventStream::open(rb).await
     }
 
-    pub async fn create_session(&self, id: &str, req: &CreateSessionRequest) -> Result<SessionInfo> {
-        self.call(Method::POST, &Self::sandbox_path(id, "/sessions"), req).await
+    pub async fn create_session(
+        &self,
+        id: &str,
+        req: &CreateSessionRequest,
+    ) -> Result<SessionInfo> {
+        self.call(Method::POST, &Self::sandbox_path(id, "/sessions"), req)
+            .await
     }
 
     pub async fn delete_session(&self, id: &str, session: &str) -> Result<()> {
-        Self::check(self.request(Method::DELETE, &Self::sandbox_path(id, &format!("/sessions/{session}"))).send().await?)
-            .await?;
+        Self::check(
+            self.request(
+                Method::DELETE,
+                &Self::sandbox_path(id, &format!("/sessions/{session}")),
+            )
+            .send()
+            .await?,
+        )
+        .await?;
         Ok(())
     }
 
     pub async fn patch_env(&self, id: &str, req: &PatchEnvRequest) -> Result<PatchEnvResponse> {
-        self.call(Method::PATCH, &Self::sandbox_path(id, "/env"), req).await
+        self.call(Method::PATCH, &Self::sandbox_path(id, "/env"), req)
+            .await
     }
 
-    pub async fn git_checkout(&self, id: &str, req: &GitCheckoutRequest) -> Result<GitCheckoutResponse> {
-        self.call(Method::POST, &Self::sandbox_path(id, "/git/checkout"), req).await
+    pub async fn git_checkout(
+        &self,
+        id: &str,
+        req: &GitCheckoutRequest,
+    ) -> Result<GitCheckoutResponse> {
+        self.call(Method::POST, &Self::sandbox_path(id, "/git/checkout"), req)
+            .await
     }
 }

@@ -3,8 +3,8 @@
 use crate::{Client, EventStream, Result};
 use reqwest::Method;
 use warren_api::process::{
-    LogEvent, LogsResponse, Process, ProcessList, StartProcessRequest, WaitExitResponse, WaitLogRequest,
-    WaitLogResponse, WaitPortRequest, WaitPortResponse,
+    LogEvent, LogsResponse, Process, ProcessList, StartProcessRequest, WaitExitResponse,
+    WaitLogRequest, WaitLogResponse, WaitPortRequest, WaitPortResponse,
 };
 
 impl Client {
@@ -17,22 +17,36 @@ impl Client {
     }
 
     pub async fn list_processes(&self, id: &str) -> Result<ProcessList> {
-        self.json(self.request(Method::GET, &Self::proc_path(id, ""))).await
+        self.json(self.request(Method::GET, &Self::proc_path(id, "")))
+            .await
     }
 
     pub async fn get_process(&self, id: &str, process: &str) -> Result<Process> {
-        self.json(self.request(Method::GET, &Self::proc_path(id, &format!("/{process}")))).await
+        self.json(self.request(Method::GET, &Self::proc_path(id, &format!("/{process}"))))
+            .await
     }
 
-    pub async fn kill_process(&self, id: &str, process: &str, signal: &str, grace_ms: u64) -> Result<Process> {
+    pub async fn kill_process(
+        &self,
+        id: &str,
+        process: &str,
+        signal: &str,
+        grace_ms: u64,
+    ) -> Result<Process> {
         let rb = self
             .request(Method::DELETE, &Self::proc_path(id, &format!("/{process}")))
-            .query(&[("signal", signal.to_string()), ("grace_ms", grace_ms.to_string())]);
+            .query(&[
+                ("signal", signal.to_string()),
+                ("grace_ms", grace_ms.to_string()),
+            ]);
         self.json(rb).await
     }
 
     pub async fn logs(&self, id: &str, process: &str, since: Option<u64>) -> Result<LogsResponse> {
-        let mut rb = self.request(Method::GET, &Self::proc_path(id, &format!("/{process}/logs")));
+        let mut rb = self.request(
+            Method::GET,
+            &Self::proc_path(id, &format!("/{process}/logs")),
+        );
         if let Some(s) = since {
             rb = rb.query(&[("since", s)]);
         }
@@ -40,9 +54,17 @@ impl Client {
     }
 
     /// Replays from `since` (or the start), then follows until the process exits.
-    pub async fn follow_logs(&self, id: &str, process: &str, since: Option<u64>) -> Result<EventStream<LogEvent>> {
+    pub async fn follow_logs(
+        &self,
+        id: &str,
+        process: &str,
+        since: Option<u64>,
+    ) -> Result<EventStream<LogEvent>> {
         let mut rb = self
-            .request(Method::GET, &Self::proc_path(id, &format!("/{process}/logs")))
+            .request(
+                Method::GET,
+                &Self::proc_path(id, &format!("/{process}/logs")),
+            )
             .query(&[("follow", "true")]);
         if let Some(s) = since {
             rb = rb.query(&[("since", s)]);
@@ -50,16 +72,46 @@ impl Client {
         EventStream::open(rb).await
     }
 
-    pub async fn wait_log(&self, id: &str, process: &str, req: &WaitLogRequest) -> Result<WaitLogResponse> {
-        self.call(Method::POST, &Self::proc_path(id, &format!("/{process}/wait/log")), req).await
+    pub async fn wait_log(
+        &self,
+        id: &str,
+        process: &str,
+        req: &WaitLogRequest,
+    ) -> Result<WaitLogResponse> {
+        self.call(
+            Method::POST,
+            &Self::proc_path(id, &format!("/{process}/wait/log")),
+            req,
+        )
+        .await
     }
 
-    pub async fn wait_port(&self, id: &str, process: &str, req: &WaitPortRequest) -> Result<WaitPortResponse> {
-        self.call(Method::POST, &Self::proc_path(id, &format!("/{process}/wait/port")), req).await
+    pub async fn wait_port(
+        &self,
+        id: &str,
+        process: &str,
+        req: &WaitPortRequest,
+    ) -> Result<WaitPortResponse> {
+        self.call(
+            Method::POST,
+            &Self::proc_path(id, &format!("/{process}/wait/port")),
+            req,
+        )
+        .await
     }
 
-    pub async fn wait_exit(&self, id: &str, process: &str, timeout_ms: Option<u64>) -> Result<WaitExitResponse> {
+    pub async fn wait_exit(
+        &self,
+        id: &str,
+        process: &str,
+        timeout_ms: Option<u64>,
+    ) -> Result<WaitExitResponse> {
         let body = serde_json::json!({ "timeout_ms": timeout_ms });
-        self.call(Method::POST, &Self::proc_path(id, &format!("/{process}/wait/exit")), &body).await
+        self.call(
+            Method::POST,
+            &Self::proc_path(id, &format!("/{process}/wait/exit")),
+            &body,
+        )
+        .await
     }
 }

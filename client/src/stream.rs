@@ -14,12 +14,21 @@ pub struct EventStream<T> {
 impl<T: DeserializeOwned + Send + 'static> EventStream<T> {
     /// Sends the request with `Accept: text/event-stream` and parses `data:` lines as JSON.
     pub async fn open(rb: reqwest::RequestBuilder) -> Result<Self> {
-        let resp = Client::check(rb.header("accept", warren_api::sse::CONTENT_TYPE).send().await?).await?;
-        let events = eventsource_stream::EventStream::new(resp.bytes_stream()).map(|item| match item {
-            Ok(ev) => serde_json::from_str::<T>(&ev.data).map_err(|e| Error::Decode(format!("{e}: {}", ev.data))),
-            Err(e) => Err(Error::Decode(format!("event stream: {e}"))),
-        });
-        Ok(EventStream { inner: Box::pin(events) })
+        let resp = Client::check(
+            rb.header("accept", warren_api::sse::CONTENT_TYPE)
+                .send()
+                .await?,
+        )
+        .await?;
+        let events =
+            eventsource_stream::EventStream::new(resp.bytes_stream()).map(|item| match item {
+                Ok(ev) => serde_json::from_str::<T>(&ev.data)
+                    .map_err(|e| Error::Decode(format!("{e}: {}", ev.data))),
+                Err(e) => Err(Error::Decode(format!("event stream: {e}"))),
+            });
+        Ok(EventStream {
+            inner: Box::pin(events),
+        })
     }
 
     /// Collects every event (for tests and small commands).

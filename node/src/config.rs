@@ -32,7 +32,11 @@ pub struct NodeConfig {
 
 impl NodeConfig {
     /// A configuration with the defaults of `warren dev`.
-    pub fn new(node_id: impl Into<String>, data_dir: impl Into<PathBuf>, guest_binary: impl Into<PathBuf>) -> Self {
+    pub fn new(
+        node_id: impl Into<String>,
+        data_dir: impl Into<PathBuf>,
+        guest_binary: impl Into<PathBuf>,
+    ) -> Self {
         NodeConfig {
             node_id: node_id.into(),
             region: "local".into(),
@@ -59,4 +63,7 @@ impl NodeConfig {
 }
 
 /// The base image built by `deploy/image/build-local.sh` (tag = deploy/image/VERSION).
-pub const DEFAULT_IMAGE: &str = concat!("warren/sandbox:", include_str!("../../deploy/image/VERSION"));
+pub const DEFAULT_IMAGE: &str = concat!(
+    "warren/sandbox:",
+    include_str!("../../deploy/image/VERSION")
+);

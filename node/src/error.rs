@@ -24,9 +24,10 @@ impl From<NodeError> for ApiError {
             NodeError::Api(a) => a,
             NodeError::Runtime(r) => r.into(),
             NodeError::Guest { .. } => ApiError::new(ErrorCode::Unavailable, e.to_string()),
-            NodeError::NotFound(id) => {
-                ApiError::new(ErrorCode::SandboxNotFound, format!("sandbox {id} not found"))
-            }
+            NodeError::NotFound(id) => ApiError::new(
+                ErrorCode::SandboxNotFound,
+                format!("sandbox {id} not found"),
+            ),
             NodeError::Capacity(_) => ApiError::new(ErrorCode::CapacityExhausted, e.to_string()),
             NodeError::Storage(_) => ApiError::internal(e.to_string()),
         }

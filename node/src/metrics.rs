@@ -12,21 +12,35 @@ pub struct NodeMetrics {
 
 impl NodeMetrics {
     pub fn register(registry: &Registry) -> prometheus::Result<Self> {
-        let buckets = vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+        let buckets = vec![
+            0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+        ];
         let m = NodeMetrics {
-            sandboxes: IntGauge::with_opts(Opts::new("warren_sandboxes", "Sandboxes known to this node"))?,
+            sandboxes: IntGauge::with_opts(Opts::new(
+                "warren_sandboxes",
+                "Sandboxes known to this node",
+            ))?,
             creates: HistogramVec::new(
-                HistogramOpts::new("warren_sandbox_create_seconds", "Time to create and start a sandbox")
-                    .buckets(buckets.clone()),
+                HistogramOpts::new(
+                    "warren_sandbox_create_seconds",
+                    "Time to create and start a sandbox",
+                )
+                .buckets(buckets.clone()),
                 &["outcome"],
             )?,
             recoveries: IntCounterVec::new(
-                Opts::new("warren_sandbox_recoveries_total", "Sandboxes brought back after their container stopped"),
+                Opts::new(
+                    "warren_sandbox_recoveries_total",
+                    "Sandboxes brought back after their container stopped",
+                ),
                 &["how"],
             )?,
             guest_requests: HistogramVec::new(
-                HistogramOpts::new("warren_guest_request_seconds", "Time to the guest's response head")
-                    .buckets(buckets),
+                HistogramOpts::new(
+                    "warren_guest_request_seconds",
+                    "Time to the guest's response head",
+                )
+                .buckets(buckets),
                 &["outcome"],
             )?,
         };

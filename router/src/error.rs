@@ -14,9 +14,13 @@ impl From<ApiError> for ApiErrorResponse {
 
 impl IntoResponse for ApiErrorResponse {
     fn into_response(self) -> Response {
-        let status = http::StatusCode::from_u16(self.0.http_status()).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+        let status = http::StatusCode::from_u16(self.0.http_status())
+            .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
         let mut r = (status, self.0.to_json()).into_response();
-        r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+        r.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
         r
     }
 }

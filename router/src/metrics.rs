@@ -10,8 +10,13 @@ pub struct RouterMetrics {
 impl RouterMetrics {
     pub fn register(registry: &Registry) -> prometheus::Result<Self> {
         let requests = HistogramVec::new(
-            HistogramOpts::new("warren_http_request_seconds", "Time to the response head, by method and status")
-                .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0]),
+            HistogramOpts::new(
+                "warren_http_request_seconds",
+                "Time to the response head, by method and status",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+            ]),
             &["method", "status"],
         )?;
         registry.register(Box::new(requests.clone()))?;

@@ -12,7 +12,11 @@ use warren_api::{ApiError, ErrorCode, HEADER_NODE, HEADER_REQUEST_ID};
 
 /// Keeps a client's `x-request-id` when it is sane, else makes one; adds it and
 /// `x-warren-node` to every response, and records the request's latency.
-pub async fn request_context(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+pub async fn request_context(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let given = req
         .headers()
@@ -46,11 +50,18 @@ pub async fn require_api_key(State(state): State<AppState>, req: Request, next: 
         .headers()
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
         .map(str::trim);
     let ok = presented.is_some_and(|p| bool::from(p.as_bytes().ct_eq(state.api_key.as_bytes())));
     if !ok {
-        let msg = if presented.is_none() { "missing bearer token" } else { "invalid API key" };
+        let msg = if presented.is_none() {
+            "missing bearer token"
+        } else {
+            "invalid API key"
+        };
         return ApiErrorResponse(ApiError::new(ErrorCode::Unauthorized, msg)).into_response();
     }
     next.run(req).await

@@ -14,7 +14,11 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(mgr: Arc<SandboxManager>, api_key: &str, registry: prometheus::Registry) -> prometheus::Result<Self> {
+    pub fn new(
+        mgr: Arc<SandboxManager>,
+        api_key: &str,
+        registry: prometheus::Registry,
+    ) -> prometheus::Result<Self> {
         let metrics = crate::metrics::RouterMetrics::register(&registry)?;
         Ok(AppState {
             node_id: mgr.config().node_id.as_str().into(),

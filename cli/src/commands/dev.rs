@@ -6,7 +6,10 @@ use crate::daemon::{data_dir_of, run_node, Ready};
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("WARREN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 pub async fn dev(a: DevArgs) -> anyhow::Result<i32> {
@@ -14,7 +17,11 @@ pub async fn dev(a: DevArgs) -> anyhow::Result<i32> {
     let data_dir = data_dir_of(&a.node);
     if !a.no_setup {
         crate::setup::ensure_docker(a.node.docker_host.as_deref(), &data_dir).await?;
-        let image = a.node.image.clone().unwrap_or_else(|| warren_node::config::DEFAULT_IMAGE.to_string());
+        let image = a
+            .node
+            .image
+            .clone()
+            .unwrap_or_else(|| warren_node::config::DEFAULT_IMAGE.to_string());
         crate::setup::ensure_image(a.node.docker_host.as_deref(), &image).await?;
     }
     run_node(&a.node, print_welcome).await?;
@@ -25,7 +32,10 @@ pub async fn serve(a: NodeArgs) -> anyhow::Result<i32> {
     init_tracing();
     run_node(&a, |r| {
         // One machine-readable line, for launchers and tests.
-        println!("{}", serde_json::json!({"ready": r.url, "node": r.node_id, "data_dir": r.data_dir}));
+        println!(
+            "{}",
+            serde_json::json!({"ready": r.url, "node": r.node_id, "data_dir": r.data_dir})
+        );
     })
     .await?;
     Ok(0)

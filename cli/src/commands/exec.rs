@@ -24,7 +24,9 @@ pub async fn exec(conn: &Conn, a: ExecArgs) -> anyhow::Result<i32> {
         command,
         argv,
         cwd: a.cwd,
-        env: (!a.env.is_empty()).then(|| pairs(&a.env, "--env")).transpose()?,
+        env: (!a.env.is_empty())
+            .then(|| pairs(&a.env, "--env"))
+            .transpose()?,
         timeout_ms: a.timeout.map(|s| (s * 1000.0).round().max(1.0) as u64),
         session: a.session,
         stdin: None,
@@ -44,15 +46,26 @@ pub async fn exec(conn: &Conn, a: ExecArgs) -> anyhow::Result<i32> {
                 err.write_all(&d.bytes())?;
                 err.flush()?;
             }
-            ExecEvent::Complete { exit_code, timed_out, .. } => {
+            ExecEvent::Complete {
+                exit_code,
+                timed_out,
+                ..
+            } => {
                 if timed_out {
                     eprintln!("warren: timed out; the command's processes were killed");
                 }
                 return Ok(exit_code);
             }
-            ExecEvent::Error { code, message, details } => {
+            ExecEvent::Error {
+                code,
+                message,
+                details,
+            } => {
                 eprintln!("warren: {code}: {message}");
-                let remote = details.as_ref().and_then(|d| d.get("exit_code")).and_then(|c| c.as_i64());
+                let remote = details
+                    .as_ref()
+                    .and_then(|d| d.get("exit_code"))
+                    .and_then(|c| c.as_i64());
                 return Ok(remote.map(|c| c as i32).unwrap_or(crate::EXIT_WARREN_ERROR));
             }
         }

@@ -11,7 +11,8 @@ use tokio::io::AsyncWriteExt;
 /// `SANDBOX:/path` → (sandbox, path); anything else is local.
 fn remote(spec: &str) -> Option<(&str, &str)> {
     let (id, path) = spec.split_once(':')?;
-    (warren_api::ids::validate_sandbox_id(id).is_ok() && path.starts_with('/')).then_some((id, path))
+    (warren_api::ids::validate_sandbox_id(id).is_ok() && path.starts_with('/'))
+        .then_some((id, path))
 }
 
 fn progress(len: Option<u64>) -> ProgressBar {
@@ -20,11 +21,15 @@ fn progress(len: Option<u64>) -> ProgressBar {
     }
     match len {
         Some(n) => ProgressBar::new(n).with_style(
-            ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+            ProgressStyle::with_template(
+                "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .expect("valid template"),
+        ),
+        None => ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template("{spinner} {bytes} {bytes_per_sec}")
                 .expect("valid template"),
         ),
-        None => ProgressBar::new_spinner()
-            .with_style(ProgressStyle::with_template("{spinner} {bytes} {bytes_per_sec}").expect("valid template")),
     }
 }
 
@@ -38,14 +43,18 @@ pub async fn cp(conn: &Conn, src: &str, dst: &str) -> anyhow::Result<i32> {
                 let stream = tokio_util::io::ReaderStream::new(tokio::io::stdin());
                 (reqwest::Body::wrap_stream(stream), None)
             } else {
-                let f = tokio::fs::File::open(src).await.with_context(|| format!("cannot open {src}"))?;
+                let f = tokio::fs::File::open(src)
+                    .await
+                    .with_context(|| format!("cannot open {src}"))?;
                 let len = f.metadata().await?.len();
                 let bar = progress(Some(len));
-                let stream = tokio_util::io::ReaderStream::with_capacity(f, 256 * 1024).inspect(move |chunk| {
-                    if let Ok(c) = chunk {
-                        bar.inc(c.len() as u64);
-                    }
-                });
+                let stream = tokio_util::io::ReaderStream::with_capacity(f, 256 * 1024).inspect(
+                    move |chunk| {
+                        if let Ok(c) = chunk {
+                            bar.inc(c.len() as u64);
+                        }
+                    },
+                );
                 (reqwest::Body::wrap_stream(stream), Some(len))
             };
             let _ = len;
@@ -69,7 +78,9 @@ pub async fn cp(conn: &Conn, src: &str, dst: &str) -> anyhow::Result<i32> {
             } else {
                 // Into a temporary file first: an interrupted download leaves nothing behind.
                 let tmp = format!("{dst}.warren-partial");
-                let mut f = tokio::fs::File::create(&tmp).await.with_context(|| format!("cannot create {tmp}"))?;
+                let mut f = tokio::fs::File::create(&tmp)
+                    .await
+                    .with_context(|| format!("cannot create {tmp}"))?;
                 let copied = async {
                     while let Some(chunk) = stream.next().await {
                         let chunk = chunk?;

@@ -32,11 +32,17 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
 /// A client from `--url`/`--api-key`, the environment, or the dev node's key file.
 pub fn client(conn: &Conn) -> anyhow::Result<warren_client::Client> {
     let c = match (&conn.url, &conn.api_key) {
-        (url, Some(key)) => warren_client::Client::new(url.as_deref().unwrap_or(warren_client::DEFAULT_URL), key)?,
+        (url, Some(key)) => {
+            warren_client::Client::new(url.as_deref().unwrap_or(warren_client::DEFAULT_URL), key)?
+        }
         (Some(url), None) => {
             let path = warren_client::api_key_path(&warren_client::dev_data_dir());
-            let key = std::fs::read_to_string(&path)
-                .with_context(|| format!("no API key: pass --api-key or set WARREN_API_KEY ({} not found)", path.display()))?;
+            let key = std::fs::read_to_string(&path).with_context(|| {
+                format!(
+                    "no API key: pass --api-key or set WARREN_API_KEY ({} not found)",
+                    path.display()
+                )
+            })?;
             warren_client::Client::new(url, key.trim())?
         }
         (None, None) => warren_client::Client::from_env()?,

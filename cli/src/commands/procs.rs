@@ -8,12 +8,18 @@ use std::io::Write;
 use warren_api::process::{LogEvent, StartProcessRequest};
 
 pub async fn start(conn: &Conn, a: StartArgs) -> anyhow::Result<i32> {
-    let (command, argv) = if a.command.len() == 1 { (Some(a.command[0].clone()), None) } else { (None, Some(a.command)) };
+    let (command, argv) = if a.command.len() == 1 {
+        (Some(a.command[0].clone()), None)
+    } else {
+        (None, Some(a.command))
+    };
     let req = StartProcessRequest {
         command,
         argv,
         cwd: a.cwd,
-        env: (!a.env.is_empty()).then(|| pairs(&a.env, "--env")).transpose()?,
+        env: (!a.env.is_empty())
+            .then(|| pairs(&a.env, "--env"))
+            .transpose()?,
         session: a.session,
         id: a.name,
     };
@@ -37,7 +43,14 @@ pub async fn ps(conn: &Conn, id: &str) -> anyhow::Result<i32> {
         .iter()
         .map(|p| {
             let v = serde_json::to_value(p).unwrap_or_default();
-            vec![p.id.clone(), p.pid.to_string(), output::field(&v, "status"), output::field(&v, "exit_code"), p.started_at.clone(), p.command.clone()]
+            vec![
+                p.id.clone(),
+                p.pid.to_string(),
+                output::field(&v, "status"),
+                output::field(&v, "exit_code"),
+                p.started_at.clone(),
+                p.command.clone(),
+            ]
         })
         .collect();
     output::table(&["ID", "PID", "STATUS", "EXIT", "STARTED", "COMMAND"], rows);
@@ -45,11 +58,18 @@ pub async fn ps(conn: &Conn, id: &str) -> anyhow::Result<i32> {
 }
 
 pub async fn kill(conn: &Conn, a: KillArgs) -> anyhow::Result<i32> {
-    let p = client(conn)?.kill_process(&a.id, &a.process, &a.signal, a.grace_ms).await?;
+    let p = client(conn)?
+        .kill_process(&a.id, &a.process, &a.signal, a.grace_ms)
+        .await?;
     if conn.json {
         output::json(&p);
     } else {
-        println!("{} {:?} exit {}", p.id, p.status, p.exit_code.map(|c| c.to_string()).unwrap_or("-".into()));
+        println!(
+            "{} {:?} exit {}",
+            p.id,
+            p.status,
+            p.exit_code.map(|c| c.to_string()).unwrap_or("-".into())
+        );
     }
     Ok(0)
 }

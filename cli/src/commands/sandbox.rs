@@ -6,16 +6,26 @@ use crate::output;
 use warren_api::sandbox::{CreateSandboxRequest, ResourcesRequest, SleepAfter};
 
 pub async fn create(conn: &Conn, a: CreateArgs) -> anyhow::Result<i32> {
-    let resources = (a.cpus.is_some() || a.memory_mb.is_some() || a.disk_mb.is_some() || a.pids.is_some())
-        .then_some(ResourcesRequest { cpus: a.cpus, memory_mb: a.memory_mb, disk_mb: a.disk_mb, pids: a.pids });
+    let resources =
+        (a.cpus.is_some() || a.memory_mb.is_some() || a.disk_mb.is_some() || a.pids.is_some())
+            .then_some(ResourcesRequest {
+                cpus: a.cpus,
+                memory_mb: a.memory_mb,
+                disk_mb: a.disk_mb,
+                pids: a.pids,
+            });
     let req = CreateSandboxRequest {
         image: a.image,
         resources,
         instance_type: a.instance_type,
         sleep_after: a.sleep_after.map(SleepAfter::Text),
         keep_alive: a.keep_alive.then_some(true),
-        env: (!a.env.is_empty()).then(|| pairs(&a.env, "--env")).transpose()?,
-        labels: (!a.labels.is_empty()).then(|| pairs(&a.labels, "--label")).transpose()?,
+        env: (!a.env.is_empty())
+            .then(|| pairs(&a.env, "--env"))
+            .transpose()?,
+        labels: (!a.labels.is_empty())
+            .then(|| pairs(&a.labels, "--label"))
+            .transpose()?,
         region: a.region,
         ..Default::default()
     };
@@ -23,7 +33,14 @@ pub async fn create(conn: &Conn, a: CreateArgs) -> anyhow::Result<i32> {
     if conn.json {
         output::json(&sb);
     } else {
-        println!("{} {} ({}, {}, node {})", if created { "created" } else { "exists:" }, sb.id, sb.state.as_str(), sb.image, sb.node);
+        println!(
+            "{} {} ({}, {}, node {})",
+            if created { "created" } else { "exists:" },
+            sb.id,
+            sb.state.as_str(),
+            sb.image,
+            sb.node
+        );
     }
     Ok(0)
 }
@@ -51,7 +68,14 @@ pub async fn list(conn: &Conn, a: ListArgs) -> anyhow::Result<i32> {
         .iter()
         .map(|s| {
             let labels: Vec<String> = s.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            vec![s.id.clone(), s.state.as_str().into(), s.node.clone(), s.image.clone(), s.created_at.clone(), labels.join(",")]
+            vec![
+                s.id.clone(),
+                s.state.as_str().into(),
+                s.node.clone(),
+                s.image.clone(),
+                s.created_at.clone(),
+                labels.join(","),
+            ]
         })
         .collect();
     output::table(&["ID", "STATE", "NODE", "IMAGE", "CREATED", "LABELS"], rows);

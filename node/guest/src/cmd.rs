@@ -74,8 +74,13 @@ pub async fn run_capture(
     let status = match tokio::time::timeout(timeout, wait_exit(&mut exit)).await {
         Ok(s) => s,
         Err(_) => {
-            proctree::kill_tree(TreeSpec { root: pid, include_root: true, include_session: true, started_since: None })
-                .await;
+            proctree::kill_tree(TreeSpec {
+                root: pid,
+                include_root: true,
+                include_session: true,
+                started_since: None,
+            })
+            .await;
             let stderr = tokio::time::timeout(Duration::from_secs(2), err_task)
                 .await
                 .ok()
@@ -87,7 +92,19 @@ pub async fn run_capture(
     };
     // Output is complete once every holder of the pipes is gone; do not wait on strays.
     let grace = Duration::from_secs(2);
-    let stdout = tokio::time::timeout(grace, out_task).await.ok().and_then(|r| r.ok()).unwrap_or_default();
-    let stderr = tokio::time::timeout(grace, err_task).await.ok().and_then(|r| r.ok()).unwrap_or_default();
-    Ok(Captured { status, stdout, stderr })
+    let stdout = tokio::time::timeout(grace, out_task)
+        .await
+        .ok()
+        .and_then(|r| r.ok())
+        .unwrap_or_default();
+    let stderr = tokio::time::timeout(grace, err_task)
+        .await
+        .ok()
+        .and_then(|r| r.ok())
+        .unwrap_or_default();
+    Ok(Captured {
+        status,
+        stdout,
+        stderr,
+    })
 }

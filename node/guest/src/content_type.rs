@@ -7,7 +7,12 @@ pub const SNIFF_LEN: usize = 8192;
 /// when the extension names a text format; otherwise `application/octet-stream`.
 pub fn detect(head: &[u8], path: &str) -> String {
     if let Some(kind) = infer::get(head) {
-        return kind.mime_type().to_string();
+        let mime = kind.mime_type();
+        return if mime.starts_with("text/") && looks_like_text(head) {
+            format!("{mime}; charset=utf-8")
+        } else {
+            mime.to_string()
+        };
     }
     let by_ext = mime_guess::from_path(path).first();
     if looks_like_text(head) {
@@ -63,21 +68,38 @@ mod tests {
     fn magic_beats_extension() {
         let png = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13];
         assert_eq!(detect(&png, "/x/file.txt"), "image/png");
-        assert_eq!(detect(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0", "/bin/x"), "application/x-executable");
+        let mut elf = vec![0u8; 64];
+        elf[..4].copy_from_slice(b"\x7fELF");
+        assert_eq!(detect(&elf, "/bin/x.txt"), "application/x-executable");
     }
 
     #[test]
     fn text_by_extension_or_plain() {
         assert_eq!(detect(b"{\"a\": 1}", "/a.json"), "application/json");
-        assert_eq!(detect(b"<html></html>", "/a.html"), "text/html; charset=utf-8");
+        assert_eq!(
+            detect(b"<html></html>", "/a.html"),
+            "text/html; charset=utf-8"
+        );
         assert_eq!(detect(b"hello", "/notes"), "text/plain; charset=utf-8");
-        assert_eq!(detect("h\u{e9}".as_bytes(), "/n"), "text/plain; charset=utf-8");
-        assert_eq!(detect(&"é".as_bytes()[..1], "/n"), "text/plain; charset=utf-8");
+        assert_eq!(
+            detect("h\u{e9}".as_bytes(), "/n"),
+            "text/plain; charset=utf-8"
+        );
+        assert_eq!(
+            detect(&"é".as_bytes()[..1], "/n"),
+            "text/plain; charset=utf-8"
+        );
     }
 
     #[test]
     fn binary_is_octet_stream() {
-        assert_eq!(detect(&[0u8, 1, 2, 255, 254], "/data.bin"), "application/octet-stream");
-        assert_eq!(detect(&[0u8, 1, 2, 255], "/data.txt"), "application/octet-stream");
+        assert_eq!(
+            detect(&[0u8, 1, 2, 255, 254], "/data.bin"),
+            "application/octet-stream"
+        );
+        assert_eq!(
+            detect(&[0u8, 1, 2, 255], "/data.txt"),
+            "application/octet-stream"
+        );
     }
 }

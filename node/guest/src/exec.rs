@@ -6,7 +6,9 @@ use crate::shell::{quote, CallEnd, CallSpec, Output};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
-use warren_api::exec::{command_of, Command, ExecEvent, ExecRequest, ExecResponse, JSON_OUTPUT_LIMIT};
+use warren_api::exec::{
+    command_of, Command, ExecEvent, ExecRequest, ExecResponse, JSON_OUTPUT_LIMIT,
+};
 use warren_api::sse::{OutputData, Utf8Chunker};
 use warren_api::{ApiError, ErrorCode};
 
@@ -25,7 +27,9 @@ pub fn script_of(command: &Command) -> String {
 fn session_terminated(exit_code: i32, stdout: &[u8], stderr: &[u8]) -> ApiError {
     ApiError::new(
         ErrorCode::SessionTerminated,
-        format!("the session's shell exited with code {exit_code}; the next call starts a fresh shell"),
+        format!(
+            "the session's shell exited with code {exit_code}; the next call starts a fresh shell"
+        ),
     )
     .with_details(serde_json::json!({
         "exit_code": exit_code,
@@ -76,7 +80,10 @@ pub async fn handle(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
                     }
                 }
                 for (c, wrap) in [
-                    (&mut out_utf8, ExecEvent::Stdout as fn(OutputData) -> ExecEvent),
+                    (
+                        &mut out_utf8,
+                        ExecEvent::Stdout as fn(OutputData) -> ExecEvent,
+                    ),
                     (&mut err_utf8, ExecEvent::Stderr),
                 ] {
                     let rest = c.finish();
@@ -131,7 +138,9 @@ pub async fn handle(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
     let (exit_code, timed_out) = match result?.end {
         CallEnd::Completed { exit_code } => (exit_code, false),
         CallEnd::TimedOut => (124, true),
-        CallEnd::ShellExited { exit_code } => return Err(session_terminated(exit_code, &out, &err)),
+        CallEnd::ShellExited { exit_code } => {
+            return Err(session_terminated(exit_code, &out, &err))
+        }
     };
     let (stdout, stdout_base64) = text_and_base64(out);
     let (stderr, stderr_base64) = text_and_base64(err);

@@ -17,10 +17,15 @@ use warren_api::{ApiError, ErrorCode};
 /// Streams a file: `content-type` sniffed from its first bytes, `content-length` from its size.
 pub async fn read(path: &str) -> Result<Response, ApiError> {
     check_path(path, false)?;
-    let mut file = tokio::fs::File::open(path).await.map_err(|e| io_error(path, e))?;
+    let mut file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| io_error(path, e))?;
     let meta = file.metadata().await.map_err(|e| io_error(path, e))?;
     if meta.is_dir() {
-        return Err(ApiError::new(ErrorCode::IsADirectory, format!("{path}: is a directory")));
+        return Err(ApiError::new(
+            ErrorCode::IsADirectory,
+            format!("{path}: is a directory"),
+        ));
     }
     if !meta.is_file() {
         return Err(ApiError::invalid(format!("{path}: not a regular file")));
@@ -28,7 +33,10 @@ pub async fn read(path: &str) -> Result<Response, ApiError> {
     let mut head = vec![0u8; SNIFF_LEN];
     let mut n = 0;
     while n < head.len() {
-        let r = file.read(&mut head[n..]).await.map_err(|e| io_error(path, e))?;
+        let r = file
+            .read(&mut head[n..])
+            .await
+            .map_err(|e| io_error(path, e))?;
         if r == 0 {
             break;
         }
@@ -37,11 +45,14 @@ pub async fn read(path: &str) -> Result<Response, ApiError> {
     head.truncate(n);
     let content_type = detect(&head, path);
     let rest = tokio_util::io::ReaderStream::with_capacity(file, 256 * 1024);
-    let stream = futures_util::stream::once(async move { Ok::<Bytes, std::io::Error>(Bytes::from(head)) })
-        .chain(rest)
-        .map_ok(Frame::data);
+    let stream =
+        futures_util::stream::once(async move { Ok::<Bytes, std::io::Error>(Bytes::from(head)) })
+            .chain(rest)
+            .map_ok(Frame::data);
     let body: Body = BodyExt::boxed(StreamBody::new(stream));
-    let mut builder = hyper::Response::builder().status(200).header("content-type", content_type);
+    let mut builder = hyper::Response::builder()
+        .status(200)
+        .header("content-type", content_type);
     // Files of /proc and friends report size 0 but have content: send those chunked.
     if meta.len() > 0 || n == 0 {
         builder = builder.header("content-length", meta.len());
@@ -54,19 +65,40 @@ pub async fn read(path: &str) -> Result<Response, ApiError> {
 pub async fn write(path: &str, req: Request) -> Result<Response, ApiError> {
     check_path(path, true)?;
     if path.ends_with('/') {
-        return Err(ApiError::invalid(format!("{path}: a file path cannot end with /")));
+        return Err(ApiError::invalid(format!(
+            "{path}: a file path cannot end with /"
+        )));
     }
     let q: WriteFileQuery = http::query(&req)?;
     let mode = q.mode.as_deref().map(parse_mode).transpose()?;
     let target = Path::new(path);
     let existing = tokio::fs::metadata(target).await.ok();
     if existing.as_ref().is_some_and(|m| m.is_dir()) {
-        return Err(ApiError::new(ErrorCode::IsADirectory, format!("{path}: is a directory")));
+        return Err(ApiError::new(
+            ErrorCode::IsADirectory,
+            format!("{path}: is a directory"),
+        ));
     }
     let parent = target.parent().unwrap_or(Path::new("/"));
-    tokio::fs::create_dir_all(parent).await.map_err(|e| io_error(path, e))?;
-    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = parent.join(format!(".{name}.warren-{:08x}.tmp", crate::sessions::rand_u32()));
+    tokio::fs::create_dir_all(parent).await.map_err(|e| {
+        // EEXIST here means a component of the parent path is a file.
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            ApiError::new(
+                ErrorCode::NotADirectory,
+                format!("{path}: a path component is not a directory"),
+            )
+        } else {
+            io_error(path, e)
+        }
+    })?;
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = parent.join(format!(
+        ".{name}.warren-{:08x}.tmp",
+        crate::sessions::rand_u32()
+    ));
     let result = write_tmp(&tmp, req).await;
     let (size, sha) = match result {
         Ok(v) => v,
@@ -84,7 +116,14 @@ pub async fn write(path: &str, req: Request) -> Result<Response, ApiError> {
         let _ = tokio::fs::remove_file(&tmp).await;
         return Err(io_error(path, e));
     }
-    Ok(http::json(200, &WriteFileResponse { path: path.to_string(), size, sha256: sha }))
+    Ok(http::json(
+        200,
+        &WriteFileResponse {
+            path: path.to_string(),
+            size,
+            sha256: sha,
+        },
+    ))
 }
 
 enum WriteError {

@@ -39,8 +39,13 @@ pub fn io_error(path: &str, e: io::Error) -> ApiError {
 pub fn check_path(path: &str, writing: bool) -> Result<(), ApiError> {
     warren_api::files::validate_path(path)?;
     let normalized = normalize(path);
-    if writing && (normalized == "/" || normalized == GUEST_DIR || normalized.starts_with("/.warren/")) {
-        return Err(ApiError::new(ErrorCode::Forbidden, format!("{path}: reserved path")));
+    if writing
+        && (normalized == "/" || normalized == GUEST_DIR || normalized.starts_with("/.warren/"))
+    {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!("{path}: reserved path"),
+        ));
     }
     Ok(())
 }
@@ -79,7 +84,9 @@ fn modified(m: &std::fs::Metadata) -> String {
 
 pub async fn stat(path: &str) -> Result<Stat, ApiError> {
     check_path(path, false)?;
-    let m = tokio::fs::symlink_metadata(path).await.map_err(|e| io_error(path, e))?;
+    let m = tokio::fs::symlink_metadata(path)
+        .await
+        .map_err(|e| io_error(path, e))?;
     Ok(Stat {
         path: path.to_string(),
         file_type: file_type(&m),
@@ -91,9 +98,14 @@ pub async fn stat(path: &str) -> Result<Stat, ApiError> {
 
 pub async fn list(path: &str, recursive: bool, hidden: bool) -> Result<ListResponse, ApiError> {
     check_path(path, false)?;
-    let m = tokio::fs::metadata(path).await.map_err(|e| io_error(path, e))?;
+    let m = tokio::fs::metadata(path)
+        .await
+        .map_err(|e| io_error(path, e))?;
     if !m.is_dir() {
-        return Err(ApiError::new(ErrorCode::NotADirectory, format!("{path}: not a directory")));
+        return Err(ApiError::new(
+            ErrorCode::NotADirectory,
+            format!("{path}: not a directory"),
+        ));
     }
     let root = PathBuf::from(path);
     let result = tokio::task::spawn_blocking(move || walk(&root, recursive, hidden))
@@ -126,7 +138,11 @@ fn walk(root: &Path, recursive: bool, hidden: bool) -> io::Result<ListResponse> 
                 truncated = true;
                 break;
             }
-            let relative = full.strip_prefix(root).unwrap_or(&full).to_string_lossy().into_owned();
+            let relative = full
+                .strip_prefix(root)
+                .unwrap_or(&full)
+                .to_string_lossy()
+                .into_owned();
             entries.push(ListEntry {
                 name,
                 path: full.to_string_lossy().into_owned(),
@@ -150,7 +166,12 @@ pub async fn mkdir(path: &str, recursive: bool) -> Result<bool, ApiError> {
     check_path(path, true)?;
     match tokio::fs::metadata(path).await {
         Ok(m) if m.is_dir() && recursive => return Ok(false),
-        Ok(_) => return Err(ApiError::new(ErrorCode::AlreadyExists, format!("{path}: already exists"))),
+        Ok(_) => {
+            return Err(ApiError::new(
+                ErrorCode::AlreadyExists,
+                format!("{path}: already exists"),
+            ))
+        }
         Err(_) => {}
     }
     let r = if recursive {
@@ -164,7 +185,9 @@ pub async fn mkdir(path: &str, recursive: bool) -> Result<bool, ApiError> {
 
 pub async fn delete(path: &str, recursive: bool) -> Result<(), ApiError> {
     check_path(path, true)?;
-    let m = tokio::fs::symlink_metadata(path).await.map_err(|e| io_error(path, e))?;
+    let m = tokio::fs::symlink_metadata(path)
+        .await
+        .map_err(|e| io_error(path, e))?;
     if m.is_dir() {
         if !recursive {
             return Err(ApiError::new(
@@ -182,23 +205,35 @@ pub async fn delete(path: &str, recursive: bool) -> Result<(), ApiError> {
 pub async fn move_path(from: &str, to: &str, overwrite: bool) -> Result<(), ApiError> {
     check_path(from, true)?;
     check_path(to, true)?;
-    let src = tokio::fs::symlink_metadata(from).await.map_err(|e| io_error(from, e))?;
+    let src = tokio::fs::symlink_metadata(from)
+        .await
+        .map_err(|e| io_error(from, e))?;
     if normalize(to).starts_with(&format!("{}/", normalize(from))) {
         return Err(ApiError::invalid(format!("cannot move {from} into itself")));
     }
     if let Ok(dst) = tokio::fs::symlink_metadata(to).await {
         if !overwrite {
-            return Err(ApiError::new(ErrorCode::AlreadyExists, format!("{to}: already exists")));
+            return Err(ApiError::new(
+                ErrorCode::AlreadyExists,
+                format!("{to}: already exists"),
+            ));
         }
         if dst.is_dir() && !src.is_dir() {
-            return Err(ApiError::new(ErrorCode::IsADirectory, format!("{to}: is a directory")));
+            return Err(ApiError::new(
+                ErrorCode::IsADirectory,
+                format!("{to}: is a directory"),
+            ));
         }
         if dst.is_dir() {
-            tokio::fs::remove_dir_all(to).await.map_err(|e| io_error(to, e))?;
+            tokio::fs::remove_dir_all(to)
+                .await
+                .map_err(|e| io_error(to, e))?;
         }
     }
     if let Some(parent) = Path::new(to).parent() {
-        tokio::fs::create_dir_all(parent).await.map_err(|e| io_error(to, e))?;
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|e| io_error(to, e))?;
     }
     match tokio::fs::rename(from, to).await {
         Ok(()) => Ok(()),
@@ -270,13 +305,29 @@ mod tests {
         std::fs::create_dir(d.path().join("sub")).unwrap();
         std::fs::write(d.path().join("sub/b.txt"), "b").unwrap();
         let p = d.path().to_str().unwrap();
-        let names = |r: ListResponse| r.entries.into_iter().map(|e| e.relative_path).collect::<Vec<_>>();
-        assert_eq!(names(list(p, false, false).await.unwrap()), vec!["a.txt", "sub"]);
-        assert_eq!(names(list(p, false, true).await.unwrap()), vec![".hidden", "a.txt", "sub"]);
-        assert_eq!(names(list(p, true, false).await.unwrap()), vec!["a.txt", "sub", "sub/b.txt"]);
+        let names = |r: ListResponse| {
+            r.entries
+                .into_iter()
+                .map(|e| e.relative_path)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(list(p, false, false).await.unwrap()),
+            vec!["a.txt", "sub"]
+        );
+        assert_eq!(
+            names(list(p, false, true).await.unwrap()),
+            vec![".hidden", "a.txt", "sub"]
+        );
+        assert_eq!(
+            names(list(p, true, false).await.unwrap()),
+            vec!["a.txt", "sub", "sub/b.txt"]
+        );
         let err = list(&format!("{p}/a.txt"), false, false).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::NotADirectory);
-        let err = list(&format!("{p}/missing"), false, false).await.unwrap_err();
+        let err = list(&format!("{p}/missing"), false, false)
+            .await
+            .unwrap_err();
         assert_eq!(err.code, ErrorCode::FileNotFound);
     }
 }

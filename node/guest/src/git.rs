@@ -11,17 +11,29 @@ fn git_failed(message: impl Into<String>) -> ApiError {
     ApiError::new(ErrorCode::GitFailed, message)
 }
 
-pub async fn checkout(g: &Guest, req: &GitCheckoutRequest) -> Result<GitCheckoutResponse, ApiError> {
+pub async fn checkout(
+    g: &Guest,
+    req: &GitCheckoutRequest,
+) -> Result<GitCheckoutResponse, ApiError> {
     req.validate()?;
     let target = crate::fsops::normalize(&req.target());
     crate::fsops::check_path(&target, true)?;
     let existed = Path::new(&target).exists();
-    let timeout = Duration::from_millis(req.timeout_ms.map(|t| t as u64).unwrap_or(DEFAULT_GIT_TIMEOUT_MS));
+    let timeout = Duration::from_millis(
+        req.timeout_ms
+            .map(|t| t as u64)
+            .unwrap_or(DEFAULT_GIT_TIMEOUT_MS),
+    );
 
     let mut env = g.sessions.base_env().clone();
     env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
     env.insert("GIT_ASKPASS".into(), "true".into());
-    let mut argv: Vec<String> = vec!["git".into(), "-c".into(), "advice.detachedHead=false".into(), "clone".into()];
+    let mut argv: Vec<String> = vec![
+        "git".into(),
+        "-c".into(),
+        "advice.detachedHead=false".into(),
+        "clone".into(),
+    ];
     if let Some(d) = req.depth {
         argv.push(format!("--depth={d}"));
     }
@@ -41,7 +53,9 @@ pub async fn checkout(g: &Guest, req: &GitCheckoutRequest) -> Result<GitCheckout
     let out = match run_capture(reaper, &argv, &env, "/", timeout).await {
         Ok(o) => o,
         Err(RunError::Spawn(e)) => {
-            return Err(git_failed(format!("cannot run git (is it installed in the image?): {e}")))
+            return Err(git_failed(format!(
+                "cannot run git (is it installed in the image?): {e}"
+            )))
         }
         Err(RunError::TimedOut { stderr }) => {
             cleanup();
@@ -66,19 +80,36 @@ pub async fn checkout(g: &Guest, req: &GitCheckoutRequest) -> Result<GitCheckout
         v.extend(args.iter().map(|s| s.to_string()));
         v
     };
-    let commit = run_capture(reaper, &rev(&["rev-parse", "HEAD"]), &env, "/", Duration::from_secs(30))
-        .await
-        .ok()
-        .filter(|o| o.status.code == 0)
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .ok_or_else(|| git_failed("cloned, but cannot read HEAD (empty repository?)"))?;
+    let commit = run_capture(
+        reaper,
+        &rev(&["rev-parse", "HEAD"]),
+        &env,
+        "/",
+        Duration::from_secs(30),
+    )
+    .await
+    .ok()
+    .filter(|o| o.status.code == 0)
+    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    .ok_or_else(|| git_failed("cloned, but cannot read HEAD (empty repository?)"))?;
     let branch = match &req.branch {
         Some(b) => b.clone(),
-        None => run_capture(reaper, &rev(&["rev-parse", "--abbrev-ref", "HEAD"]), &env, "/", Duration::from_secs(30))
-            .await
-            .ok()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-            .unwrap_or_default(),
+        None => run_capture(
+            reaper,
+            &rev(&["rev-parse", "--abbrev-ref", "HEAD"]),
+            &env,
+            "/",
+            Duration::from_secs(30),
+        )
+        .await
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default(),
     };
-    Ok(GitCheckoutResponse { url: req.url.clone(), branch, target_dir: target, commit })
+    Ok(GitCheckoutResponse {
+        url: req.url.clone(),
+        branch,
+        target_dir: target,
+        commit,
+    })
 }

@@ -18,7 +18,9 @@ pub type Response = hyper::Response<Body>;
 pub const MAX_JSON_BODY: usize = 32 * 1024 * 1024;
 
 pub fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 pub fn json<T: Serialize>(status: u16, value: &T) -> Response {

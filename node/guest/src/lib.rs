@@ -35,8 +35,9 @@ pub const SOCKET_NAME: &str = "guest.sock";
 /// The environment sessions start from: the container's, without the guest's own settings,
 /// with the basics filled in for images that lack them.
 pub fn base_env() -> BTreeMap<String, String> {
-    let mut env: BTreeMap<String, String> =
-        std::env::vars().filter(|(k, _)| !k.starts_with("WARREN_GUEST_")).collect();
+    let mut env: BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| !k.starts_with("WARREN_GUEST_"))
+        .collect();
     env.entry("PATH".into())
         .or_insert_with(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
     env.entry("HOME".into()).or_insert_with(|| "/root".into());

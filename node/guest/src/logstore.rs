@@ -52,7 +52,9 @@ pub enum ReadError {
 impl From<ReadError> for warren_api::ApiError {
     fn from(e: ReadError) -> Self {
         match e {
-            ReadError::BadCursor(c) => warren_api::ApiError::invalid(format!("invalid log cursor {c}")),
+            ReadError::BadCursor(c) => {
+                warren_api::ApiError::invalid(format!("invalid log cursor {c}"))
+            }
             ReadError::Io(e) => warren_api::ApiError::internal(format!("cannot read the log: {e}")),
         }
     }
@@ -65,9 +67,16 @@ fn check(stream: u8, len: u32) -> u8 {
 
 impl LogStore {
     pub fn create(path: &Path) -> io::Result<(Arc<LogStore>, LogWriter)> {
-        let file = File::options().create(true).truncate(true).write(true).open(path)?;
+        let file = File::options()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(path)?;
         let (state, _) = watch::channel(LogState::default());
-        let store = Arc::new(LogStore { path: path.to_path_buf(), state });
+        let store = Arc::new(LogStore {
+            path: path.to_path_buf(),
+            state,
+        });
         Ok((store.clone(), LogWriter { file, store }))
     }
 
@@ -100,7 +109,8 @@ impl LogStore {
         let mut total = 0usize;
         while pos < end && (frames.is_empty() || total < max_payload) {
             let mut h = [0u8; HEADER];
-            f.read_exact(&mut h).map_err(|_| ReadError::BadCursor(from))?;
+            f.read_exact(&mut h)
+                .map_err(|_| ReadError::BadCursor(from))?;
             let len = u32::from_le_bytes([h[2], h[3], h[4], h[5]]);
             if h[0] != MAGIC || !(h[1] == STDOUT || h[1] == STDERR) || h[6] != check(h[1], len) {
                 return Err(ReadError::BadCursor(from));
@@ -109,7 +119,11 @@ impl LogStore {
             f.read_exact(&mut data).map_err(ReadError::Io)?;
             pos += HEADER as u64 + len as u64;
             total += len as usize;
-            frames.push(Frame { stream: h[1], data, cursor: pos });
+            frames.push(Frame {
+                stream: h[1],
+                data,
+                cursor: pos,
+            });
         }
         Ok(frames)
     }
@@ -123,13 +137,18 @@ impl LogWriter {
         }
         let st = self.store.state();
         if st.len + (HEADER + data.len()) as u64 > MAX_LOG_BYTES {
-            self.store.state.send_modify(|s| s.dropped_bytes += data.len() as u64);
+            self.store
+                .state
+                .send_modify(|s| s.dropped_bytes += data.len() as u64);
             return;
         }
         let len = data.len() as u32;
         let b = len.to_le_bytes();
         let header = [MAGIC, stream, b[0], b[1], b[2], b[3], check(stream, len)];
-        let ok = self.file.write_all(&header).and_then(|_| self.file.write_all(data));
+        let ok = self
+            .file
+            .write_all(&header)
+            .and_then(|_| self.file.write_all(data));
         match ok {
             Ok(()) => self
                 .store
@@ -139,7 +158,9 @@ impl LogWriter {
                 // Keep the file consistent: cut back to the last whole frame.
                 let _ = self.file.set_len(st.len);
                 let _ = self.file.seek(SeekFrom::Start(st.len));
-                self.store.state.send_modify(|s| s.dropped_bytes += data.len() as u64);
+                self.store
+                    .state
+                    .send_modify(|s| s.dropped_bytes += data.len() as u64);
             }
         }
     }
@@ -173,7 +194,10 @@ mod tests {
         assert_eq!(rest, all[1..]);
         assert!(store.read(all[2].cursor, 10).unwrap().is_empty());
         assert!(matches!(store.read(3, 10), Err(ReadError::BadCursor(3))));
-        assert!(matches!(store.read(10_000, 10), Err(ReadError::BadCursor(_))));
+        assert!(matches!(
+            store.read(10_000, 10),
+            Err(ReadError::BadCursor(_))
+        ));
         // A small budget still returns one frame, then stops.
         assert_eq!(store.read(0, 1).unwrap().len(), 1);
     }

@@ -31,7 +31,10 @@ fn main() {
 async fn run(run_dir: PathBuf) {
     for d in ["sessions", "sessions/calls", "procs"] {
         if let Err(e) = std::fs::create_dir_all(run_dir.join(d)) {
-            eprintln!("warren-guest: cannot create {}: {e}", run_dir.join(d).display());
+            eprintln!(
+                "warren-guest: cannot create {}: {e}",
+                run_dir.join(d).display()
+            );
             std::process::exit(1);
         }
     }
@@ -55,8 +58,10 @@ async fn run(run_dir: PathBuf) {
     };
     tokio::spawn(server::serve(g.clone(), listener));
 
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM");
-    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("SIGINT");
+    let mut term =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM");
+    let mut int =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("SIGINT");
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}

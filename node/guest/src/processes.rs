@@ -73,13 +73,22 @@ impl ProcEntry {
     }
 
     fn tree(&self) -> TreeSpec {
-        TreeSpec { root: self.pid, include_root: true, include_session: true, started_since: None }
+        TreeSpec {
+            root: self.pid,
+            include_root: true,
+            include_session: true,
+            started_since: None,
+        }
     }
 }
 
 impl Processes {
     pub fn new(sessions: Arc<Sessions>, dir: PathBuf) -> Arc<Self> {
-        Arc::new(Processes { sessions, dir, map: Mutex::new(BTreeMap::new()) })
+        Arc::new(Processes {
+            sessions,
+            dir,
+            map: Mutex::new(BTreeMap::new()),
+        })
     }
 
     pub fn get(&self, id: &str) -> Result<Arc<ProcEntry>, ApiError> {
@@ -92,7 +101,13 @@ impl Processes {
     }
 
     pub fn list(&self) -> Vec<Process> {
-        let entries: Vec<Arc<ProcEntry>> = self.map.lock().expect("processes lock").values().cloned().collect();
+        let entries: Vec<Arc<ProcEntry>> = self
+            .map
+            .lock()
+            .expect("processes lock")
+            .values()
+            .cloned()
+            .collect();
         let mut v: Vec<Process> = entries.iter().map(|e| e.to_api()).collect();
         v.sort_by(|a, b| a.started_at.cmp(&b.started_at).then(a.id.cmp(&b.id)));
         v
@@ -102,22 +117,37 @@ impl Processes {
     /// replaced (so `id: "web"` can be restarted).
     pub async fn start(&self, req: &StartProcessRequest) -> Result<Process, ApiError> {
         let command = req.validate()?;
-        let id = req.id.clone().unwrap_or_else(|| format!("p-{:08x}", rand_u32()));
+        let id = req
+            .id
+            .clone()
+            .unwrap_or_else(|| format!("p-{:08x}", rand_u32()));
         if let Some(old) = self.map.lock().expect("processes lock").get(&id) {
             if old.exit_status().is_none() {
-                return Err(ApiError::new(ErrorCode::AlreadyExists, format!("process {id:?} is running")));
+                return Err(ApiError::new(
+                    ErrorCode::AlreadyExists,
+                    format!("process {id:?} is running"),
+                ));
             }
         }
-        let session_name = req.session.clone().unwrap_or_else(|| crate::sessions::default_session().to_string());
+        let session_name = req
+            .session
+            .clone()
+            .unwrap_or_else(|| crate::sessions::default_session().to_string());
         let ctx = self.sessions.get_or_create(&session_name)?.context();
 
         let mut script = String::new();
         if let Some(state) = &ctx.state {
-            script.push_str(&format!("builtin . {} >/dev/null 2>&1\n", quote(&state.to_string_lossy())));
+            script.push_str(&format!(
+                "builtin . {} >/dev/null 2>&1\n",
+                quote(&state.to_string_lossy())
+            ));
         }
         let cwd = req.cwd.clone().unwrap_or(ctx.cwd.clone());
         if req.cwd.is_some() || ctx.state.is_none() {
-            script.push_str(&format!("builtin cd -- {} || builtin exit 1\n", quote(&cwd)));
+            script.push_str(&format!(
+                "builtin cd -- {} || builtin exit 1\n",
+                quote(&cwd)
+            ));
         }
         for (k, v) in req.env.iter().flatten() {
             script.push_str(&format!("builtin export {k}={}\n", quote(v)));
@@ -130,7 +160,8 @@ impl Processes {
             }
         }
 
-        std::fs::create_dir_all(&self.dir).map_err(|e| ApiError::internal(format!("cannot create log dir: {e}")))?;
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| ApiError::internal(format!("cannot create log dir: {e}")))?;
         let log_path = self.dir.join(format!("{id}.log"));
         let (log, writer) = LogStore::create(&log_path)
             .map_err(|e| ApiError::internal(format!("cannot create the process log: {e}")))?;
@@ -157,10 +188,12 @@ impl Processes {
             .reaper()
             .spawn(&mut cmd)
             .map_err(|e| ApiError::internal(format!("cannot start the process: {e}")))?;
-        let stdout = pipe::Receiver::from_owned_fd(OwnedFd::from(child.stdout.take().expect("piped")))
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        let stderr = pipe::Receiver::from_owned_fd(OwnedFd::from(child.stderr.take().expect("piped")))
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let stdout =
+            pipe::Receiver::from_owned_fd(OwnedFd::from(child.stdout.take().expect("piped")))
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+        let stderr =
+            pipe::Receiver::from_owned_fd(OwnedFd::from(child.stderr.take().expect("piped")))
+                .map_err(|e| ApiError::internal(e.to_string()))?;
 
         let entry = Arc::new(ProcEntry {
             id: id.clone(),
@@ -173,7 +206,11 @@ impl Processes {
             status: Mutex::new(StatusInner::default()),
         });
         tokio::spawn(collect(entry.clone(), writer, stdout, stderr));
-        let old = self.map.lock().expect("processes lock").insert(id, entry.clone());
+        let old = self
+            .map
+            .lock()
+            .expect("processes lock")
+            .insert(id, entry.clone());
         if let Some(old) = old {
             let _ = std::fs::remove_file(old.log.path());
         }
@@ -255,7 +292,12 @@ async fn kill_entry(entry: &ProcEntry, signal: i32, grace: Duration) {
 }
 
 /// Copies the process's output into its log, records its exit, then marks the log ended.
-async fn collect(entry: Arc<ProcEntry>, mut writer: LogWriter, stdout: pipe::Receiver, stderr: pipe::Receiver) {
+async fn collect(
+    entry: Arc<ProcEntry>,
+    mut writer: LogWriter,
+    stdout: pipe::Receiver,
+    stderr: pipe::Receiver,
+) {
     let mut out_open = true;
     let mut err_open = true;
     let mut exit = entry.exit.clone();

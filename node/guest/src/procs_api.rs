@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use warren_api::exec::JSON_OUTPUT_LIMIT;
 use warren_api::process::{
-    parse_signal, KillQuery, LogChunk, LogEvent, LogsQuery, LogsResponse, ProcessList, StartProcessRequest,
-    WaitExitRequest, WaitLogRequest, WaitPortRequest, DEFAULT_KILL_GRACE_MS,
+    parse_signal, KillQuery, LogChunk, LogEvent, LogsQuery, LogsResponse, ProcessList,
+    StartProcessRequest, WaitExitRequest, WaitLogRequest, WaitPortRequest, DEFAULT_KILL_GRACE_MS,
 };
 use warren_api::sse::OutputData;
 use warren_api::ApiError;
@@ -22,7 +22,12 @@ pub async fn start(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
 }
 
 pub fn list(g: &Guest) -> Response {
-    http::json(200, &ProcessList { processes: g.processes.list() })
+    http::json(
+        200,
+        &ProcessList {
+            processes: g.processes.list(),
+        },
+    )
 }
 
 pub fn get(g: &Guest, id: &str) -> Result<Response, ApiError> {
@@ -72,7 +77,11 @@ pub async fn logs(g: Arc<Guest>, id: &str, req: Request) -> Result<Response, Api
             break;
         }
         for f in frames {
-            let buf = if f.stream == STDERR { &mut stderr } else { &mut stdout };
+            let buf = if f.stream == STDERR {
+                &mut stderr
+            } else {
+                &mut stdout
+            };
             if buf.len() + f.data.len() > JSON_OUTPUT_LIMIT {
                 truncated = true;
                 break 'read;
@@ -106,7 +115,12 @@ fn follow(entry: Arc<ProcEntry>, since: u64, follow: bool) -> Response {
                     Ok(f) => f,
                     Err(e) => {
                         let e = ApiError::from(e);
-                        events.send(&LogEvent::Error { code: e.code, message: e.message }).await;
+                        events
+                            .send(&LogEvent::Error {
+                                code: e.code,
+                                message: e.message,
+                            })
+                            .await;
                         return;
                     }
                 };
@@ -114,8 +128,15 @@ fn follow(entry: Arc<ProcEntry>, since: u64, follow: bool) -> Response {
                     // Frames go out whole (base64 when not UTF-8), so that every cursor a
                     // client sees is exact: resuming from it repeats and loses nothing.
                     cursor = f.cursor;
-                    let chunk = LogChunk { data: OutputData::from_bytes(&f.data), cursor };
-                    let ev = if f.stream == STDERR { LogEvent::Stderr(chunk) } else { LogEvent::Stdout(chunk) };
+                    let chunk = LogChunk {
+                        data: OutputData::from_bytes(&f.data),
+                        cursor,
+                    };
+                    let ev = if f.stream == STDERR {
+                        LogEvent::Stderr(chunk)
+                    } else {
+                        LogEvent::Stdout(chunk)
+                    };
                     if !events.send(&ev).await {
                         return;
                     }

@@ -47,7 +47,10 @@ pub fn all_processes() -> Vec<ProcInfo> {
 
 /// The current time in the unit of [`ProcInfo::start_ticks`].
 pub fn now_ticks() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid pointer; CLOCK_BOOTTIME is what /proc start times are measured against.
     unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
     // SAFETY: sysconf has no preconditions.
@@ -152,7 +155,9 @@ pub async fn kill_tree(spec: TreeSpec) {
 pub fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(text) => {
-            let state = text.rfind(')').and_then(|i| text[i + 1..].split_whitespace().next());
+            let state = text
+                .rfind(')')
+                .and_then(|i| text[i + 1..].split_whitespace().next());
             !matches!(state, Some("Z") | Some("X") | None)
         }
         Err(_) => false,
@@ -164,31 +169,59 @@ mod tests {
     use super::*;
 
     fn p(pid: i32, ppid: i32, session: i32, start: u64) -> ProcInfo {
-        ProcInfo { pid, ppid, pgrp: pid, session, start_ticks: start }
+        ProcInfo {
+            pid,
+            ppid,
+            pgrp: pid,
+            session,
+            start_ticks: start,
+        }
     }
 
     #[test]
     fn parses_names_with_spaces_and_parens() {
-        let line = "42 (my (odd) name) S 7 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 12345 100 10";
+        let line =
+            "42 (my (odd) name) S 7 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 12345 100 10";
         let info = parse_stat(line).unwrap();
-        assert_eq!(info, ProcInfo { pid: 42, ppid: 7, pgrp: 42, session: 42, start_ticks: 12345 });
+        assert_eq!(
+            info,
+            ProcInfo {
+                pid: 42,
+                ppid: 7,
+                pgrp: 42,
+                session: 42,
+                start_ticks: 12345
+            }
+        );
     }
 
     #[test]
     fn tree_follows_parents_and_session_and_start_time() {
         let procs = vec![
-            p(10, 1, 10, 100), // root (a shell)
-            p(11, 10, 10, 50), // old background job
+            p(10, 1, 10, 100),  // root (a shell)
+            p(11, 10, 10, 50),  // old background job
             p(12, 10, 10, 200), // this call's command
             p(13, 12, 10, 210), // its child
-            p(14, 1, 10, 220), // double-forked daemon, same session (sid = root pid)
-            p(15, 1, 15, 230), // unrelated
+            p(14, 1, 10, 220),  // double-forked daemon, same session (sid = root pid)
+            p(15, 1, 15, 230),  // unrelated
         ];
-        let all = TreeSpec { root: 10, include_root: false, include_session: true, started_since: None };
+        let all = TreeSpec {
+            root: 10,
+            include_root: false,
+            include_session: true,
+            started_since: None,
+        };
         assert_eq!(tree(all, &procs), vec![11, 12, 13, 14]);
-        let recent = TreeSpec { started_since: Some(150), include_root: true, ..all };
+        let recent = TreeSpec {
+            started_since: Some(150),
+            include_root: true,
+            ..all
+        };
         assert_eq!(tree(recent, &procs), vec![10, 12, 13, 14]);
-        let no_session = TreeSpec { include_session: false, ..all };
+        let no_session = TreeSpec {
+            include_session: false,
+            ..all
+        };
         assert_eq!(tree(no_session, &procs), vec![11, 12, 13]);
     }
 }

@@ -23,9 +23,15 @@ impl ExitStatus {
     pub fn from_wait_status(status: libc::c_int) -> Self {
         if libc::WIFSIGNALED(status) {
             let sig = libc::WTERMSIG(status);
-            ExitStatus { code: 128 + sig, signal: Some(sig) }
+            ExitStatus {
+                code: 128 + sig,
+                signal: Some(sig),
+            }
         } else {
-            ExitStatus { code: libc::WEXITSTATUS(status), signal: None }
+            ExitStatus {
+                code: libc::WEXITSTATUS(status),
+                signal: None,
+            }
         }
     }
 }
@@ -87,7 +93,8 @@ impl Reaper {
 
     /// Runs forever: reaps on every SIGCHLD (and every second, in case a signal was merged).
     pub async fn run(self: Arc<Self>) {
-        let mut sigchld = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()) {
+        let mut sigchld = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
+        {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("warren-guest: cannot watch SIGCHLD: {e}");
@@ -113,7 +120,10 @@ pub async fn wait_exit(w: &mut ExitWatch) -> ExitStatus {
         }
         if w.changed().await.is_err() {
             // The sender is gone without a status: treat as killed.
-            return (*w.borrow()).unwrap_or(ExitStatus { code: 137, signal: Some(9) });
+            return (*w.borrow()).unwrap_or(ExitStatus {
+                code: 137,
+                signal: Some(9),
+            });
         }
     }
 }
@@ -125,8 +135,20 @@ mod tests {
     #[test]
     fn statuses_decode_like_a_shell() {
         // Exit code 3 is encoded as 3 << 8; death by SIGKILL as the signal number itself.
-        assert_eq!(ExitStatus::from_wait_status(3 << 8), ExitStatus { code: 3, signal: None });
-        assert_eq!(ExitStatus::from_wait_status(9), ExitStatus { code: 137, signal: Some(9) });
+        assert_eq!(
+            ExitStatus::from_wait_status(3 << 8),
+            ExitStatus {
+                code: 3,
+                signal: None
+            }
+        );
+        assert_eq!(
+            ExitStatus::from_wait_status(9),
+            ExitStatus {
+                code: 137,
+                signal: Some(9)
+            }
+        );
     }
 
     #[tokio::test]
@@ -146,7 +168,9 @@ mod tests {
     async fn exec_failure_does_not_confuse_the_reaper() {
         let reaper = Reaper::new();
         tokio::spawn(reaper.clone().run());
-        assert!(reaper.spawn(&mut Command::new("/nonexistent/binary")).is_err());
+        assert!(reaper
+            .spawn(&mut Command::new("/nonexistent/binary"))
+            .is_err());
         let (_c, mut w) = reaper.spawn(&mut Command::new("true")).unwrap();
         let status = tokio::time::timeout(std::time::Duration::from_secs(10), wait_exit(&mut w))
             .await

@@ -8,7 +8,9 @@ use hyper::Method;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::Arc;
-use warren_api::files::{DeleteFileQuery, ListQuery, MkdirRequest, MoveRequest, PathResponse, StatQuery};
+use warren_api::files::{
+    DeleteFileQuery, ListQuery, MkdirRequest, MoveRequest, PathResponse, StatQuery,
+};
 use warren_api::git::GitCheckoutRequest;
 use warren_api::session::{CreateSessionRequest, PatchEnvRequest, PatchEnvResponse};
 use warren_api::ApiError;
@@ -72,7 +74,13 @@ async fn dispatch(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
             Ok(http::json(if created { 201 } else { 200 }, &s.info()))
         }
         (&Method::GET, ["sessions"]) => {
-            let infos: Vec<_> = g.sessions.names().iter().filter_map(|n| g.sessions.get(n)).map(|s| s.info()).collect();
+            let infos: Vec<_> = g
+                .sessions
+                .names()
+                .iter()
+                .filter_map(|n| g.sessions.get(n))
+                .map(|s| s.info())
+                .collect();
             Ok(http::json(200, &serde_json::json!({ "sessions": infos })))
         }
         (&Method::DELETE, ["sessions", sid]) => {
@@ -104,19 +112,27 @@ async fn dispatch(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
         }
         (&Method::GET, ["fs", "stat"]) => {
             let q: StatQuery = http::query(&req)?;
-            let p = q.path.ok_or_else(|| ApiError::invalid("path is required"))?;
+            let p = q
+                .path
+                .ok_or_else(|| ApiError::invalid("path is required"))?;
             Ok(http::json(200, &fsops::stat(&p).await?))
         }
         (&Method::GET, ["fs", "list"]) => {
             let q: ListQuery = http::query(&req)?;
-            let p = q.path.unwrap_or_else(|| warren_api::exec::DEFAULT_CWD.to_string());
-            let r = fsops::list(&p, q.recursive.unwrap_or(false), q.hidden.unwrap_or(false)).await?;
+            let p = q
+                .path
+                .unwrap_or_else(|| warren_api::exec::DEFAULT_CWD.to_string());
+            let r =
+                fsops::list(&p, q.recursive.unwrap_or(false), q.hidden.unwrap_or(false)).await?;
             Ok(http::json(200, &r))
         }
         (&Method::POST, ["fs", "mkdir"]) => {
             let body: MkdirRequest = http::read_json(req).await?;
             let created = fsops::mkdir(&body.path, body.recursive).await?;
-            Ok(http::json(if created { 201 } else { 200 }, &PathResponse { path: body.path }))
+            Ok(http::json(
+                if created { 201 } else { 200 },
+                &PathResponse { path: body.path },
+            ))
         }
         (&Method::POST, ["fs", "move"]) => {
             let body: MoveRequest = http::read_json(req).await?;

@@ -78,15 +78,22 @@ impl Sessions {
         }
         let cwd = req.cwd.clone().unwrap_or_else(|| DEFAULT_CWD.to_string());
         if cwd == DEFAULT_CWD {
-            std::fs::create_dir_all(DEFAULT_CWD).map_err(|e| io_err("cannot create /workspace", e))?;
+            std::fs::create_dir_all(DEFAULT_CWD)
+                .map_err(|e| io_err("cannot create /workspace", e))?;
         }
         match std::fs::metadata(&cwd) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => {
-                return Err(ApiError::new(ErrorCode::NotADirectory, format!("cwd {cwd} is not a directory")))
+                return Err(ApiError::new(
+                    ErrorCode::NotADirectory,
+                    format!("cwd {cwd} is not a directory"),
+                ))
             }
             Err(_) => {
-                return Err(ApiError::new(ErrorCode::FileNotFound, format!("cwd {cwd} does not exist")))
+                return Err(ApiError::new(
+                    ErrorCode::FileNotFound,
+                    format!("cwd {cwd} does not exist"),
+                ))
             }
         }
         let mut env = self.base_env.clone();
@@ -116,7 +123,10 @@ impl Sessions {
         if let Some(s) = self.map.lock().expect("sessions lock").get(name) {
             return Ok(s.clone());
         }
-        let req = CreateSessionRequest { id: Some(name.to_string()), ..Default::default() };
+        let req = CreateSessionRequest {
+            id: Some(name.to_string()),
+            ..Default::default()
+        };
         Ok(self.create(&req)?.0)
     }
 
@@ -125,7 +135,13 @@ impl Sessions {
     }
 
     pub fn names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.map.lock().expect("sessions lock").keys().cloned().collect();
+        let mut v: Vec<String> = self
+            .map
+            .lock()
+            .expect("sessions lock")
+            .keys()
+            .cloned()
+            .collect();
         v.sort();
         v
     }
@@ -153,7 +169,13 @@ impl Sessions {
         }
         let targets: Vec<Arc<Session>> = match &req.session {
             Some(name) => vec![self.get_or_create(name)?],
-            None => self.map.lock().expect("sessions lock").values().cloned().collect(),
+            None => self
+                .map
+                .lock()
+                .expect("sessions lock")
+                .values()
+                .cloned()
+                .collect(),
         };
         let mut names = Vec::new();
         for s in targets {
@@ -180,7 +202,13 @@ impl Sessions {
 
     /// Kills every session's shell (shutdown).
     pub async fn kill_all(&self) {
-        let all: Vec<Arc<Session>> = self.map.lock().expect("sessions lock").values().cloned().collect();
+        let all: Vec<Arc<Session>> = self
+            .map
+            .lock()
+            .expect("sessions lock")
+            .values()
+            .cloned()
+            .collect();
         for s in all {
             if let Some(mut shell) = s.inner.lock().await.shell.take() {
                 shell.kill().await;
@@ -208,7 +236,8 @@ impl Session {
         on_start: impl FnOnce(i32),
     ) -> Result<RunResult, ApiError> {
         let mut inner = self.inner.lock().await;
-        self.run_locked(&mut inner, reaper, spec, work, out, on_start).await
+        self.run_locked(&mut inner, reaper, spec, work, out, on_start)
+            .await
     }
 
     async fn run_locked(
@@ -227,7 +256,11 @@ impl Session {
         if inner.shell.is_none() {
             let restore = self.state_path.exists().then(|| self.state_path.clone());
             let conf = self.conf();
-            let start = ShellStart { env: conf.env, cwd: conf.cwd, restore };
+            let start = ShellStart {
+                env: conf.env,
+                cwd: conf.cwd,
+                restore,
+            };
             let shell = Shell::start(reaper, &start)
                 .await
                 .map_err(|e| io_err("cannot start the session shell", e))?;
@@ -286,8 +319,12 @@ impl Session {
             }
         }
         let (tx, _rx) = mpsc::channel(1);
-        let spec = CallSpec { script, ..Default::default() };
-        self.run_locked(&mut inner, reaper, &spec, work, tx, |_| {}).await?;
+        let spec = CallSpec {
+            script,
+            ..Default::default()
+        };
+        self.run_locked(&mut inner, reaper, &spec, work, tx, |_| {})
+            .await?;
         Ok(())
     }
 
@@ -303,7 +340,10 @@ impl Session {
     }
 
     pub fn info(&self) -> SessionInfo {
-        SessionInfo { id: self.name.clone(), cwd: self.conf().cwd }
+        SessionInfo {
+            id: self.name.clone(),
+            cwd: self.conf().cwd,
+        }
     }
 
     fn conf(&self) -> Conf {

@@ -36,10 +36,14 @@ pub enum Output {
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallEnd {
-    Completed { exit_code: i32 },
+    Completed {
+        exit_code: i32,
+    },
     TimedOut,
     /// The script ended the shell itself (`exit N`, or a fatal `set -e`).
-    ShellExited { exit_code: i32 },
+    ShellExited {
+        exit_code: i32,
+    },
 }
 
 /// One call.
@@ -150,7 +154,10 @@ impl Shell {
         };
         let mut init = String::from(PRELUDE);
         if let Some(state) = &start.restore {
-            init.push_str(&format!("builtin . {} >/dev/null 2>&1\n", quote(&state.to_string_lossy())));
+            init.push_str(&format!(
+                "builtin . {} >/dev/null 2>&1\n",
+                quote(&state.to_string_lossy())
+            ));
         }
         init.push_str("builtin printf 'ready 0\\n' >&3\n");
         shell.stdin.write_all(init.as_bytes()).await?;
@@ -298,7 +305,9 @@ fn spawn_reader(
     out: mpsc::Sender<Output>,
     wrap: fn(Bytes) -> Output,
 ) -> io::Result<(oneshot::Sender<()>, JoinHandle<()>)> {
-    let rx = pipe::OpenOptions::new().read_write(true).open_receiver(path)?;
+    let rx = pipe::OpenOptions::new()
+        .read_write(true)
+        .open_receiver(path)?;
     let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let mut buf = vec![0u8; 64 * 1024];

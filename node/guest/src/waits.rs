@@ -16,7 +16,10 @@ fn timeout_of(ms: Option<u64>) -> Duration {
 }
 
 fn timed_out(what: &str, t: Duration) -> ApiError {
-    ApiError::new(ErrorCode::ReadyTimeout, format!("{what} not seen within {} ms", t.as_millis()))
+    ApiError::new(
+        ErrorCode::ReadyTimeout,
+        format!("{what} not seen within {} ms", t.as_millis()),
+    )
 }
 
 fn exited(entry: &ProcEntry, what: &str) -> ApiError {
@@ -53,7 +56,9 @@ impl Lines {
     fn push(&mut self, data: &[u8], mut f: impl FnMut(&str) -> bool) -> Option<String> {
         for &b in data {
             if b == b'\n' {
-                let line = String::from_utf8_lossy(&self.partial).trim_end_matches('\r').to_string();
+                let line = String::from_utf8_lossy(&self.partial)
+                    .trim_end_matches('\r')
+                    .to_string();
                 self.partial.clear();
                 if f(&line) {
                     return Some(line);
@@ -66,11 +71,16 @@ impl Lines {
     }
 
     fn last(&self) -> String {
-        String::from_utf8_lossy(&self.partial).trim_end_matches('\r').to_string()
+        String::from_utf8_lossy(&self.partial)
+            .trim_end_matches('\r')
+            .to_string()
     }
 }
 
-pub async fn wait_log(entry: &ProcEntry, req: &WaitLogRequest) -> Result<WaitLogResponse, ApiError> {
+pub async fn wait_log(
+    entry: &ProcEntry,
+    req: &WaitLogRequest,
+) -> Result<WaitLogResponse, ApiError> {
     req.validate()?;
     let matcher = match (&req.pattern, &req.regex) {
         (Some(p), _) => Matcher::Substring(p.clone()),
@@ -112,19 +122,27 @@ pub async fn wait_log(entry: &ProcEntry, req: &WaitLogRequest) -> Result<WaitLog
     }
 }
 
-pub async fn wait_exit_of(entry: &ProcEntry, req: &WaitExitRequest) -> Result<WaitExitResponse, ApiError> {
+pub async fn wait_exit_of(
+    entry: &ProcEntry,
+    req: &WaitExitRequest,
+) -> Result<WaitExitResponse, ApiError> {
     if req.timeout_ms == Some(0) {
         return Err(ApiError::invalid("timeout_ms must be positive"));
     }
     let limit = timeout_of(req.timeout_ms);
     let mut exit = entry.exit.clone();
     match tokio::time::timeout(limit, wait_exit(&mut exit)).await {
-        Ok(status) => Ok(WaitExitResponse { exit_code: status.code }),
+        Ok(status) => Ok(WaitExitResponse {
+            exit_code: status.code,
+        }),
         Err(_) => Err(timed_out("process exit", limit)),
     }
 }
 
-pub async fn wait_port(entry: &ProcEntry, req: &WaitPortRequest) -> Result<WaitPortResponse, ApiError> {
+pub async fn wait_port(
+    entry: &ProcEntry,
+    req: &WaitPortRequest,
+) -> Result<WaitPortResponse, ApiError> {
     req.validate()?;
     let limit = timeout_of(req.timeout_ms);
     let deadline = Instant::now() + limit;
@@ -144,7 +162,10 @@ pub async fn wait_port(entry: &ProcEntry, req: &WaitPortRequest) -> Result<WaitP
                 .map(Some),
         };
         if let Some(status) = attempt {
-            return Ok(WaitPortResponse { port: req.port, status });
+            return Ok(WaitPortResponse {
+                port: req.port,
+                status,
+            });
         }
         let next = Instant::now() + Duration::from_millis(100);
         if next >= deadline {
@@ -159,7 +180,11 @@ pub async fn wait_port(entry: &ProcEntry, req: &WaitPortRequest) -> Result<WaitP
 
 async fn connect(port: u16) -> Option<tokio::net::TcpStream> {
     for addr in [format!("127.0.0.1:{port}"), format!("[::1]:{port}")] {
-        let c = tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect(&addr)).await;
+        let c = tokio::time::timeout(
+            Duration::from_secs(1),
+            tokio::net::TcpStream::connect(&addr),
+        )
+        .await;
         if let Ok(Ok(s)) = c {
             return Some(s);
         }
@@ -193,7 +218,10 @@ async fn http_status(port: u16, path: &str) -> Option<u16> {
         }
         parts.next()?.parse::<u16>().ok()
     };
-    tokio::time::timeout(Duration::from_secs(2), io).await.ok().flatten()
+    tokio::time::timeout(Duration::from_secs(2), io)
+        .await
+        .ok()
+        .flatten()
 }
 
 #[cfg(test)]
@@ -204,7 +232,16 @@ mod tests {
     fn lines_split_across_chunks() {
         let mut l = Lines::default();
         assert_eq!(l.push(b"hel", |_| true), None);
-        assert_eq!(l.push(b"lo\r\nwor", |s| s == "hello"), Some("hello".to_string()));
-        assert_eq!(l.last(), "wor");
+        assert_eq!(
+            l.push(b"lo\r\nwor", |s| s == "hello"),
+            Some("hello".to_string())
+        );
+        let mut l = Lines::default();
+        assert_eq!(l.push(b"one\ntw", |_| false), None);
+        assert_eq!(
+            l.last(),
+            "tw",
+            "an unterminated last line is kept for the end-of-log check"
+        );
     }
 }

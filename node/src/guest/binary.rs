@@ -18,9 +18,16 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, String> {
         if let Some(dir) = exe.parent() {
             candidates.push(dir.join("warren-guest"));
             // target/<profile>/warren → target/x86_64-unknown-linux-musl/<profile>/warren-guest
-            for up in [dir.parent(), dir.parent().and_then(Path::parent)].into_iter().flatten() {
+            for up in [dir.parent(), dir.parent().and_then(Path::parent)]
+                .into_iter()
+                .flatten()
+            {
                 for profile in ["release", "debug"] {
-                    candidates.push(up.join("x86_64-unknown-linux-musl").join(profile).join("warren-guest"));
+                    candidates.push(
+                        up.join("x86_64-unknown-linux-musl")
+                            .join(profile)
+                            .join("warren-guest"),
+                    );
                 }
             }
         }
@@ -33,7 +40,11 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, String> {
             format!(
                 "the guest agent binary was not found (looked at {}); build it with `make guest` \
                  or set WARREN_GUEST_BIN",
-                candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                candidates
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         })
 }

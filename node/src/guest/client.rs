@@ -62,7 +62,11 @@ impl hyper::rt::Read for UnixConn {
 }
 
 impl hyper::rt::Write for UnixConn {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.0).poll_write(cx, buf)
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -105,8 +109,16 @@ impl GuestClient {
 
     /// Sends `req` (whose URI is just the guest path, e.g. `/exec?x=1`) to the guest of
     /// `run_key`.
-    pub async fn send(&self, run_key: &str, mut req: http::Request<GuestBody>) -> Result<http::Response<Incoming>, GuestError> {
-        let pq = req.uri().path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
+    pub async fn send(
+        &self,
+        run_key: &str,
+        mut req: http::Request<GuestBody>,
+    ) -> Result<http::Response<Incoming>, GuestError> {
+        let pq = req
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_else(|| "/".into());
         let uri: http::Uri = format!("http://{run_key}{pq}")
             .parse()
             .map_err(|e| GuestError::Request(format!("bad guest uri: {e}")))?;
@@ -122,13 +134,18 @@ impl GuestClient {
 
     /// `GET /healthz` of a guest: succeeds once it serves.
     pub async fn health(&self, run_key: &str) -> Result<(), GuestError> {
-        let req = http::Request::get("/healthz").body(empty()).expect("valid request");
+        let req = http::Request::get("/healthz")
+            .body(empty())
+            .expect("valid request");
         let resp = self.send(run_key, req).await?;
         if resp.status().is_success() {
             let _ = resp.into_body().collect().await;
             Ok(())
         } else {
-            Err(GuestError::Request(format!("health check answered {}", resp.status())))
+            Err(GuestError::Request(format!(
+                "health check answered {}",
+                resp.status()
+            )))
         }
     }
 }
@@ -145,10 +162,14 @@ fn source_chain(e: &dyn std::error::Error) -> String {
 
 /// An empty request body.
 pub fn empty() -> GuestBody {
-    http_body_util::Empty::new().map_err(|never| match never {}).boxed_unsync()
+    http_body_util::Empty::new()
+        .map_err(|never| match never {})
+        .boxed_unsync()
 }
 
 /// A request body from bytes.
 pub fn full(b: impl Into<Bytes>) -> GuestBody {
-    http_body_util::Full::new(b.into()).map_err(|never| match never {}).boxed_unsync()
+    http_body_util::Full::new(b.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
 }

@@ -4,14 +4,14 @@
 
 use super::subnets::{Cidr, SubnetPool};
 use super::{
-    ContainerInfo, ContainerRuntime, ContainerSpec, RuntimeError, GUEST_BIN_IN_CONTAINER, GUEST_RUN_IN_CONTAINER,
-    LABEL_KIND, LABEL_MANAGED, LABEL_NODE, LABEL_SANDBOX,
+    ContainerInfo, ContainerRuntime, ContainerSpec, RuntimeError, GUEST_BIN_IN_CONTAINER,
+    GUEST_RUN_IN_CONTAINER, LABEL_KIND, LABEL_MANAGED, LABEL_NODE, LABEL_SANDBOX,
 };
 use async_trait::async_trait;
 use bollard::errors::Error as BollardError;
 use bollard::models::{
-    ContainerCreateBody, HostConfig, HostConfigLogConfig, Ipam, IpamConfig, NetworkCreateRequest, RestartPolicy,
-    RestartPolicyNameEnum,
+    ContainerCreateBody, HostConfig, HostConfigLogConfig, Ipam, IpamConfig, NetworkCreateRequest,
+    RestartPolicy, RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder,
@@ -77,7 +77,10 @@ impl DockerRuntime {
             node_id: node_id.to_string(),
             pool,
             spare,
-            nets: Mutex::new(NetState { free: Vec::new(), next_hint: rand_index(pool.blocks()) }),
+            nets: Mutex::new(NetState {
+                free: Vec::new(),
+                next_hint: rand_index(pool.blocks()),
+            }),
             disk_limits: AtomicBool::new(false),
             disk_probed: AtomicBool::new(false),
         });
@@ -109,7 +112,10 @@ impl DockerRuntime {
     fn node_filter(&self, kind: &str) -> HashMap<String, Vec<String>> {
         HashMap::from([(
             "label".to_string(),
-            vec![format!("{LABEL_NODE}={}", self.node_id), format!("{LABEL_KIND}={kind}")],
+            vec![
+                format!("{LABEL_NODE}={}", self.node_id),
+                format!("{LABEL_KIND}={kind}"),
+            ],
         )])
     }
 
@@ -117,7 +123,11 @@ impl DockerRuntime {
     async fn load_networks(&self) -> Result<(), RuntimeError> {
         let nets = self
             .docker
-            .list_networks(Some(ListNetworksOptionsBuilder::default().filters(&self.node_filter("net")).build()))
+            .list_networks(Some(
+                ListNetworksOptionsBuilder::default()
+                    .filters(&self.node_filter("net"))
+                    .build(),
+            ))
             .await
             .map_err(docker_err)?;
         let used: HashSet<String> = self
@@ -127,7 +137,11 @@ impl DockerRuntime {
             .filter_map(|c| c.host_config.and_then(|h| h.network_mode))
             .collect();
         let mut st = self.nets.lock().await;
-        st.free = nets.into_iter().filter_map(|n| n.name).filter(|n| !used.contains(n)).collect();
+        st.free = nets
+            .into_iter()
+            .filter_map(|n| n.name)
+            .filter(|n| !used.contains(n))
+            .collect();
         Ok(())
     }
 
@@ -151,10 +165,9 @@ impl DockerRuntime {
                 st.next_hint = (h + 1) % self.pool.blocks().max(1);
                 h
             };
-            let (index, cidr) = self
-                .pool
-                .next_free(hint, &taken)
-                .ok_or_else(|| RuntimeError::Network(format!("the pool {} is full", self.pool.pool)))?;
+            let (index, cidr) = self.pool.next_free(hint, &taken).ok_or_else(|| {
+                RuntimeError::Network(format!("the pool {} is full", self.pool.pool))
+            })?;
             let name = format!("wrn-{}-n{index}", self.node_id);
             let bridge = format!("{}{}", super::firewall::BRIDGE_PREFIX, short_hash(&name));
             let mut labels = self.labels("net");
@@ -175,7 +188,10 @@ impl DockerRuntime {
                 }),
                 options: Some(HashMap::from([
                     ("com.docker.network.bridge.name".to_string(), bridge),
-                    ("com.docker.network.bridge.enable_icc".to_string(), "false".to_string()),
+                    (
+                        "com.docker.network.bridge.enable_icc".to_string(),
+                        "false".to_string(),
+                    ),
                 ])),
                 labels: Some(labels),
                 ..Default::default()
@@ -192,7 +208,9 @@ impl DockerRuntime {
                 Err(e) => return Err(docker_err(e)),
             }
         }
-        Err(RuntimeError::Network("could not find a free subnet after 16 attempts".into()))
+        Err(RuntimeError::Network(
+            "could not find a free subnet after 16 attempts".into(),
+        ))
     }
 
     async fn take_network(self: &Arc<Self>) -> Result<String, RuntimeError> {
@@ -241,16 +259,27 @@ impl DockerRuntime {
             .all(true)
             .filters(&self.node_filter("sandbox"))
             .build();
-        self.docker.list_containers(Some(opts)).await.map_err(docker_err)
+        self.docker
+            .list_containers(Some(opts))
+            .await
+            .map_err(docker_err)
     }
 
-    fn container_body(&self, spec: &ContainerSpec, network: &str, disk: bool) -> ContainerCreateBody {
+    fn container_body(
+        &self,
+        spec: &ContainerSpec,
+        network: &str,
+        disk: bool,
+    ) -> ContainerCreateBody {
         let mut labels = self.labels("sandbox");
         labels.insert(LABEL_SANDBOX.into(), spec.sandbox_id.clone());
         let mem = (spec.resources.memory_mb * 1024 * 1024) as i64;
         let host = HostConfig {
             binds: Some(vec![
-                format!("{}:{GUEST_BIN_IN_CONTAINER}:ro", spec.guest_binary.display()),
+                format!(
+                    "{}:{GUEST_BIN_IN_CONTAINER}:ro",
+                    spec.guest_binary.display()
+                ),
                 format!("{}:{GUEST_RUN_IN_CONTAINER}:rw", spec.run_dir.display()),
             ]),
             nano_cpus: Some((spec.resources.cpus * 1e9) as i64),
@@ -258,9 +287,16 @@ impl DockerRuntime {
             memory_swap: Some(mem),
             pids_limit: Some(spec.resources.pids as i64),
             network_mode: Some(network.to_string()),
-            cap_drop: Some(vec!["NET_RAW".into(), "SYS_MODULE".into(), "SYS_RAWIO".into()]),
+            cap_drop: Some(vec![
+                "NET_RAW".into(),
+                "SYS_MODULE".into(),
+                "SYS_RAWIO".into(),
+            ]),
             security_opt: Some(vec!["no-new-privileges".into()]),
-            restart_policy: Some(RestartPolicy { name: Some(RestartPolicyNameEnum::NO), maximum_retry_count: None }),
+            restart_policy: Some(RestartPolicy {
+                name: Some(RestartPolicyNameEnum::NO),
+                maximum_retry_count: None,
+            }),
             log_config: Some(HostConfigLogConfig {
                 typ: Some("json-file".into()),
                 config: Some(HashMap::from([
@@ -268,7 +304,9 @@ impl DockerRuntime {
                     ("max-file".to_string(), "2".to_string()),
                 ])),
             }),
-            storage_opt: disk.then(|| HashMap::from([("size".to_string(), format!("{}M", spec.resources.disk_mb))])),
+            storage_opt: disk.then(|| {
+                HashMap::from([("size".to_string(), format!("{}M", spec.resources.disk_mb))])
+            }),
             init: Some(false),
             ..Default::default()
         };
@@ -287,14 +325,23 @@ impl DockerRuntime {
         }
     }
 
-    async fn create_container(&self, spec: &ContainerSpec, network: &str) -> Result<(), RuntimeError> {
+    async fn create_container(
+        &self,
+        spec: &ContainerSpec,
+        network: &str,
+    ) -> Result<(), RuntimeError> {
         let name = self.container_name(&spec.sandbox_id);
         let mut pulled = false;
         let mut replaced = false;
         loop {
-            let disk = !self.disk_probed.load(Ordering::Relaxed) || self.disk_limits.load(Ordering::Relaxed);
+            let disk = !self.disk_probed.load(Ordering::Relaxed)
+                || self.disk_limits.load(Ordering::Relaxed);
             let opts = CreateContainerOptionsBuilder::default().name(&name).build();
-            match self.docker.create_container(Some(opts), self.container_body(spec, network, disk)).await {
+            match self
+                .docker
+                .create_container(Some(opts), self.container_body(spec, network, disk))
+                .await
+            {
                 Ok(_) => {
                     if disk && !self.disk_probed.swap(true, Ordering::Relaxed) {
                         self.disk_limits.store(true, Ordering::Relaxed);
@@ -322,18 +369,26 @@ impl DockerRuntime {
     }
 
     async fn pull(&self, image: &str) -> Result<(), RuntimeError> {
-        let opts = CreateImageOptionsBuilder::default().from_image(image).build();
+        let opts = CreateImageOptionsBuilder::default()
+            .from_image(image)
+            .build();
         let mut stream = self.docker.create_image(Some(opts), None, None);
         while let Some(item) = stream.next().await {
             if let Err(e) = item {
-                return Err(RuntimeError::ImageMissing { image: image.to_string(), message: e.to_string() });
+                return Err(RuntimeError::ImageMissing {
+                    image: image.to_string(),
+                    message: e.to_string(),
+                });
             }
         }
         Ok(())
     }
 
     async fn force_remove(&self, name: &str) -> Result<(), RuntimeError> {
-        let opts = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
+        let opts = RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .v(true)
+            .build();
         match self.docker.remove_container(name, Some(opts)).await {
             Ok(()) => Ok(()),
             Err(e) if status_of(&e) == Some(404) => Ok(()),
@@ -341,7 +396,10 @@ impl DockerRuntime {
         }
     }
 
-    async fn inspect_name(&self, name: &str) -> Result<Option<(ContainerInfo, Option<String>)>, RuntimeError> {
+    async fn inspect_name(
+        &self,
+        name: &str,
+    ) -> Result<Option<(ContainerInfo, Option<String>)>, RuntimeError> {
         match self.docker.inspect_container(name, None).await {
             Ok(c) => {
                 let state = c.state.unwrap_or_default();
@@ -371,7 +429,11 @@ impl DockerRuntime {
         }
         let nets = self
             .docker
-            .list_networks(Some(ListNetworksOptionsBuilder::default().filters(&self.node_filter("net")).build()))
+            .list_networks(Some(
+                ListNetworksOptionsBuilder::default()
+                    .filters(&self.node_filter("net"))
+                    .build(),
+            ))
             .await
             .map_err(docker_err)?;
         for n in nets.into_iter().filter_map(|n| n.name) {
@@ -421,7 +483,10 @@ impl ContainerRuntime for Arc<DockerRuntime> {
         let name = self.container_name(&spec.sandbox_id);
         let created = async {
             self.create_container(spec, &network).await?;
-            self.docker.start_container(&name, None).await.map_err(docker_err)?;
+            self.docker
+                .start_container(&name, None)
+                .await
+                .map_err(docker_err)?;
             self.inspect_name(&name)
                 .await?
                 .map(|(i, _)| i)
@@ -440,7 +505,11 @@ impl ContainerRuntime for Arc<DockerRuntime> {
     }
 
     async fn start(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
-        match self.docker.start_container(&self.container_name(sandbox_id), None).await {
+        match self
+            .docker
+            .start_container(&self.container_name(sandbox_id), None)
+            .await
+        {
             Ok(()) => Ok(()),
             Err(e) if status_of(&e) == Some(304) => Ok(()), // already running
             Err(e) => Err(docker_err(e)),
@@ -448,7 +517,10 @@ impl ContainerRuntime for Arc<DockerRuntime> {
     }
 
     async fn inspect(&self, sandbox_id: &str) -> Result<Option<ContainerInfo>, RuntimeError> {
-        Ok(self.inspect_name(&self.container_name(sandbox_id)).await?.map(|(i, _)| i))
+        Ok(self
+            .inspect_name(&self.container_name(sandbox_id))
+            .await?
+            .map(|(i, _)| i))
     }
 
     async fn remove(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
@@ -464,7 +536,9 @@ impl ContainerRuntime for Arc<DockerRuntime> {
     async fn list(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
         let mut out = Vec::new();
         for c in self.list_summaries().await? {
-            let Some(name) = c.names.and_then(|n| n.into_iter().next()) else { continue };
+            let Some(name) = c.names.and_then(|n| n.into_iter().next()) else {
+                continue;
+            };
             let name = name.trim_start_matches('/').to_string();
             if let Some((info, _)) = self.inspect_name(&name).await? {
                 out.push(info);
@@ -474,8 +548,14 @@ impl ContainerRuntime for Arc<DockerRuntime> {
     }
 
     async fn logs_tail(&self, sandbox_id: &str, lines: usize) -> String {
-        let opts = LogsOptionsBuilder::default().stdout(true).stderr(true).tail(&lines.to_string()).build();
-        let mut stream = self.docker.logs(&self.container_name(sandbox_id), Some(opts));
+        let opts = LogsOptionsBuilder::default()
+            .stdout(true)
+            .stderr(true)
+            .tail(&lines.to_string())
+            .build();
+        let mut stream = self
+            .docker
+            .logs(&self.container_name(sandbox_id), Some(opts));
         let mut out = String::new();
         while let Some(Ok(chunk)) = stream.next().await {
             out.push_str(&chunk.to_string());

@@ -15,9 +15,25 @@ pub fn rules() -> Vec<Vec<String>> {
     let any = format!("{BRIDGE_PREFIX}+");
     let r = |args: &[&str]| args.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     vec![
-        r(&["INPUT", "-i", &any, "-j", "REJECT", "--reject-with", "icmp-port-unreachable"]),
+        r(&[
+            "INPUT",
+            "-i",
+            &any,
+            "-j",
+            "REJECT",
+            "--reject-with",
+            "icmp-port-unreachable",
+        ]),
         r(&["DOCKER-USER", "-i", &any, "-o", &any, "-j", "DROP"]),
-        r(&["DOCKER-USER", "-i", &any, "-d", "169.254.0.0/16", "-j", "DROP"]),
+        r(&[
+            "DOCKER-USER",
+            "-i",
+            &any,
+            "-d",
+            "169.254.0.0/16",
+            "-j",
+            "DROP",
+        ]),
     ]
 }
 
@@ -25,15 +41,28 @@ pub fn rules() -> Vec<Vec<String>> {
 pub fn install() -> Result<(), String> {
     let mut failures = Vec::new();
     for rule in rules() {
-        let check = Command::new("iptables").arg("-w").arg("-C").args(&rule).output();
+        let check = Command::new("iptables")
+            .arg("-w")
+            .arg("-C")
+            .args(&rule)
+            .output();
         match check {
             Ok(o) if o.status.success() => continue,
             Err(e) => return Err(format!("iptables is not available: {e}")),
             _ => {}
         }
-        match Command::new("iptables").arg("-w").arg("-I").args(&rule).output() {
+        match Command::new("iptables")
+            .arg("-w")
+            .arg("-I")
+            .args(&rule)
+            .output()
+        {
             Ok(o) if o.status.success() => {}
-            Ok(o) => failures.push(format!("{}: {}", rule.join(" "), String::from_utf8_lossy(&o.stderr).trim())),
+            Ok(o) => failures.push(format!(
+                "{}: {}",
+                rule.join(" "),
+                String::from_utf8_lossy(&o.stderr).trim()
+            )),
             Err(e) => failures.push(format!("{}: {e}", rule.join(" "))),
         }
     }

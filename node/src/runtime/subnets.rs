@@ -12,7 +12,10 @@ pub struct Cidr {
 impl Cidr {
     pub fn new(addr: Ipv4Addr, prefix: u8) -> Self {
         let mask = mask(prefix);
-        Cidr { base: u32::from(addr) & mask, prefix }
+        Cidr {
+            base: u32::from(addr) & mask,
+            prefix,
+        }
     }
 
     pub fn parse(s: &str) -> Option<Cidr> {
@@ -70,7 +73,10 @@ impl SubnetPool {
     }
 
     pub fn block(&self, index: u32) -> Cidr {
-        Cidr { base: self.pool.base + index * (1u32 << (32 - self.block_prefix)), prefix: self.block_prefix }
+        Cidr {
+            base: self.pool.base + index * (1u32 << (32 - self.block_prefix)),
+            prefix: self.block_prefix,
+        }
     }
 
     /// The first block, from `start` on (wrapping), that overlaps none of `taken`.
@@ -89,7 +95,10 @@ mod tests {
 
     #[test]
     fn blocks_and_overlap() {
-        let pool = SubnetPool { pool: Cidr::parse("10.200.0.0/16").unwrap(), block_prefix: 29 };
+        let pool = SubnetPool {
+            pool: Cidr::parse("10.200.0.0/16").unwrap(),
+            block_prefix: 29,
+        };
         assert_eq!(pool.blocks(), 8192);
         assert_eq!(pool.block(1).to_string(), "10.200.0.8/29");
         assert_eq!(pool.block(1).gateway(), Ipv4Addr::new(10, 200, 0, 9));
@@ -98,7 +107,10 @@ mod tests {
         assert_eq!((i, c.to_string()), (2, "10.200.0.16/29".to_string()));
         // A big foreign network covering the start pushes allocation past it.
         let taken = vec![Cidr::parse("10.200.0.0/24").unwrap()];
-        assert_eq!(pool.next_free(0, &taken).unwrap().1.to_string(), "10.200.1.0/29");
+        assert_eq!(
+            pool.next_free(0, &taken).unwrap().1.to_string(),
+            "10.200.1.0/29"
+        );
         // Wrapping from the end.
         assert_eq!(pool.next_free(8191, &[]).unwrap().0, 8191);
         let all = vec![Cidr::parse("10.0.0.0/8").unwrap()];

@@ -65,7 +65,9 @@ impl Slot {
 
     fn running_key(&self) -> Option<String> {
         let g = self.rec.lock().expect("slot lock");
-        g.as_ref().filter(|r| r.state == SandboxState::Running).map(|r| r.run_key())
+        g.as_ref()
+            .filter(|r| r.state == SandboxState::Running)
+            .map(|r| r.run_key())
     }
 
     fn touch(&self) {
@@ -74,12 +76,16 @@ impl Slot {
 
     fn api(&self) -> Option<Sandbox> {
         let ms = self.last_active_ms.load(Ordering::Relaxed);
-        self.record().map(|r| r.to_api(Some(rfc3339(UNIX_EPOCH + Duration::from_millis(ms)))))
+        self.record()
+            .map(|r| r.to_api(Some(rfc3339(UNIX_EPOCH + Duration::from_millis(ms)))))
     }
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
 }
 
 /// A request body for the guest: replayable bytes, or a one-shot stream.
@@ -118,10 +124,12 @@ impl SandboxManager {
         metrics: NodeMetrics,
     ) -> Result<Arc<Self>, ApiError> {
         let io = |what: &str, e: std::io::Error| ApiError::internal(format!("{what}: {e}"));
-        let store = RecordStore::open(&cfg.sandboxes_dir()).map_err(|e| io("cannot open the sandbox store", e))?;
+        let store = RecordStore::open(&cfg.sandboxes_dir())
+            .map_err(|e| io("cannot open the sandbox store", e))?;
         std::fs::create_dir_all(cfg.run_root()).map_err(|e| io("cannot create the run dir", e))?;
-        let guest_binary = crate::guest::binary::install(&cfg.guest_binary, &cfg.data_dir.join("bin"))
-            .map_err(|e| io("cannot install the guest binary", e))?;
+        let guest_binary =
+            crate::guest::binary::install(&cfg.guest_binary, &cfg.data_dir.join("bin"))
+                .map_err(|e| io("cannot install the guest binary", e))?;
         let mgr = Arc::new(SandboxManager {
             guests: GuestClient::new(cfg.run_root()),
             create_permits: Semaphore::new(cfg.create_concurrency.max(1)),
@@ -146,7 +154,10 @@ impl SandboxManager {
 
     /// Loads records and matches them with the containers that exist.
     async fn adopt(self: &Arc<Self>) -> Result<(), ApiError> {
-        let records = self.store.load_all().map_err(|e| ApiError::internal(format!("cannot load records: {e}")))?;
+        let records = self
+            .store
+            .load_all()
+            .map_err(|e| ApiError::internal(format!("cannot load records: {e}")))?;
         let containers = self.runtime.list().await.map_err(ApiError::from)?;
         let mut known = std::collections::HashSet::new();
         for mut rec in records {
@@ -167,7 +178,10 @@ impl SandboxManager {
                 None => rec.state = SandboxState::Failed,
             }
             let id = rec.id.clone();
-            self.slots.lock().expect("slots lock").insert(id.clone(), Slot::new(Some(rec)));
+            self.slots
+                .lock()
+                .expect("slots lock")
+                .insert(id.clone(), Slot::new(Some(rec)));
             if recover {
                 let mgr = self.clone();
                 tokio::spawn(async move {
@@ -187,7 +201,12 @@ impl SandboxManager {
     }
 
     fn slot(&self, id: &str) -> Arc<Slot> {
-        self.slots.lock().expect("slots lock").entry(id.to_string()).or_insert_with(|| Slot::new(None)).clone()
+        self.slots
+            .lock()
+            .expect("slots lock")
+            .entry(id.to_string())
+            .or_insert_with(|| Slot::new(None))
+            .clone()
     }
 
     fn existing_slot(&self, id: &str) -> Option<Arc<Slot>> {
@@ -195,7 +214,13 @@ impl SandboxManager {
     }
 
     fn update_gauge(&self) {
-        let n = self.slots.lock().expect("slots lock").values().filter(|s| s.record().is_some()).count();
+        let n = self
+            .slots
+            .lock()
+            .expect("slots lock")
+            .values()
+            .filter(|s| s.record().is_some())
+            .count();
         self.metrics.sandboxes.set(n as i64);
     }
 
@@ -220,11 +245,18 @@ impl SandboxManager {
         let limit = f.limit.clamp(1, 1000);
         let next_cursor = (all.len() > limit).then(|| all[limit - 1].id.clone());
         all.truncate(limit);
-        SandboxList { sandboxes: all, next_cursor }
+        SandboxList {
+            sandboxes: all,
+            next_cursor,
+        }
     }
 
     /// `PUT /v1/sandboxes/{id}`: ensures it exists and runs. True when it was created.
-    pub async fn put(self: &Arc<Self>, id: &str, req: &CreateSandboxRequest) -> Result<(Sandbox, bool), ApiError> {
+    pub async fn put(
+        self: &Arc<Self>,
+        id: &str,
+        req: &CreateSandboxRequest,
+    ) -> Result<(Sandbox, bool), ApiError> {
         warren_api::ids::validate_sandbox_id(id)?;
         req.validate()?;
         let slot = self.slot(id);
@@ -261,7 +293,10 @@ impl SandboxManager {
         match slot.record() {
             Some(r) if r.state == SandboxState::Running => Ok(r.run_key()),
             Some(r) => Ok(self.recover_locked(&slot, r).await?.run_key()),
-            None => Ok(self.create_locked(&slot, id, &CreateSandboxRequest::default()).await?.run_key()),
+            None => Ok(self
+                .create_locked(&slot, id, &CreateSandboxRequest::default())
+                .await?
+                .run_key()),
         }
     }
 
@@ -282,22 +317,47 @@ impl SandboxManager {
         }
     }
 
-    async fn create_locked(&self, slot: &Arc<Slot>, id: &str, req: &CreateSandboxRequest) -> Result<SandboxRecord, ApiError> {
+    async fn create_locked(
+        &self,
+        slot: &Arc<Slot>,
+        id: &str,
+        req: &CreateSandboxRequest,
+    ) -> Result<SandboxRecord, ApiError> {
         if let Some(snap) = &req.from_snapshot {
-            return Err(ApiError::new(ErrorCode::SnapshotNotFound, format!("snapshot {snap} not found")));
+            return Err(ApiError::new(
+                ErrorCode::SnapshotNotFound,
+                format!("snapshot {snap} not found"),
+            ));
         }
         if req.egress.is_some() {
-            return Err(ApiError::invalid("egress policies are not supported by this node yet"));
+            return Err(ApiError::invalid(
+                "egress policies are not supported by this node yet",
+            ));
         }
-        let count = self.slots.lock().expect("slots lock").values().filter(|s| s.record().is_some()).count();
+        let count = self
+            .slots
+            .lock()
+            .expect("slots lock")
+            .values()
+            .filter(|s| s.record().is_some())
+            .count();
         if count >= self.cfg.max_sandboxes {
             return Err(ApiError::new(
                 ErrorCode::CapacityExhausted,
-                format!("this node runs its maximum of {} sandboxes", self.cfg.max_sandboxes),
+                format!(
+                    "this node runs its maximum of {} sandboxes",
+                    self.cfg.max_sandboxes
+                ),
             ));
         }
         let started = Instant::now();
-        let rec = SandboxRecord::new(id, req, &self.cfg.node_id, &self.cfg.region, &self.cfg.default_image)?;
+        let rec = SandboxRecord::new(
+            id,
+            req,
+            &self.cfg.node_id,
+            &self.cfg.region,
+            &self.cfg.default_image,
+        )?;
         // The record exists before the container does, so no container is ever unaccounted for.
         self.save(&rec)?;
         slot.set(Some(rec.clone()));
@@ -305,11 +365,15 @@ impl SandboxManager {
         match result {
             Ok(()) => {
                 let mut rec = rec;
-                rec.state = lifecycle::next(rec.state, Event::Started).map_err(|e| ApiError::internal(e.to_string()))?;
+                rec.state = lifecycle::next(rec.state, Event::Started)
+                    .map_err(|e| ApiError::internal(e.to_string()))?;
                 self.save(&rec)?;
                 slot.set(Some(rec.clone()));
                 self.update_gauge();
-                self.metrics.creates.with_label_values(&["ok"]).observe(started.elapsed().as_secs_f64());
+                self.metrics
+                    .creates
+                    .with_label_values(&["ok"])
+                    .observe(started.elapsed().as_secs_f64());
                 tracing::info!(sandbox_id = %id, ms = started.elapsed().as_millis() as u64, "sandbox created");
                 Ok(rec)
             }
@@ -318,7 +382,10 @@ impl SandboxManager {
                 let _ = std::fs::remove_dir_all(self.cfg.run_root().join(rec.run_key()));
                 let _ = self.store.delete(id);
                 slot.set(None);
-                self.metrics.creates.with_label_values(&["error"]).observe(started.elapsed().as_secs_f64());
+                self.metrics
+                    .creates
+                    .with_label_values(&["error"])
+                    .observe(started.elapsed().as_secs_f64());
                 Err(e)
             }
         }
@@ -327,9 +394,14 @@ impl SandboxManager {
     /// Creates (or restarts) the container and waits for its guest.
     async fn start_container(&self, rec: &SandboxRecord, fresh: bool) -> Result<(), ApiError> {
         let run_dir = self.cfg.run_root().join(rec.run_key());
-        std::fs::create_dir_all(&run_dir).map_err(|e| ApiError::internal(format!("cannot create run dir: {e}")))?;
+        std::fs::create_dir_all(&run_dir)
+            .map_err(|e| ApiError::internal(format!("cannot create run dir: {e}")))?;
         {
-            let _permit = self.create_permits.acquire().await.map_err(|e| ApiError::internal(e.to_string()))?;
+            let _permit = self
+                .create_permits
+                .acquire()
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))?;
             if fresh {
                 // A stale socket from an earlier container must not be mistaken for the new guest.
                 let _ = std::fs::remove_file(run_dir.join(crate::guest::client::SOCKET_NAME));
@@ -355,10 +427,18 @@ impl SandboxManager {
                 let running = info.as_ref().is_some_and(|i| i.running);
                 if !running || Instant::now() > deadline {
                     let logs = self.runtime.logs_tail(&rec.id, 20).await;
-                    let why = if running { "did not answer in time" } else { "exited" };
+                    let why = if running {
+                        "did not answer in time"
+                    } else {
+                        "exited"
+                    };
                     return Err(ApiError::new(
                         ErrorCode::Unavailable,
-                        format!("the guest agent of sandbox {} {why}; container output: {}", rec.id, logs.trim()),
+                        format!(
+                            "the guest agent of sandbox {} {why}; container output: {}",
+                            rec.id,
+                            logs.trim()
+                        ),
                     ));
                 }
             }
@@ -367,26 +447,45 @@ impl SandboxManager {
     }
 
     /// Brings a sandbox whose container stopped or vanished back (under the slot lock).
-    async fn recover_locked(&self, slot: &Arc<Slot>, mut rec: SandboxRecord) -> Result<SandboxRecord, ApiError> {
-        rec.state = lifecycle::next(rec.state, Event::Recovering).map_err(|e| ApiError::internal(e.to_string()))?;
+    async fn recover_locked(
+        &self,
+        slot: &Arc<Slot>,
+        mut rec: SandboxRecord,
+    ) -> Result<SandboxRecord, ApiError> {
+        rec.state = lifecycle::next(rec.state, Event::Recovering)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
         slot.set(Some(rec.clone()));
         let result = match self.runtime.inspect(&rec.id).await? {
             Some(c) if c.running => {
-                self.metrics.recoveries.with_label_values(&["reconnect"]).inc();
+                self.metrics
+                    .recoveries
+                    .with_label_values(&["reconnect"])
+                    .inc();
                 self.wait_guest(&rec).await
             }
             Some(_) => {
-                self.metrics.recoveries.with_label_values(&["restart"]).inc();
+                self.metrics
+                    .recoveries
+                    .with_label_values(&["restart"])
+                    .inc();
                 self.start_container(&rec, false).await
             }
             None => {
                 tracing::warn!(sandbox_id = %rec.id, "container is gone; creating a new one (its files are lost)");
-                self.metrics.recoveries.with_label_values(&["recreate"]).inc();
+                self.metrics
+                    .recoveries
+                    .with_label_values(&["recreate"])
+                    .inc();
                 self.start_container(&rec, true).await
             }
         };
-        let event = if result.is_ok() { Event::Started } else { Event::StartFailed };
-        rec.state = lifecycle::next(rec.state, event).map_err(|e| ApiError::internal(e.to_string()))?;
+        let event = if result.is_ok() {
+            Event::Started
+        } else {
+            Event::StartFailed
+        };
+        rec.state =
+            lifecycle::next(rec.state, event).map_err(|e| ApiError::internal(e.to_string()))?;
         self.save(&rec)?;
         slot.set(Some(rec.clone()));
         result.map(|_| rec)
@@ -414,7 +513,9 @@ impl SandboxManager {
         let _g = slot.lock.lock().await;
         self.runtime.remove(id).await?;
         let _ = std::fs::remove_dir_all(self.cfg.run_root().join(super::record::run_key(id)));
-        self.store.delete(id).map_err(|e| ApiError::internal(format!("cannot delete record: {e}")))?;
+        self.store
+            .delete(id)
+            .map_err(|e| ApiError::internal(format!("cannot delete record: {e}")))?;
         slot.set(None);
         drop(_g);
         let mut slots = self.slots.lock().expect("slots lock");
@@ -440,13 +541,20 @@ impl SandboxManager {
     ) -> Result<http::Response<Incoming>, ApiError> {
         let key = self.ensure(id).await?;
         let build = |body: GuestBody| {
-            let mut b = http::Request::builder().method(method.clone()).uri(path_and_query);
-            for name in [http::header::CONTENT_TYPE, http::header::ACCEPT, http::header::CONTENT_LENGTH] {
+            let mut b = http::Request::builder()
+                .method(method.clone())
+                .uri(path_and_query);
+            for name in [
+                http::header::CONTENT_TYPE,
+                http::header::ACCEPT,
+                http::header::CONTENT_LENGTH,
+            ] {
                 if let Some(v) = headers.get(&name) {
                     b = b.header(name, v);
                 }
             }
-            b.body(body).map_err(|e| ApiError::invalid(format!("bad request: {e}")))
+            b.body(body)
+                .map_err(|e| ApiError::invalid(format!("bad request: {e}")))
         };
         let (first, replay) = match payload {
             Payload::Bytes(b) => (build(full(b.clone()))?, Some(b)),
@@ -462,7 +570,10 @@ impl SandboxManager {
                 match replay {
                     Some(b) => {
                         let key = self.ensure(id).await?;
-                        self.guests.send(&key, build(full(b))?).await.map_err(|e| guest_error(id, e))
+                        self.guests
+                            .send(&key, build(full(b))?)
+                            .await
+                            .map_err(|e| guest_error(id, e))
                     }
                     None => Err(ApiError::new(
                         ErrorCode::Unavailable,
@@ -473,7 +584,10 @@ impl SandboxManager {
             Err(e) => Err(guest_error(id, e)),
         };
         let label = if outcome.is_ok() { "ok" } else { "error" };
-        self.metrics.guest_requests.with_label_values(&[label]).observe(started.elapsed().as_secs_f64());
+        self.metrics
+            .guest_requests
+            .with_label_values(&[label])
+            .observe(started.elapsed().as_secs_f64());
         outcome
     }
 
@@ -487,7 +601,10 @@ impl SandboxManager {
 }
 
 fn not_found(id: &str) -> ApiError {
-    ApiError::new(ErrorCode::SandboxNotFound, format!("sandbox {id} not found"))
+    ApiError::new(
+        ErrorCode::SandboxNotFound,
+        format!("sandbox {id} not found"),
+    )
 }
 
 fn guest_error(id: &str, e: crate::guest::GuestError) -> ApiError {

@@ -48,13 +48,21 @@ impl SandboxRecord {
             state: SandboxState::Starting,
             node: node.to_string(),
             region: req.region.clone().unwrap_or_else(|| region.to_string()),
-            image: req.image.clone().unwrap_or_else(|| default_image.to_string()),
+            image: req
+                .image
+                .clone()
+                .unwrap_or_else(|| default_image.to_string()),
             resources: Resources::resolve(req.instance_type.as_deref(), req.resources.as_ref())?,
             instance_type: req.instance_type.clone(),
             labels: req.labels.clone().unwrap_or_default(),
             env: req.env.clone().unwrap_or_default(),
             persist: req.persist.clone().unwrap_or_default(),
-            sleep_after_s: req.sleep_after.as_ref().map(|s| s.seconds()).transpose()?.unwrap_or(DEFAULT_SLEEP_AFTER_S),
+            sleep_after_s: req
+                .sleep_after
+                .as_ref()
+                .map(|s| s.seconds())
+                .transpose()?
+                .unwrap_or(DEFAULT_SLEEP_AFTER_S),
             keep_alive: req.keep_alive.unwrap_or(false),
             created_at: now.clone(),
             last_active_at: now,
@@ -69,7 +77,10 @@ impl SandboxRecord {
             if *image != self.image {
                 return Err(ApiError::new(
                     warren_api::ErrorCode::Conflict,
-                    format!("sandbox {} exists with image {}; delete it to change the image", self.id, self.image),
+                    format!(
+                        "sandbox {} exists with image {}; delete it to change the image",
+                        self.id, self.image
+                    ),
                 ));
             }
         }
@@ -78,7 +89,10 @@ impl SandboxRecord {
             if wanted != self.resources {
                 return Err(ApiError::new(
                     warren_api::ErrorCode::Conflict,
-                    format!("sandbox {} exists with other resources; delete it to change them", self.id),
+                    format!(
+                        "sandbox {} exists with other resources; delete it to change them",
+                        self.id
+                    ),
                 ));
             }
         }
@@ -142,14 +156,24 @@ mod tests {
         assert_eq!(r.region, "eu");
         assert_eq!(r.sleep_after_s, DEFAULT_SLEEP_AFTER_S);
         assert_eq!(r.run_key().len(), 16);
-        let back: SandboxRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        let back: SandboxRecord =
+            serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
     }
 
     #[test]
     fn put_changes_mutable_fields_and_refuses_others() {
-        let mut r = SandboxRecord::new("sb", &req(r#"{"instance_type": "basic"}"#), "n1", "eu", "img:1").unwrap();
-        assert!(r.apply_put(&req(r#"{"labels": {"a": "b"}, "keep_alive": true}"#)).unwrap());
+        let mut r = SandboxRecord::new(
+            "sb",
+            &req(r#"{"instance_type": "basic"}"#),
+            "n1",
+            "eu",
+            "img:1",
+        )
+        .unwrap();
+        assert!(r
+            .apply_put(&req(r#"{"labels": {"a": "b"}, "keep_alive": true}"#))
+            .unwrap());
         assert!(r.keep_alive);
         assert!(!r.apply_put(&req(r#"{"instance_type": "basic"}"#)).unwrap());
         assert!(r.apply_put(&req(r#"{"image": "other"}"#)).is_err());

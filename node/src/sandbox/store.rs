@@ -12,7 +12,9 @@ pub struct RecordStore {
 impl RecordStore {
     pub fn open(dir: &Path) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir)?;
-        Ok(RecordStore { dir: dir.to_path_buf() })
+        Ok(RecordStore {
+            dir: dir.to_path_buf(),
+        })
     }
 
     fn path(&self, id: &str) -> PathBuf {
@@ -29,11 +31,17 @@ impl RecordStore {
             }
             let parsed = std::fs::read(&path)
                 .map_err(|e| e.to_string())
-                .and_then(|b| serde_json::from_slice::<SandboxRecord>(&b).map_err(|e| e.to_string()));
+                .and_then(|b| {
+                    serde_json::from_slice::<SandboxRecord>(&b).map_err(|e| e.to_string())
+                });
             match parsed {
                 Ok(r) if r.format == RECORD_FORMAT => out.push(r),
-                Ok(r) => tracing::error!(path = %path.display(), format = r.format, "sandbox record of an unknown format; skipped"),
-                Err(e) => tracing::error!(path = %path.display(), error = %e, "unreadable sandbox record; skipped"),
+                Ok(r) => {
+                    tracing::error!(path = %path.display(), format = r.format, "sandbox record of an unknown format; skipped")
+                }
+                Err(e) => {
+                    tracing::error!(path = %path.display(), error = %e, "unreadable sandbox record; skipped")
+                }
             }
         }
         Ok(out)

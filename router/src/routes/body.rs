@@ -20,7 +20,12 @@ pub struct GuestResponseBody {
 
 impl GuestResponseBody {
     pub fn new(inner: Incoming, sse: bool, activity: Option<ActivityGuard>) -> Self {
-        GuestResponseBody { inner, sse, finished: false, _activity: activity }
+        GuestResponseBody {
+            inner,
+            sse,
+            finished: false,
+            _activity: activity,
+        }
     }
 }
 
@@ -28,15 +33,23 @@ impl Body for GuestResponseBody {
     type Data = Bytes;
     type Error = hyper::Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         if self.finished {
             return Poll::Ready(None);
         }
         match Pin::new(&mut self.inner).poll_frame(cx) {
             Poll::Ready(Some(Err(e))) if self.sse => {
                 self.finished = true;
-                let err = ApiError::new(ErrorCode::Unavailable, format!("the sandbox's stream was cut off: {e}"));
-                Poll::Ready(Some(Ok(Frame::data(Bytes::from(sse::frame(&ExecEvent::error(&err)))))))
+                let err = ApiError::new(
+                    ErrorCode::Unavailable,
+                    format!("the sandbox's stream was cut off: {e}"),
+                );
+                Poll::Ready(Some(Ok(Frame::data(Bytes::from(sse::frame(
+                    &ExecEvent::error(&err),
+                ))))))
             }
             other => other,
         }

@@ -23,5 +23,8 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     if let Err(e) = encoder.encode_utf8(&state.registry.gather(), &mut out) {
         out = format!("# cannot encode metrics: {e}\n");
     }
-    ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+    (
+        [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        out,
+    )
 }

@@ -14,7 +14,11 @@ use warren_node::sandbox::manager::Payload;
 /// Largest JSON body of a sandbox operation.
 const MAX_JSON_BODY: usize = 32 * 1024 * 1024;
 
-pub async fn forward(State(state): State<AppState>, Path((id, rest)): Path<(String, String)>, req: Request) -> ApiResult<Response> {
+pub async fn forward(
+    State(state): State<AppState>,
+    Path((id, rest)): Path<(String, String)>,
+    req: Request,
+) -> ApiResult<Response> {
     warren_api::ids::validate_sandbox_id(&id)?;
     let (parts, body) = req.into_parts();
     let query = parts.uri.query();
@@ -42,7 +46,10 @@ pub async fn forward(State(state): State<AppState>, Path((id, rest)): Path<(Stri
         Some(q) => format!("/{guest_path}?{q}"),
         None => format!("/{guest_path}"),
     };
-    let upstream = state.mgr.forward(&id, parts.method.clone(), &pq, &parts.headers, payload).await?;
+    let upstream = state
+        .mgr
+        .forward(&id, parts.method.clone(), &pq, &parts.headers, payload)
+        .await?;
     let (up, incoming) = upstream.into_parts();
     let sse = up
         .headers
@@ -52,14 +59,19 @@ pub async fn forward(State(state): State<AppState>, Path((id, rest)): Path<(Stri
     let activity = state.mgr.activity(&id);
     let mut resp = Response::new(Body::new(GuestResponseBody::new(incoming, sse, activity)));
     *resp.status_mut() = up.status;
-    for name in [http::header::CONTENT_TYPE, http::header::CONTENT_LENGTH, http::header::CACHE_CONTROL] {
+    for name in [
+        http::header::CONTENT_TYPE,
+        http::header::CONTENT_LENGTH,
+        http::header::CACHE_CONTROL,
+    ] {
         if let Some(v) = up.headers.get(&name) {
             resp.headers_mut().insert(name, v.clone());
         }
     }
     if sse {
         // Tell reverse proxies in front of the node not to buffer event streams.
-        resp.headers_mut().insert("x-accel-buffering", http::HeaderValue::from_static("no"));
+        resp.headers_mut()
+            .insert("x-accel-buffering", http::HeaderValue::from_static("no"));
     }
     Ok(resp)
 }

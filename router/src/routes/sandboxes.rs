@@ -6,24 +6,36 @@ use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
-use warren_api::sandbox::{parse_label_filter, validate_region, CreateSandboxRequest, SandboxState};
+use warren_api::sandbox::{
+    parse_label_filter, validate_region, CreateSandboxRequest, SandboxState,
+};
 use warren_api::{ApiError, ErrorCode};
 use warren_node::sandbox::manager::ListFilter;
 
-pub async fn put(State(state): State<AppState>, Path(id): Path<String>, body: Bytes) -> ApiResult<Response> {
+pub async fn put(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<Response> {
     warren_api::ids::validate_sandbox_id(&id)?;
     let req: CreateSandboxRequest = warren_api::error::parse_json(&body)?;
     let (sandbox, created) = state.mgr.put(&id, &req).await?;
-    let status = if created { http::StatusCode::CREATED } else { http::StatusCode::OK };
+    let status = if created {
+        http::StatusCode::CREATED
+    } else {
+        http::StatusCode::OK
+    };
     Ok((status, Json(sandbox)).into_response())
 }
 
 pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     warren_api::ids::validate_sandbox_id(&id)?;
-    let sandbox = state
-        .mgr
-        .get(&id)
-        .ok_or_else(|| ApiError::new(ErrorCode::SandboxNotFound, format!("sandbox {id} not found")))?;
+    let sandbox = state.mgr.get(&id).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::SandboxNotFound,
+            format!("sandbox {id} not found"),
+        )
+    })?;
     Ok(Json(sandbox).into_response())
 }
 
@@ -33,7 +45,10 @@ pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Ap
 }
 
 pub async fn list(State(state): State<AppState>, RawQuery(q): RawQuery) -> ApiResult<Response> {
-    let mut f = ListFilter { limit: 100, ..Default::default() };
+    let mut f = ListFilter {
+        limit: 100,
+        ..Default::default()
+    };
     for (k, v) in form_urlencoded::parse(q.unwrap_or_default().as_bytes()) {
         match k.as_ref() {
             "state" => f.state = Some(SandboxState::parse(&v)?),
@@ -50,7 +65,9 @@ pub async fn list(State(state): State<AppState>, RawQuery(q): RawQuery) -> ApiRe
                     .ok_or_else(|| ApiError::invalid("limit must be between 1 and 1000"))?
             }
             "cursor" => f.cursor = Some(v.into_owned()),
-            other => return Err(ApiError::invalid(format!("unknown query parameter {other:?}")).into()),
+            other => {
+                return Err(ApiError::invalid(format!("unknown query parameter {other:?}")).into())
+            }
         }
     }
     Ok(Json(state.mgr.list(&f)).into_response())

@@ -7,7 +7,9 @@ use warren_api::exec::ExecRequest;
 use warren_api::files::{parse_mode, MkdirRequest, MoveRequest};
 use warren_api::git::GitCheckoutRequest;
 use warren_api::ids::validate_name;
-use warren_api::process::{parse_signal, StartProcessRequest, WaitExitRequest, WaitLogRequest, WaitPortRequest};
+use warren_api::process::{
+    parse_signal, StartProcessRequest, WaitExitRequest, WaitLogRequest, WaitPortRequest,
+};
 use warren_api::session::{CreateSessionRequest, PatchEnvRequest};
 use warren_api::{ApiError, ErrorCode};
 
@@ -57,19 +59,25 @@ fn git(b: &[u8]) -> Result<(), ApiError> {
 }
 
 fn query_value<'a>(query: Option<&'a str>, key: &str) -> Option<std::borrow::Cow<'a, str>> {
-    form_urlencoded::parse(query.unwrap_or_default().as_bytes()).find(|(k, _)| k == key).map(|(_, v)| v)
+    form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v)
 }
 
 fn check_bool(query: Option<&str>, key: &str) -> Result<(), ApiError> {
     match query_value(query, key).as_deref() {
         None | Some("true") | Some("false") => Ok(()),
-        Some(v) => Err(ApiError::invalid(format!("{key} must be true or false, not {v:?}"))),
+        Some(v) => Err(ApiError::invalid(format!(
+            "{key} must be true or false, not {v:?}"
+        ))),
     }
 }
 
 fn check_u64(query: Option<&str>, key: &str) -> Result<(), ApiError> {
     match query_value(query, key) {
-        Some(v) if v.parse::<u64>().is_err() => Err(ApiError::invalid(format!("{key} must be a non-negative integer"))),
+        Some(v) if v.parse::<u64>().is_err() => Err(ApiError::invalid(format!(
+            "{key} must be a non-negative integer"
+        ))),
         _ => Ok(()),
     }
 }
@@ -81,7 +89,10 @@ fn required_path(query: Option<&str>) -> Result<(), ApiError> {
 
 /// Classifies `METHOD /v1/sandboxes/{id}/{rest}`; unknown operations are 404 `NOT_FOUND`.
 pub fn classify(method: &Method, rest: &str, query: Option<&str>) -> Result<BodyKind, ApiError> {
-    if let Some(path) = rest.strip_prefix("files/").or(if rest == "files" { Some("") } else { None }) {
+    if let Some(path) =
+        rest.strip_prefix("files/")
+            .or(if rest == "files" { Some("") } else { None })
+    {
         let _ = path;
         return match *method {
             Method::GET => Ok(BodyKind::Empty),
@@ -100,7 +111,9 @@ pub fn classify(method: &Method, rest: &str, query: Option<&str>) -> Result<Body
         (&Method::POST, ["exec"]) => Ok(BodyKind::Json(exec)),
         (&Method::POST, ["sessions"]) => Ok(BodyKind::Json(session)),
         (&Method::GET, ["sessions"]) => Ok(BodyKind::Empty),
-        (&Method::DELETE, ["sessions", sid]) => validate_name("session", sid).map(|_| BodyKind::Empty),
+        (&Method::DELETE, ["sessions", sid]) => {
+            validate_name("session", sid).map(|_| BodyKind::Empty)
+        }
         (&Method::PATCH, ["env"]) => Ok(BodyKind::Json(env)),
         (&Method::POST, ["processes"]) => Ok(BodyKind::Json(process)),
         (&Method::GET, ["processes"]) => Ok(BodyKind::Empty),
@@ -142,7 +155,10 @@ pub fn classify(method: &Method, rest: &str, query: Option<&str>) -> Result<Body
 }
 
 fn unknown(method: &Method, rest: &str) -> ApiError {
-    ApiError::new(ErrorCode::NotFound, format!("no such sandbox operation: {method} {rest}"))
+    ApiError::new(
+        ErrorCode::NotFound,
+        format!("no such sandbox operation: {method} {rest}"),
+    )
 }
 
 #[cfg(test)]
@@ -151,22 +167,49 @@ mod tests {
 
     #[test]
     fn known_routes_and_their_bodies() {
-        assert!(matches!(classify(&Method::POST, "exec", None), Ok(BodyKind::Json(_))));
-        assert!(matches!(classify(&Method::PUT, "files/tmp/x", Some("mode=0755")), Ok(BodyKind::Stream)));
+        assert!(matches!(
+            classify(&Method::POST, "exec", None),
+            Ok(BodyKind::Json(_))
+        ));
+        assert!(matches!(
+            classify(&Method::PUT, "files/tmp/x", Some("mode=0755")),
+            Ok(BodyKind::Stream)
+        ));
         assert!(classify(&Method::PUT, "files/tmp/x", Some("mode=abc")).is_err());
-        assert!(matches!(classify(&Method::GET, "processes/web/logs", Some("since=10&follow=true")), Ok(BodyKind::Empty)));
+        assert!(matches!(
+            classify(
+                &Method::GET,
+                "processes/web/logs",
+                Some("since=10&follow=true")
+            ),
+            Ok(BodyKind::Empty)
+        ));
         assert!(classify(&Method::GET, "processes/web/logs", Some("since=-1")).is_err());
         assert!(classify(&Method::DELETE, "processes/web", Some("signal=BOGUS")).is_err());
-        assert_eq!(classify(&Method::POST, "nope", None).err().unwrap().code, ErrorCode::NotFound);
-        assert_eq!(classify(&Method::GET, "exec", None).err().unwrap().code, ErrorCode::NotFound);
+        assert_eq!(
+            classify(&Method::POST, "nope", None).err().unwrap().code,
+            ErrorCode::NotFound
+        );
+        assert_eq!(
+            classify(&Method::GET, "exec", None).err().unwrap().code,
+            ErrorCode::NotFound
+        );
         assert!(classify(&Method::GET, "fs/stat", None).is_err());
     }
 
     #[test]
     fn json_checks_run_before_anything_starts() {
-        let BodyKind::Json(check) = classify(&Method::POST, "exec", None).unwrap() else { panic!() };
+        let BodyKind::Json(check) = classify(&Method::POST, "exec", None).unwrap() else {
+            panic!()
+        };
         assert!(check(br#"{"command": "true"}"#).is_ok());
-        assert_eq!(check(b"{not json").unwrap_err().code, ErrorCode::InvalidArgument);
-        assert_eq!(check(br#"{"argv": []}"#).unwrap_err().code, ErrorCode::InvalidArgument);
+        assert_eq!(
+            check(b"{not json").unwrap_err().code,
+            ErrorCode::InvalidArgument
+        );
+        assert_eq!(
+            check(br#"{"argv": []}"#).unwrap_err().code,
+            ErrorCode::InvalidArgument
+        );
     }
 }

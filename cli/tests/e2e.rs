@@ -1,0 +1,14 @@
+//! End-to-end tests: a real `warren serve` process, real Docker containers, the HTTP API.
+//! Run with `make test` (it builds the guest agent and sets up Docker and the base image).
+
+mod e2e {
+    pub mod harness;
+
+    mod errors;
+    mod exec;
+    mod files;
+    mod git;
+    mod lifecycle;
+    mod processes;
+    mod sessions;
+}

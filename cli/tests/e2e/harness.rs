@@ -1,0 +1,173 @@
+//! Starts and stops real nodes for tests, and cleans up every container they made.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use warren_client::Client;
+
+pub struct Node {
+    child: Option<Child>,
+    pub url: String,
+    pub key: String,
+    pub node_id: String,
+    pub data_dir: PathBuf,
+    pub listen: String,
+    pub client: Client,
+}
+
+fn guest_bin() -> String {
+    std::env::var("WARREN_GUEST_BIN").unwrap_or_else(|_| {
+        let exe = PathBuf::from(env!("CARGO_BIN_EXE_warren"));
+        let target = exe.parent().and_then(|p| p.parent()).expect("target dir");
+        target
+            .join("x86_64-unknown-linux-musl/debug/warren-guest")
+            .display()
+            .to_string()
+    })
+}
+
+/// A short unique suffix.
+pub fn unique() -> String {
+    hex::encode(rand::random::<[u8; 4]>())
+}
+
+impl Node {
+    /// Starts a node on a free loopback port with its own data dir and node id.
+    pub async fn start() -> Node {
+        Node::start_listening("127.0.0.1:0").await
+    }
+
+    /// Starts a node listening on `addr` (e.g. `0.0.0.0:0`).
+    pub async fn start_listening(listen: &str) -> Node {
+        let node_id = format!("t{}", unique());
+        let data_dir = PathBuf::from(format!("/tmp/wt-{node_id}"));
+        let mut n = Node {
+            child: None,
+            url: String::new(),
+            key: String::new(),
+            node_id,
+            data_dir,
+            listen: listen.into(),
+            client: Client::new("http://127.0.0.1:1", "x").unwrap(),
+        };
+        n.spawn();
+        n
+    }
+
+    fn spawn(&mut self) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_warren"));
+        cmd.args(["serve", "--data-dir"])
+            .arg(&self.data_dir)
+            .args([
+                "--listen",
+                &self.listen,
+                "--node-id",
+                &self.node_id,
+                "--spare-networks",
+                "1",
+                "--guest-bin",
+            ])
+            .arg(guest_bin())
+            .env("WARREN_LOG", "warn,warren_node=info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = cmd.spawn().expect("start warren serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        let mut reader = BufReader::new(stdout);
+        reader.read_line(&mut line).expect("ready line");
+        let ready: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("node did not start ({e}): {line:?}"));
+        self.url = ready["ready"].as_str().expect("ready url").to_string();
+        // Restarts keep the same address.
+        self.listen = self.url.trim_start_matches("http://").to_string();
+        self.key = std::fs::read_to_string(self.data_dir.join("api-key"))
+            .unwrap()
+            .trim()
+            .to_string();
+        self.client = Client::new(&self.url, &self.key).unwrap();
+        // Keep draining stdout so the node never blocks on it.
+        std::thread::spawn(move || for _ in reader.lines() {});
+        self.child = Some(child);
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// SIGKILLs the node process (its containers keep running).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Kills the node and starts it again on the same data dir, id and address.
+    pub async fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// A request with the API key.
+    pub fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client.request(method, path)
+    }
+
+    /// Resident memory of the node process, and its peak, in KiB.
+    pub fn memory_kib(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    /// Containers Docker has for this node.
+    pub fn containers(&self) -> Vec<String> {
+        let out = Command::new("docker")
+            .args([
+                "ps",
+                "-aq",
+                "--filter",
+                &format!("label=warren.node={}", self.node_id),
+            ])
+            .output()
+            .expect("docker ps");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Runs `docker` with arguments and returns stdout.
+    pub fn docker(&self, args: &[&str]) -> String {
+        let out = Command::new("docker").args(args).output().expect("docker");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+        let filter = format!("label=warren.node={}", self.node_id);
+        let ids = self.docker(&["ps", "-aq", "--filter", &filter]);
+        if !ids.is_empty() {
+            let mut args = vec!["rm", "-f"];
+            args.extend(ids.lines());
+            self.docker(&args);
+        }
+        let nets = self.docker(&["network", "ls", "-q", "--filter", &filter]);
+        if !nets.is_empty() {
+            let mut args = vec!["network", "rm"];
+            args.extend(nets.lines());
+            self.docker(&args);
+        }
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}

@@ -1,0 +1,197 @@
+//! Sandbox lifecycle: create, list, delete, limits, concurrency, node restart, isolation.
+
+use super::harness::{unique, Node};
+use warren_api::sandbox::{CreateSandboxRequest, SandboxState};
+use warren_api::ErrorCode;
+
+fn create(json: serde_json::Value) -> CreateSandboxRequest {
+    serde_json::from_value(json).unwrap()
+}
+
+#[tokio::test]
+async fn put_get_list_delete() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("life-{}", unique());
+    let req = create(
+        serde_json::json!({"instance_type": "basic", "labels": {"team": "a"}, "sleep_after": "5m"}),
+    );
+    let (sb, created) = c.put_sandbox(&id, &req).await.unwrap();
+    assert!(created);
+    assert_eq!(
+        (sb.state, sb.sleep_after_s, sb.node.as_str()),
+        (SandboxState::Running, 300, node.node_id.as_str())
+    );
+    assert_eq!(sb.resources.memory_mb, 1024);
+    let (_, created) = c.put_sandbox(&id, &req).await.unwrap();
+    assert!(!created, "PUT again is idempotent");
+    let other = format!("life2-{}", unique());
+    c.put_sandbox(
+        &other,
+        &create(serde_json::json!({"labels": {"team": "b"}})),
+    )
+    .await
+    .unwrap();
+    let ids = |l: warren_api::sandbox::SandboxList| {
+        l.sandboxes.into_iter().map(|s| s.id).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(c.list_sandboxes(&[("label", "team=a")]).await.unwrap()),
+        vec![id.clone()]
+    );
+    assert_eq!(
+        c.list_sandboxes(&[("state", "running")])
+            .await
+            .unwrap()
+            .sandboxes
+            .len(),
+        2
+    );
+    let page = c.list_sandboxes(&[("limit", "1")]).await.unwrap();
+    assert_eq!(page.sandboxes.len(), 1);
+    let rest = c
+        .list_sandboxes(&[("cursor", page.next_cursor.as_deref().unwrap())])
+        .await
+        .unwrap();
+    assert_eq!(rest.sandboxes.len(), 1);
+    assert_ne!(rest.sandboxes[0].id, page.sandboxes[0].id);
+    let e = c
+        .put_sandbox(&id, &create(serde_json::json!({"image": "other:1"})))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::Conflict));
+
+    assert_eq!(node.containers().len(), 2);
+    c.delete_sandbox(&id).await.unwrap();
+    c.delete_sandbox(&id).await.unwrap();
+    assert_eq!(
+        c.get_sandbox(&id).await.unwrap_err().code(),
+        Some(ErrorCode::SandboxNotFound)
+    );
+    assert_eq!(node.containers().len(), 1);
+    // A later call creates it again, fresh.
+    assert_eq!(
+        c.sh(&id, "ls /workspace | wc -l").await.unwrap().stdout,
+        "0\n"
+    );
+}
+
+#[tokio::test]
+async fn resource_limits_reach_the_container() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("limits-{}", unique());
+    let req =
+        create(serde_json::json!({"resources": {"cpus": 0.5, "memory_mb": 512, "pids": 128}}));
+    c.put_sandbox(&id, &req).await.unwrap();
+    let script = r#"
+      if [ -f /sys/fs/cgroup/memory.max ]; then cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max; cut -d' ' -f1 /sys/fs/cgroup/cpu.max;
+      else cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/cpu/cpu.cfs_quota_us; fi"#;
+    let r = c.sh(&id, script).await.unwrap();
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines[0], (512u64 * 1024 * 1024).to_string());
+    assert_eq!(lines[1], "128");
+    assert_eq!(lines[2], "50000", "0.5 CPU = 50 ms per 100 ms period");
+}
+
+#[tokio::test]
+async fn concurrent_first_calls_create_exactly_one_container() {
+    let node = Node::start().await;
+    let id = format!("race-{}", unique());
+    let calls = (0..10).map(|i| {
+        let c = node.client.clone();
+        let id = id.clone();
+        async move { c.sh(&id, &format!("echo {i}")).await }
+    });
+    let results = futures_util::future::join_all(calls).await;
+    for (i, r) in results.into_iter().enumerate() {
+        assert_eq!(r.unwrap().stdout, format!("{i}\n"));
+    }
+    assert_eq!(node.containers().len(), 1);
+}
+
+#[tokio::test]
+async fn a_restarted_node_adopts_its_running_sandboxes() {
+    let mut node = Node::start().await;
+    let id = format!("adopt-{}", unique());
+    let c = node.client.clone();
+    c.write_file(&id, "/workspace/state.txt", "still here", None)
+        .await
+        .unwrap();
+    let p = c
+        .start_process(
+            &id,
+            &serde_json::from_value(serde_json::json!({"command": "sleep 600", "id": "bg"}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let before = node.containers();
+    node.restart().await;
+    let c = node.client.clone();
+    assert_eq!(
+        c.get_sandbox(&id).await.unwrap().state,
+        SandboxState::Running
+    );
+    assert_eq!(
+        c.read_file(&id, "/workspace/state.txt")
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        "still here"
+    );
+    let again = c.get_process(&id, "bg").await.unwrap();
+    assert_eq!(
+        (again.pid, again.status),
+        (p.pid, warren_api::process::ProcessStatus::Running),
+        "the container kept running"
+    );
+    assert_eq!(node.containers(), before);
+}
+
+#[tokio::test]
+async fn sandboxes_reach_neither_the_node_nor_each_other() {
+    let node = Node::start_listening("0.0.0.0:0").await;
+    let c = &node.client;
+    let port = node.url.rsplit(':').next().unwrap().to_string();
+    let a = format!("iso-a-{}", unique());
+    let b = format!("iso-b-{}", unique());
+    c.start_process(
+        &b,
+        &serde_json::from_value(
+            serde_json::json!({"command": "exec python3 -m http.server 8080", "id": "web"}),
+        )
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let wait =
+        serde_json::from_value(serde_json::json!({"port": 8080, "timeout_ms": 20000})).unwrap();
+    c.wait_port(&b, "web", &wait).await.unwrap();
+    let b_ip = c
+        .sh(&b, "hostname -I | cut -d' ' -f1")
+        .await
+        .unwrap()
+        .stdout
+        .trim()
+        .to_string();
+    assert_eq!(
+        c.sh(
+            &b,
+            "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8080/"
+        )
+        .await
+        .unwrap()
+        .stdout,
+        "200"
+    );
+    let probe = format!(
+        "gw=$(ip route | awk '/default/ {{print $3}}'); \
+         curl -s -m 3 -o /dev/null http://$gw:{port}/healthz && echo node-reachable || echo node-blocked; \
+         curl -s -m 3 -o /dev/null http://{b_ip}:8080/ && echo peer-reachable || echo peer-blocked"
+    );
+    let r = c.sh(&a, &probe).await.unwrap();
+    assert_eq!(r.stdout, "node-blocked\npeer-blocked\n", "{}", r.stderr);
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Prepares a Debian host for building and running warren. Idempotent; each step is skipped
+# when already done. Used by `make dev`, `make test` and .ci/run.
+#
+#   deploy/host-setup.sh [--no-docker] [--no-image]
+#
+# Steps: Debian build packages (musl-tools, libclang-dev, pkg-config, iptables, git), the
+# Rust musl target, a running Docker daemon (docker.io installed and dockerd started when
+# none answers; its pid goes to $WARREN_DOCKERD_PIDFILE so a CI run can stop what it
+# started), and the sandbox base image (built locally with debootstrap when missing).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+want_docker=1
+want_image=1
+for a in "$@"; do
+  case "$a" in
+    --no-docker) want_docker=0; want_image=0 ;;
+    --no-image) want_image=0 ;;
+    *) echo "unknown option $a" >&2; exit 2 ;;
+  esac
+done
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+command -v musl-gcc >/dev/null || missing+=(musl-tools)
+command -v pkg-config >/dev/null || missing+=(pkg-config)
+command -v iptables >/dev/null || missing+=(iptables)
+command -v git >/dev/null || missing+=(git)
+command -v curl >/dev/null || missing+=(curl)
+[ -e /usr/lib/llvm-14/lib/libclang.so ] || ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || missing+=(libclang-dev)
+if [ "$want_docker" = 1 ]; then
+  command -v dockerd >/dev/null || missing+=(docker.io)
+fi
+if [ "$want_image" = 1 ]; then
+  command -v debootstrap >/dev/null || missing+=(debootstrap)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "host-setup: installing ${missing[*]}"
+  as_root apt-get update -q >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null; then
+  echo "host-setup: no Rust toolchain; installing rustup (needs https://sh.rustup.rs)"
+  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+  # shellcheck disable=SC1091
+  . "$HOME/.cargo/env"
+fi
+if ! rustup target list --installed 2>/dev/null | grep -q x86_64-unknown-linux-musl; then
+  echo "host-setup: adding the x86_64-unknown-linux-musl target (static guest agent)"
+  rustup target add x86_64-unknown-linux-musl
+fi
+
+if [ "$want_docker" = 1 ] && ! docker info >/dev/null 2>&1; then
+  echo "host-setup: starting dockerd"
+  log=${WARREN_DOCKERD_LOG:-/var/log/warren-dockerd.log}
+  as_root sh -c "nohup dockerd >'$log' 2>&1 & echo \$! > '${WARREN_DOCKERD_PIDFILE:-/run/warren-dockerd.pid}'"
+  for _ in $(seq 1 120); do
+    docker info >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  docker info >/dev/null 2>&1 || { echo "dockerd did not start; see $log" >&2; tail -20 "$log" >&2; exit 1; }
+fi
+
+if [ "$want_image" = 1 ]; then
+  "$here/image/build-local.sh"
+fi
