@@ -1,0 +1,8 @@
+//! Benchmarks and load tests of warren. Every number is printed next to a baseline measured
+//! in the same run on the same machine (Docker's own CLI), as a ratio: machines here are
+//! shared and noisy, so absolute numbers from different runs do not compare.
+//! Every loop is bounded in count and time.
+
+pub mod node;
+pub mod report;
+pub mod scenarios;
