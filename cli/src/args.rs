@@ -34,8 +34,10 @@ pub struct Conn {
 pub enum Command {
     /// Run a single node on embedded defaults, setting up Docker and the base image if needed.
     Dev(DevArgs),
-    /// Run a node with explicit settings.
+    /// Run a node with explicit settings (or `--config FILE`); joins a cluster with `--join`.
     Serve(NodeArgs),
+    /// Start N nodes in M regions on loopback addresses (a local multi-region cluster).
+    LocalCluster(LocalClusterArgs),
     /// Create a sandbox (or ensure it runs).
     Create(CreateArgs),
     /// List sandboxes.
@@ -62,17 +64,29 @@ pub enum Command {
 
 #[derive(Args, Debug, Clone)]
 pub struct NodeArgs {
-    /// Where records, run dirs and the API key live.
+    /// Read every setting from this TOML file instead (see docs/operations.md).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Where records, run dirs, Raft state and the API key live.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// Address of the public API.
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub listen: String,
-    /// This node's id (a DNS label).
-    #[arg(long, default_value = "dev")]
+    /// This node's name (a DNS label), unique in its cluster.
+    #[arg(long = "node-id", alias = "name", default_value = "dev")]
     pub node_id: String,
     #[arg(long, default_value = "local")]
     pub region: String,
+    /// UDP address of the QUIC endpoint that peers use.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub peer_listen: String,
+    /// API URL of a cluster member to join through (otherwise: bootstrap a new cluster).
+    #[arg(long)]
+    pub join: Option<String>,
+    /// Token for joining (generated and stored at bootstrap when absent).
+    #[arg(long, env = "WARREN_JOIN_TOKEN", hide_env_values = true)]
+    pub join_token: Option<String>,
     /// File holding the API key (created with a new key when missing). Default: DATA_DIR/api-key.
     #[arg(long)]
     pub api_key_file: Option<PathBuf>,
@@ -96,6 +110,49 @@ pub struct NodeArgs {
     pub no_firewall: bool,
     #[arg(long, default_value_t = 2000)]
     pub max_sandboxes: usize,
+    /// Relative placement weight of this node.
+    #[arg(long, default_value_t = 1)]
+    pub capacity: u32,
+    #[arg(long, default_value_t = 150)]
+    pub heartbeat_ms: u64,
+    #[arg(long, default_value_t = 8000)]
+    pub down_after_ms: u64,
+    #[arg(long, default_value_t = 4000)]
+    pub lease_ms: u64,
+}
+
+impl NodeArgs {
+    /// The settings these flags describe, or those of `--config`.
+    pub fn settings(&self) -> anyhow::Result<crate::settings::Settings> {
+        if let Some(path) = &self.config {
+            return crate::settings::Settings::load(path);
+        }
+        let s = crate::settings::Settings {
+            name: self.node_id.clone(),
+            region: self.region.clone(),
+            data_dir: self.data_dir.clone(),
+            listen: self.listen.clone(),
+            advertise_api: None,
+            peer_listen: self.peer_listen.clone(),
+            advertise_peer: None,
+            join: self.join.clone(),
+            join_token: self.join_token.clone(),
+            api_key_file: self.api_key_file.clone(),
+            image: self.image.clone(),
+            guest_bin: self.guest_bin.clone(),
+            docker_host: self.docker_host.clone(),
+            subnet_pool: self.subnet_pool.clone(),
+            spare_networks: self.spare_networks,
+            firewall: !self.no_firewall,
+            max_sandboxes: self.max_sandboxes,
+            capacity: self.capacity,
+            heartbeat_ms: self.heartbeat_ms,
+            down_after_ms: self.down_after_ms,
+            lease_ms: self.lease_ms,
+        };
+        s.check()?;
+        Ok(s)
+    }
 }
 
 #[derive(Args, Debug)]
@@ -206,4 +263,23 @@ pub struct LogsArgs {
     pub follow: bool,
     #[arg(long)]
     pub since: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct LocalClusterArgs {
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    #[arg(long, default_value_t = 2)]
+    pub regions: usize,
+    /// Each node's data dir and config go under here.
+    #[arg(long, default_value = "/tmp/warren-cluster")]
+    pub dir: PathBuf,
+    /// API port of every node (each node has its own loopback address, 127.0.0.<10+i>).
+    #[arg(long, default_value_t = 7070)]
+    pub api_port: u16,
+    #[arg(long, default_value_t = 7400)]
+    pub peer_port: u16,
+    /// Sandbox networks each node keeps ready.
+    #[arg(long, default_value_t = 2)]
+    pub spare_networks: usize,
 }

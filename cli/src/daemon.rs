@@ -1,13 +1,17 @@
-//! Assembling and running one node: Docker runtime, firewall, sandbox manager, HTTP API.
+//! Assembling and running one node: Docker runtime, firewall, sandbox manager, cluster
+//! membership (bootstrap, join or restart), the peer endpoint and the HTTP API.
 
-use crate::args::NodeArgs;
+use crate::settings::Settings;
 use anyhow::{bail, Context};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use warren_consensus::join::{JoinRequest, JoinResponse};
+use warren_consensus::{Cluster, ClusterConfig};
 use warren_node::runtime::docker::DockerRuntime;
 use warren_node::runtime::subnets::{Cidr, SubnetPool};
 use warren_node::{NodeConfig, SandboxManager};
+use warren_transport::{tls, NodeIdentity, Peers};
 
 /// What a started node tells its caller.
 pub struct Ready {
@@ -16,49 +20,68 @@ pub struct Ready {
     pub api_key_file: PathBuf,
     pub data_dir: PathBuf,
     pub node_id: String,
+    pub peer_addr: String,
+    pub join_token: String,
 }
 
-/// Reads the API key file, or creates it with a new random key (mode 0600).
-pub fn load_or_create_key(path: &Path) -> anyhow::Result<String> {
+/// Reads a secret file, or creates it with a new random value (mode 0600).
+pub fn load_or_create_secret(path: &Path, prefix: &str) -> anyhow::Result<String> {
     if let Ok(k) = std::fs::read_to_string(path) {
         let k = k.trim().to_string();
         if !k.is_empty() {
             return Ok(k);
         }
     }
-    let key = format!("wk_{}", hex::encode(rand::random::<[u8; 24]>()));
+    let value = format!("{prefix}{}", hex::encode(rand::random::<[u8; 24]>()));
+    write_private(path, &format!("{value}\n"))?;
+    Ok(value)
+}
+
+fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
     let tmp = path.with_extension("tmp");
-    {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        writeln!(f, "{key}")?;
-        f.sync_all()?;
-    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(content.as_bytes())?;
+    f.sync_all()?;
     std::fs::rename(&tmp, path)?;
-    Ok(key)
+    Ok(())
 }
 
-pub fn data_dir_of(args: &NodeArgs) -> PathBuf {
-    args.data_dir
+pub fn data_dir_of(s: &Settings) -> PathBuf {
+    s.data_dir
         .clone()
         .unwrap_or_else(warren_client::dev_data_dir)
 }
 
+/// The node's cluster identity on disk (format-versioned).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredIdentity {
+    format: u32,
+    node_id: u64,
+    identity: NodeIdentity,
+    join_token: String,
+    /// The CA this node created, kept until the cluster's first entries are committed (so an
+    /// interrupted bootstrap resumes with the same CA).
+    #[serde(default)]
+    bootstrap_ca: Option<warren_transport::CaMaterial>,
+}
+
+const IDENTITY_FORMAT: u32 = 1;
+
 /// Runs the node until SIGINT or SIGTERM. Sandboxes keep running when it stops and are
 /// re-adopted by the next start.
-pub async fn run_node(args: &NodeArgs, on_ready: impl FnOnce(&Ready)) -> anyhow::Result<()> {
-    warren_api::ids::validate_sandbox_id(&args.node_id)
-        .map_err(|_| anyhow::anyhow!("--node-id must be a DNS label"))?;
-    let data_dir = data_dir_of(args);
+pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let data_dir = data_dir_of(s);
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
     {
@@ -73,26 +96,26 @@ pub async fn run_node(args: &NodeArgs, on_ready: impl FnOnce(&Ready)) -> anyhow:
             data_dir.display()
         );
     }
-    let key_file = args
+    let key_file = s
         .api_key_file
         .clone()
         .unwrap_or_else(|| warren_client::api_key_path(&data_dir));
-    let api_key = load_or_create_key(&key_file)?;
-    let guest = warren_node::guest::binary::locate(args.guest_bin.as_deref())
-        .map_err(anyhow::Error::msg)?;
-    let pool = Cidr::parse(&args.subnet_pool)
-        .context("--subnet-pool must be an IPv4 CIDR such as 10.200.0.0/16")?;
+    let api_key = load_or_create_secret(&key_file, "wk_")?;
+    let guest =
+        warren_node::guest::binary::locate(s.guest_bin.as_deref()).map_err(anyhow::Error::msg)?;
+    let pool = Cidr::parse(&s.subnet_pool)
+        .context("subnet_pool must be an IPv4 CIDR such as 10.200.0.0/16")?;
 
-    let mut cfg = NodeConfig::new(&args.node_id, &data_dir, guest);
-    cfg.region = args.region.clone();
-    cfg.docker_host = args.docker_host.clone();
-    if let Some(i) = &args.image {
+    let mut cfg = NodeConfig::new(&s.name, &data_dir, guest);
+    cfg.region = s.region.clone();
+    cfg.docker_host = s.docker_host.clone();
+    if let Some(i) = &s.image {
         cfg.default_image = i.clone();
     }
     cfg.subnet_pool = (Ipv4Addr::from(pool.base), pool.prefix);
-    cfg.spare_networks = args.spare_networks;
-    cfg.firewall = !args.no_firewall;
-    cfg.max_sandboxes = args.max_sandboxes;
+    cfg.spare_networks = s.spare_networks;
+    cfg.firewall = s.firewall;
+    cfg.max_sandboxes = s.max_sandboxes;
 
     let subnets = SubnetPool {
         pool,
@@ -115,26 +138,177 @@ pub async fn run_node(args: &NodeArgs, on_ready: impl FnOnce(&Ready)) -> anyhow:
         }
     }
     docker.replenish();
+
+    let listener = tokio::net::TcpListener::bind(&s.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", s.listen))?;
+    let api_addr = s
+        .advertise_api
+        .clone()
+        .unwrap_or(listener.local_addr()?.to_string());
+
+    // Cluster identity: restart, join, or bootstrap.
+    let cluster_dir = data_dir.join("cluster");
+    std::fs::create_dir_all(&cluster_dir)?;
+    let id_path = cluster_dir.join("identity.json");
+    let (stored, bootstrap_ca) = if id_path.exists() {
+        let stored: StoredIdentity =
+            serde_json::from_slice(&std::fs::read(&id_path)?).context("identity.json")?;
+        anyhow::ensure!(
+            stored.format == IDENTITY_FORMAT,
+            "identity.json has an unknown format {}",
+            stored.format
+        );
+        anyhow::ensure!(
+            stored.identity.name == s.name,
+            "this data dir belongs to node {}",
+            stored.identity.name
+        );
+        let ca = stored.bootstrap_ca.clone();
+        (stored, ca)
+    } else if let Some(seed) = &s.join {
+        let token = s.join_token.clone().context("joining needs join_token")?;
+        let peer_addr = s.advertise_peer.clone().unwrap_or(s.peer_listen.clone());
+        anyhow::ensure!(
+            !peer_addr.ends_with(":0"),
+            "a joining node needs a fixed peer port (peer_listen)"
+        );
+        let stored = join(seed, &token, s, &api_addr, &peer_addr).await?;
+        write_private(&id_path, &serde_json::to_string(&stored)?)?;
+        (stored, None)
+    } else {
+        let token = match &s.join_token {
+            Some(t) => t.clone(),
+            None => load_or_create_secret(&cluster_dir.join("join-token"), "wj_")?,
+        };
+        let ca = tls::new_ca(&s.name)?;
+        let identity = tls::issue(&ca, &s.name)?;
+        let stored = StoredIdentity {
+            format: IDENTITY_FORMAT,
+            node_id: 1,
+            identity,
+            join_token: token,
+            bootstrap_ca: Some(ca.clone()),
+        };
+        write_private(&id_path, &serde_json::to_string(&stored)?)?;
+        (stored, Some(ca))
+    };
+
+    let peers = Peers::bind(
+        s.peer_listen
+            .parse()
+            .context("peer_listen must be ip:port")?,
+        &stored.identity,
+    )?;
+    let peer_addr = s
+        .advertise_peer
+        .clone()
+        .unwrap_or(peers.local_addr()?.to_string());
+    let mut ccfg = ClusterConfig::new(&s.name, &s.region, &api_addr, &peer_addr);
+    ccfg.capacity = s.capacity;
+    ccfg.heartbeat = s.heartbeat();
+    ccfg.down_after = std::time::Duration::from_millis(s.down_after_ms);
+    ccfg.lease = std::time::Duration::from_millis(s.lease_ms);
+    let cluster = Cluster::open(
+        &cluster_dir.join("raft"),
+        stored.node_id,
+        ccfg,
+        peers.clone(),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+
     let registry = prometheus::Registry::new();
     let metrics = warren_node::metrics::NodeMetrics::register(&registry)?;
     let mgr = SandboxManager::start(cfg.clone(), Arc::new(docker), metrics)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let state = warren_router::AppState::new(mgr, &api_key, registry)?;
-    let listener = tokio::net::TcpListener::bind(&args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let addr = listener.local_addr()?;
+    let join_token = stored.join_token.clone();
+    let ctx = Arc::new(warren_router::cluster::ClusterCtx {
+        cluster: cluster.clone(),
+        join_token: join_token.clone(),
+    });
+    let state = warren_router::AppState::new(mgr, ctx, &api_key, registry)?;
+    warren_router::serve_peers(&state);
+    if let Some(ca) = bootstrap_ca {
+        cluster
+            .bootstrap(ca)
+            .await
+            .map_err(|e| anyhow::anyhow!("bootstrap: {e}"))?;
+        let done = StoredIdentity {
+            bootstrap_ca: None,
+            ..stored
+        };
+        write_private(&id_path, &serde_json::to_string(&done)?)?;
+        tracing::info!(node = %s.name, "bootstrapped a new cluster");
+    }
+    cluster.start_supervisor();
+
     on_ready(&Ready {
-        url: format!("http://{addr}"),
+        url: format!("http://{}", listener.local_addr()?),
         api_key,
         api_key_file: key_file,
         data_dir,
         node_id: cfg.node_id.clone(),
+        peer_addr,
+        join_token,
     });
     warren_router::serve(listener, state, shutdown_signal()).await?;
+    cluster.shutdown().await;
+    peers.close();
     tracing::info!("stopped; sandboxes keep running and are re-adopted on the next start");
     Ok(())
+}
+
+/// Asks a member to admit this node; checks that the answer proves the same join token.
+async fn join(
+    seed: &str,
+    token: &str,
+    s: &Settings,
+    api_addr: &str,
+    peer_addr: &str,
+) -> anyhow::Result<StoredIdentity> {
+    let (key_pem, csr) = tls::new_key_and_csr(&s.name)?;
+    let req = JoinRequest::new(
+        token, &s.name, &s.region, api_addr, peer_addr, s.capacity, &csr,
+    );
+    let url = format!("{}/internal/v1/join", seed.trim_end_matches('/'));
+    let http = reqwest::Client::new();
+    let mut last = String::new();
+    // The seed may still be starting: try for a while.
+    for _ in 0..60 {
+        match http.post(&url).json(&req).send().await {
+            Ok(r) if r.status().is_success() => {
+                let resp: JoinResponse = r.json().await?;
+                anyhow::ensure!(
+                    resp.verify(token),
+                    "the answer from {seed} does not prove the join token"
+                );
+                let identity = NodeIdentity {
+                    name: s.name.clone(),
+                    cert_pem: resp.cert_pem,
+                    key_pem,
+                    ca_pem: resp.ca_pem,
+                };
+                tracing::info!(node_id = resp.node_id, cluster = %resp.cluster, "joined");
+                return Ok(StoredIdentity {
+                    format: IDENTITY_FORMAT,
+                    node_id: resp.node_id,
+                    identity,
+                    join_token: token.to_string(),
+                    bootstrap_ca: None,
+                });
+            }
+            Ok(r) if r.status() == 403 => bail!(
+                "{seed} refused the join: {}",
+                r.text().await.unwrap_or_default()
+            ),
+            Ok(r) => last = format!("{}: {}", r.status(), r.text().await.unwrap_or_default()),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    bail!("could not join through {seed}: {last}")
 }
 
 async fn shutdown_signal() {

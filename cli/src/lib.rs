@@ -6,6 +6,7 @@ pub mod args;
 pub mod commands;
 pub mod daemon;
 pub mod output;
+pub mod settings;
 pub mod setup;
 
 use clap::Parser;

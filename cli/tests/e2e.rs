@@ -2,8 +2,10 @@
 //! Run with `make test` (it builds the guest agent and sets up Docker and the base image).
 
 mod e2e {
+    pub mod cluster_harness;
     pub mod harness;
 
+    mod cluster;
     mod errors;
     mod exec;
     mod files;

@@ -3,6 +3,9 @@
 //! shared and noisy, so absolute numbers from different runs do not compare.
 //! Every loop is bounded in count and time.
 
+pub mod cluster_node;
+pub mod commit_bench;
 pub mod node;
+pub mod placement_bench;
 pub mod report;
 pub mod scenarios;

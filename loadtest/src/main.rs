@@ -1,12 +1,19 @@
 //! `warren-bench`: starts a node from this build and compares it with Docker in one run.
 //!
 //! Environment: WARREN_BENCH_WARM (exec samples, default 300), WARREN_BENCH_COLD (cold
-//! samples, default 10), WARREN_BENCH_BURST (concurrent creates, default 20).
+//! samples, default 10), WARREN_BENCH_BURST (concurrent creates, default 20),
+//! WARREN_BENCH_COMMITS (placement commits, default 500), WARREN_BENCH_SIM_IDS (ids in the
+//! placement simulation, default 1 000 000).
 
-use warren_loadtest::{node::BenchNode, report::Table, scenarios};
+use warren_loadtest::{
+    cluster_node, commit_bench, node::BenchNode, placement_bench, report::Table, scenarios,
+};
 
 fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 #[tokio::main]
@@ -14,12 +21,24 @@ async fn main() -> anyhow::Result<()> {
     let warm_n = env_usize("WARREN_BENCH_WARM", 300).clamp(10, 5000);
     let cold_n = env_usize("WARREN_BENCH_COLD", 10).clamp(3, 100);
     let burst_n = env_usize("WARREN_BENCH_BURST", 20).clamp(1, 200);
-    let node = BenchNode::start().await?;
-    eprintln!("bench: node {} at {} (image {})", node.node_id, node.url, node.image);
+    let commits_n = env_usize("WARREN_BENCH_COMMITS", 500).clamp(10, 10_000);
+    let sim_ids = env_usize("WARREN_BENCH_SIM_IDS", 1_000_000).clamp(1000, 5_000_000);
     let mut table = Table::default();
-    scenarios::warm_exec(&node, warm_n, &mut table).await?;
-    scenarios::cold_create(&node, cold_n, &mut table).await?;
-    scenarios::burst_create(&node, burst_n, &mut table).await?;
+    {
+        let node = BenchNode::start().await?;
+        eprintln!(
+            "bench: node {} at {} (image {})",
+            node.node_id, node.url, node.image
+        );
+        scenarios::warm_exec(&node, warm_n, &mut table).await?;
+        scenarios::cold_create(&node, cold_n, &mut table).await?;
+        scenarios::burst_create(&node, burst_n, &mut table).await?;
+    }
+    eprintln!("bench: three-node cluster");
+    cluster_node::forwarding_overhead(warm_n, &mut table).await?;
+    commit_bench::commit_latency(commits_n, &mut table).await?;
+    placement_bench::lookup_cost(&mut table);
+    placement_bench::simulate(sim_ids, &mut table);
     table.print();
     Ok(())
 }

@@ -24,7 +24,14 @@ impl BenchNode {
         let data_dir = PathBuf::from(format!("/tmp/wb-{node_id}"));
         let spare = std::env::var("WARREN_BENCH_SPARE_NETWORKS").unwrap_or_else(|_| "4".into());
         let mut child = Command::new(&warren)
-            .args(["serve", "--listen", "127.0.0.1:0", "--node-id", &node_id, "--data-dir"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--node-id",
+                &node_id,
+                "--data-dir",
+            ])
             .arg(&data_dir)
             .args(["--spare-networks", &spare])
             .env("WARREN_LOG", "warn")
@@ -36,13 +43,23 @@ impl BenchNode {
         let mut out = BufReader::new(child.stdout.take().expect("stdout"));
         out.read_line(&mut line)?;
         std::thread::spawn(move || for _ in out.lines() {});
-        let ready: serde_json::Value = serde_json::from_str(&line).with_context(|| format!("node did not start: {line:?}"))?;
+        let ready: serde_json::Value =
+            serde_json::from_str(&line).with_context(|| format!("node did not start: {line:?}"))?;
         let url = ready["ready"].as_str().context("ready line")?.to_string();
-        let key = std::fs::read_to_string(data_dir.join("api-key"))?.trim().to_string();
+        let key = std::fs::read_to_string(data_dir.join("api-key"))?
+            .trim()
+            .to_string();
         let client = Client::new(&url, &key)?;
         client.health().await?;
         let image = default_image();
-        Ok(BenchNode { child, url, node_id, image, client, data_dir })
+        Ok(BenchNode {
+            child,
+            url,
+            node_id,
+            image,
+            client,
+            data_dir,
+        })
     }
 
     /// Docker's name for a sandbox's container.
@@ -52,7 +69,10 @@ impl BenchNode {
 }
 
 fn default_image() -> String {
-    format!("warren/sandbox:{}", include_str!("../../deploy/image/VERSION").trim())
+    format!(
+        "warren/sandbox:{}",
+        include_str!("../../deploy/image/VERSION").trim()
+    )
 }
 
 impl Drop for BenchNode {
@@ -60,11 +80,17 @@ impl Drop for BenchNode {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let filter = format!("label=warren.node={}", self.node_id);
-        for (list, rm) in [(vec!["ps", "-aq"], vec!["rm", "-f"]), (vec!["network", "ls", "-q"], vec!["network", "rm"])] {
+        for (list, rm) in [
+            (vec!["ps", "-aq"], vec!["rm", "-f"]),
+            (vec!["network", "ls", "-q"], vec!["network", "rm"]),
+        ] {
             let mut args = list.clone();
             args.extend(["--filter", &filter]);
             if let Ok(o) = Command::new("docker").args(&args).output() {
-                let ids: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect();
+                let ids: Vec<String> = String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .map(str::to_string)
+                    .collect();
                 if !ids.is_empty() {
                     let _ = Command::new("docker").args(&rm).args(&ids).output();
                 }

@@ -9,7 +9,12 @@ fn docker(args: &[&str]) -> anyhow::Result<Duration> {
     let t = Instant::now();
     let out = Command::new("docker").args(args).output()?;
     let took = t.elapsed();
-    anyhow::ensure!(out.status.success(), "docker {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    anyhow::ensure!(
+        out.status.success(),
+        "docker {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
     Ok(took)
 }
 
@@ -95,9 +100,17 @@ pub async fn burst_create(node: &BenchNode, n: usize, table: &mut Table) -> anyh
             (t.elapsed(), r.map(|r| r.exit_code))
         }
     });
-    let results = tokio::time::timeout(Duration::from_secs(300), futures_util::future::join_all(calls)).await?;
+    let results = tokio::time::timeout(
+        Duration::from_secs(300),
+        futures_util::future::join_all(calls),
+    )
+    .await?;
     let wall = t.elapsed();
-    let ok: Vec<Duration> = results.iter().filter(|(_, r)| matches!(r, Ok(0))).map(|(d, _)| *d).collect();
+    let ok: Vec<Duration> = results
+        .iter()
+        .filter(|(_, r)| matches!(r, Ok(0)))
+        .map(|(d, _)| *d)
+        .collect();
     let (p50, p99) = percentiles(&ok);
     table.note(format!(
         "burst: {n} concurrent first calls on new ids: {} ok, wall {:.0} ms, per-call p50 {p50:.0} ms p99 {p99:.0} ms",
@@ -105,7 +118,10 @@ pub async fn burst_create(node: &BenchNode, n: usize, table: &mut Table) -> anyh
         wall.as_secs_f64() * 1000.0
     ));
     for i in 0..n {
-        let _ = node.client.delete_sandbox(&format!("bench-burst-{i}")).await;
+        let _ = node
+            .client
+            .delete_sandbox(&format!("bench-burst-{i}"))
+            .await;
     }
     Ok(())
 }

@@ -2,9 +2,13 @@
 //! model, sandbox lifecycle routes, and a validating proxy that hands sandbox operations to
 //! the sandbox's guest agent through `warren-node`.
 //!
-//! Errors become HTTP in exactly one place (`error.rs`). This crate must not talk to Docker
-//! or guests directly: everything below the HTTP surface goes through `warren-node`.
+//! In a cluster, `cluster/` routes each sandbox request to the node that owns it (committing a
+//! placement through Raft for a new id) and forwards it over QUIC; peers' forwarded requests
+//! run through the same router. Errors become HTTP in exactly one place (`error.rs`). This
+//! crate must not talk to Docker or guests directly: everything below the HTTP surface goes
+//! through `warren-node`, and consensus through `warren-consensus`.
 
+pub mod cluster;
 pub mod error;
 pub mod metrics;
 pub mod middleware;
@@ -19,6 +23,15 @@ use std::future::Future;
 /// The whole API as an axum router.
 pub fn app(state: AppState) -> Router {
     routes::router(state)
+}
+
+/// Starts serving peers (Raft RPCs and forwarded requests) on the node's QUIC endpoint.
+pub fn serve_peers(state: &AppState) -> tokio::task::JoinHandle<()> {
+    let server = std::sync::Arc::new(cluster::peer_server::PeerServer {
+        cluster: state.cluster.cluster.clone(),
+        app: app(state.clone()),
+    });
+    state.cluster.cluster.peers().serve(server)
 }
 
 /// Serves the API on `listener` until `shutdown` resolves, then drains open requests.

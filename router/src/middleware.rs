@@ -33,8 +33,11 @@ pub async fn request_context(
     drop(_enter);
     let mut resp = next.run(req).await;
     resp.headers_mut().insert(HEADER_REQUEST_ID, value);
-    if let Ok(node) = HeaderValue::from_str(&state.node_id) {
-        resp.headers_mut().insert(HEADER_NODE, node);
+    // A forwarded response already names the node that ran the operation.
+    if !resp.headers().contains_key(HEADER_NODE) {
+        if let Ok(node) = HeaderValue::from_str(&state.node_id) {
+            resp.headers_mut().insert(HEADER_NODE, node);
+        }
     }
     state
         .metrics

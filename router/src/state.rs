@@ -1,11 +1,13 @@
 //! What every handler shares.
 
+use crate::cluster::ClusterCtx;
 use std::sync::Arc;
 use warren_node::SandboxManager;
 
 #[derive(Clone)]
 pub struct AppState {
     pub mgr: Arc<SandboxManager>,
+    pub cluster: Arc<ClusterCtx>,
     /// The bearer token every `/v1` call must present.
     pub api_key: Arc<str>,
     pub node_id: Arc<str>,
@@ -16,6 +18,7 @@ pub struct AppState {
 impl AppState {
     pub fn new(
         mgr: Arc<SandboxManager>,
+        cluster: Arc<ClusterCtx>,
         api_key: &str,
         registry: prometheus::Registry,
     ) -> prometheus::Result<Self> {
@@ -23,6 +26,7 @@ impl AppState {
         Ok(AppState {
             node_id: mgr.config().node_id.as_str().into(),
             mgr,
+            cluster,
             api_key: api_key.into(),
             registry,
             metrics,

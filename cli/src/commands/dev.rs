@@ -3,7 +3,7 @@
 use crate::args::{DevArgs, NodeArgs};
 use crate::daemon::{data_dir_of, run_node, Ready};
 
-fn init_tracing() {
+pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("WARREN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
@@ -14,28 +14,27 @@ fn init_tracing() {
 
 pub async fn dev(a: DevArgs) -> anyhow::Result<i32> {
     init_tracing();
-    let data_dir = data_dir_of(&a.node);
+    let settings = a.node.settings()?;
+    let data_dir = data_dir_of(&settings);
     if !a.no_setup {
-        crate::setup::ensure_docker(a.node.docker_host.as_deref(), &data_dir).await?;
-        let image = a
-            .node
+        crate::setup::ensure_docker(settings.docker_host.as_deref(), &data_dir).await?;
+        let image = settings
             .image
             .clone()
             .unwrap_or_else(|| warren_node::config::DEFAULT_IMAGE.to_string());
-        crate::setup::ensure_image(a.node.docker_host.as_deref(), &image).await?;
+        crate::setup::ensure_image(settings.docker_host.as_deref(), &image).await?;
     }
-    run_node(&a.node, print_welcome).await?;
+    run_node(&settings, print_welcome).await?;
     Ok(0)
 }
 
 pub async fn serve(a: NodeArgs) -> anyhow::Result<i32> {
     init_tracing();
-    run_node(&a, |r| {
+    let settings = a.settings()?;
+    run_node(&settings, |r| {
         // One machine-readable line, for launchers and tests.
-        println!(
-            "{}",
-            serde_json::json!({"ready": r.url, "node": r.node_id, "data_dir": r.data_dir})
-        );
+        let line = serde_json::json!({"ready": r.url, "node": r.node_id, "data_dir": r.data_dir, "peer_addr": r.peer_addr});
+        println!("{line}");
     })
     .await?;
     Ok(0)

@@ -1,6 +1,7 @@
 //! One module per group of subcommands.
 
-mod dev;
+mod cluster;
+pub(crate) mod dev;
 mod exec;
 mod files;
 mod procs;
@@ -16,6 +17,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Dev(a) => dev::dev(a).await,
         Command::Serve(a) => dev::serve(a).await,
+        Command::LocalCluster(a) => cluster::local_cluster(a).await,
         Command::Create(a) => sandbox::create(&conn, a).await,
         Command::List(a) => sandbox::list(&conn, a).await,
         Command::Get { id } => sandbox::get(&conn, &id).await,

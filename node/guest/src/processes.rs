@@ -50,7 +50,9 @@ struct StatusInner {
 
 impl ProcEntry {
     pub fn to_api(&self) -> Process {
-        let st = self.status.lock().expect("process status lock").clone();
+        let mut st = self.status.lock().expect("process status lock").clone();
+        // The reaper's watch knows about the exit before the collector records it.
+        st.exit = st.exit.or(*self.exit.borrow());
         let status = match st.exit {
             None => ProcessStatus::Running,
             Some(_) if st.killed => ProcessStatus::Killed,
@@ -69,7 +71,7 @@ impl ProcEntry {
     }
 
     pub fn exit_status(&self) -> Option<ExitStatus> {
-        self.status.lock().expect("process status lock").exit
+        (*self.exit.borrow()).or(self.status.lock().expect("process status lock").exit)
     }
 
     fn tree(&self) -> TreeSpec {

@@ -3,26 +3,37 @@
 mod body;
 mod health;
 mod proxy;
-mod sandboxes;
-mod validate;
+pub(crate) mod sandboxes;
+pub(crate) mod validate;
 
+use crate::cluster;
 use crate::error::ApiErrorResponse;
 use crate::middleware;
 use crate::state::AppState;
-use axum::routing::{any, get, put};
+use axum::routing::{any, delete, get, post, put};
 use axum::Router;
 use warren_api::{ApiError, ErrorCode};
 
 pub fn router(state: AppState) -> Router {
-    let v1 = Router::new()
-        .route("/sandboxes", get(sandboxes::list))
+    // Sandbox routes go to the sandbox's owner (routing runs after authentication).
+    let sandbox = Router::new()
         .route(
-            "/sandboxes/{id}",
+            "/v1/sandboxes/{id}",
             put(sandboxes::put)
                 .get(sandboxes::get)
                 .delete(sandboxes::delete),
         )
-        .route("/sandboxes/{id}/{*rest}", any(proxy::forward))
+        .route("/v1/sandboxes/{id}/{*rest}", any(proxy::forward))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            cluster::route::route_sandbox,
+        ));
+    let v1 = Router::new()
+        .route("/v1/sandboxes", get(sandboxes::list))
+        .route("/v1/cluster", get(cluster::api::get))
+        .route("/v1/cluster/nodes/{node}/drain", post(cluster::api::drain))
+        .route("/v1/cluster/nodes/{node}", delete(cluster::api::remove))
+        .merge(sandbox)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             middleware::require_api_key,
@@ -30,7 +41,8 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(health::metrics))
-        .nest("/v1", v1)
+        .route("/internal/v1/join", post(cluster::join::join))
+        .merge(v1)
         .fallback(not_found)
         .method_not_allowed_fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(

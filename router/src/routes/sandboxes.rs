@@ -1,15 +1,20 @@
 //! `PUT/GET/DELETE /v1/sandboxes/{id}` and `GET /v1/sandboxes`.
 
+use crate::cluster::forward::forward;
+use crate::cluster::FromPeer;
 use crate::error::ApiResult;
 use crate::state::AppState;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
+use http_body_util::BodyExt;
+use warren_api::sandbox::SandboxList;
 use warren_api::sandbox::{
     parse_label_filter, validate_region, CreateSandboxRequest, SandboxState,
 };
 use warren_api::{ApiError, ErrorCode};
+use warren_consensus::NodeState;
 use warren_node::sandbox::manager::ListFilter;
 
 pub async fn put(
@@ -44,7 +49,73 @@ pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Ap
     Ok(http::StatusCode::NO_CONTENT.into_response())
 }
 
-pub async fn list(State(state): State<AppState>, RawQuery(q): RawQuery) -> ApiResult<Response> {
+/// `GET /v1/sandboxes`: from a client, gathered from every node that is not down; from a
+/// peer, this node's own.
+pub async fn list(
+    State(state): State<AppState>,
+    RawQuery(q): RawQuery,
+    req: axum::extract::Request,
+) -> ApiResult<Response> {
+    let f = list_filter(q.as_deref())?;
+    let mut all = state.mgr.list(&f);
+    if req.extensions().get::<FromPeer>().is_some() {
+        return Ok(Json(all).into_response());
+    }
+    let cl = &state.cluster.cluster;
+    let others: Vec<_> = cl.read(|s| {
+        s.nodes
+            .values()
+            .filter(|n| n.id != cl.id && n.state != NodeState::Down)
+            .cloned()
+            .collect()
+    });
+    let auth = req.headers().get(http::header::AUTHORIZATION).cloned();
+    let calls = others.iter().map(|node| {
+        let mut r = http::Request::get(format!("/v1/sandboxes?{}", q.clone().unwrap_or_default()));
+        if let Some(a) = &auth {
+            r = r.header(http::header::AUTHORIZATION, a.clone());
+        }
+        let r = r.body(axum::body::Body::empty()).expect("valid request");
+        async move {
+            let resp = forward(cl.peers(), node, r).await;
+            if !resp.status().is_success() {
+                return Err(ApiError::new(
+                    ErrorCode::Unavailable,
+                    format!("node {} did not list its sandboxes", node.name),
+                ));
+            }
+            let bytes = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))?
+                .to_bytes();
+            serde_json::from_slice::<SandboxList>(&bytes)
+                .map_err(|e| ApiError::internal(e.to_string()))
+        }
+    });
+    // Each node returned its first `limit` ids after the cursor; the merged page is the first
+    // `limit` of those, and there is more if the merge overflows or any node had more.
+    let mut more = all.next_cursor.is_some();
+    for part in futures_util::future::join_all(calls).await {
+        let part = part?;
+        more |= part.next_cursor.is_some();
+        all.sandboxes.extend(part.sandboxes);
+    }
+    all.sandboxes.sort_by(|a, b| a.id.cmp(&b.id));
+    all.sandboxes.dedup_by(|a, b| a.id == b.id);
+    let limit = f.limit.clamp(1, 1000);
+    more |= all.sandboxes.len() > limit;
+    all.sandboxes.truncate(limit);
+    all.next_cursor = if more {
+        all.sandboxes.last().map(|s| s.id.clone())
+    } else {
+        None
+    };
+    Ok(Json(all).into_response())
+}
+
+fn list_filter(q: Option<&str>) -> Result<ListFilter, ApiError> {
     let mut f = ListFilter {
         limit: 100,
         ..Default::default()
@@ -66,9 +137,11 @@ pub async fn list(State(state): State<AppState>, RawQuery(q): RawQuery) -> ApiRe
             }
             "cursor" => f.cursor = Some(v.into_owned()),
             other => {
-                return Err(ApiError::invalid(format!("unknown query parameter {other:?}")).into())
+                return Err(ApiError::invalid(format!(
+                    "unknown query parameter {other:?}"
+                )))
             }
         }
     }
-    Ok(Json(state.mgr.list(&f)).into_response())
+    Ok(f)
 }

@@ -1,0 +1,117 @@
+//! A node's settings: from `warren serve` flags, or a TOML file (`warren serve --config`).
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// This node's name (a DNS label), unique in the cluster.
+    pub name: String,
+    #[serde(default = "default_region")]
+    pub region: String,
+    /// Where records, run dirs, Raft state and keys live (default: the dev data dir).
+    pub data_dir: Option<PathBuf>,
+    /// Address of the public API.
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// Address other nodes and clients use for this node's API (default: the bound address).
+    pub advertise_api: Option<String>,
+    /// UDP address of the QUIC endpoint for peers.
+    #[serde(default = "default_peer_listen")]
+    pub peer_listen: String,
+    /// Address peers use to reach it (default: the bound address).
+    pub advertise_peer: Option<String>,
+    /// API URL of a member to join through (absent: bootstrap a new cluster).
+    pub join: Option<String>,
+    /// Token a joining node must prove it knows (generated at bootstrap when absent).
+    pub join_token: Option<String>,
+    /// File holding the API key (created with a new key when missing).
+    pub api_key_file: Option<PathBuf>,
+    pub image: Option<String>,
+    pub guest_bin: Option<PathBuf>,
+    pub docker_host: Option<String>,
+    #[serde(default = "default_subnet_pool")]
+    pub subnet_pool: String,
+    #[serde(default = "default_spare")]
+    pub spare_networks: usize,
+    #[serde(default = "default_true")]
+    pub firewall: bool,
+    #[serde(default = "default_max")]
+    pub max_sandboxes: usize,
+    /// Relative placement weight.
+    #[serde(default = "default_capacity")]
+    pub capacity: u32,
+    /// Raft heartbeat (elections after 4–8 silent heartbeats). Raise across regions.
+    #[serde(default = "default_heartbeat")]
+    pub heartbeat_ms: u64,
+    /// A node silent for this long is marked down.
+    #[serde(default = "default_down_after")]
+    pub down_after_ms: u64,
+    /// A node out of touch with the majority this long stops serving (< down_after_ms).
+    #[serde(default = "default_lease")]
+    pub lease_ms: u64,
+}
+
+fn default_region() -> String {
+    "local".into()
+}
+fn default_listen() -> String {
+    "127.0.0.1:7070".into()
+}
+fn default_peer_listen() -> String {
+    "127.0.0.1:0".into()
+}
+fn default_subnet_pool() -> String {
+    "10.200.0.0/16".into()
+}
+fn default_spare() -> usize {
+    4
+}
+fn default_true() -> bool {
+    true
+}
+fn default_max() -> usize {
+    2000
+}
+fn default_capacity() -> u32 {
+    1
+}
+fn default_heartbeat() -> u64 {
+    150
+}
+fn default_down_after() -> u64 {
+    8000
+}
+fn default_lease() -> u64 {
+    4000
+}
+
+impl Settings {
+    pub fn load(path: &std::path::Path) -> anyhow::Result<Settings> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        let s: Settings =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        s.check()?;
+        Ok(s)
+    }
+
+    pub fn check(&self) -> anyhow::Result<()> {
+        warren_api::ids::validate_sandbox_id(&self.name)
+            .map_err(|_| anyhow::anyhow!("name must be a DNS label"))?;
+        warren_api::sandbox::validate_region(&self.region)
+            .map_err(|_| anyhow::anyhow!("region must be a DNS label"))?;
+        anyhow::ensure!(
+            self.lease_ms < self.down_after_ms,
+            "lease_ms must be shorter than down_after_ms"
+        );
+        anyhow::ensure!(self.heartbeat_ms >= 10, "heartbeat_ms must be at least 10");
+        Ok(())
+    }
+
+    pub fn heartbeat(&self) -> Duration {
+        Duration::from_millis(self.heartbeat_ms)
+    }
+}

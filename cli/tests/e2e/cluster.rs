@@ -1,0 +1,331 @@
+//! Clusters of real processes: joining, routing from any node to the owner, forwarding of
+//! streams and big files, one container per id, leader failure, rejoin, partitions.
+
+use super::cluster_harness::TestCluster;
+use super::harness::unique;
+use futures_util::StreamExt;
+use reqwest::Method;
+use sha2::{Digest, Sha256};
+use std::time::{Duration, Instant};
+use warren_api::exec::{ExecEvent, ExecRequest};
+
+fn sh(cmd: &str) -> ExecRequest {
+    ExecRequest {
+        command: Some(cmd.into()),
+        ..Default::default()
+    }
+}
+
+/// Node that answered an exec entering node `i`.
+async fn ran_on(c: &TestCluster, i: usize, sandbox: &str) -> (u16, String) {
+    let r = c.nodes[i]
+        .client
+        .request(Method::POST, &format!("/v1/sandboxes/{sandbox}/exec"))
+        .json(&sh("echo ok"))
+        .send()
+        .await
+        .unwrap();
+    let node = r
+        .headers()
+        .get("x-warren-node")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    (r.status().as_u16(), node)
+}
+
+#[tokio::test]
+async fn three_nodes_route_every_request_to_the_owner_and_forward_streams() {
+    let c = TestCluster::start(3, 2).await;
+    assert!(
+        c.wait(Duration::from_secs(30), |v| v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["voter"] == true)
+            .count()
+            == 3)
+            .await
+    );
+    let id = format!("route-{}", unique());
+    let owners: Vec<(u16, String)> =
+        futures_util::future::join_all((0..3).map(|i| ran_on(&c, i, &id))).await;
+    assert!(
+        owners.iter().all(|(s, n)| *s == 200 && *n == owners[0].1),
+        "{owners:?}"
+    );
+    let owner = c.index_of(&owners[0].1);
+    let other = (owner + 1) % 3;
+    let third = (owner + 2) % 3;
+
+    // Streaming exec through a forwarding node: events arrive as they happen.
+    let mut events = c.nodes[other]
+        .client
+        .exec_stream(&id, &sh("echo one; sleep 1.5; echo two"))
+        .await
+        .unwrap();
+    let t0 = Instant::now();
+    let mut times = Vec::new();
+    while let Some(ev) = events.next().await {
+        times.push((t0.elapsed(), ev.unwrap()));
+    }
+    let first = times
+        .iter()
+        .find(|(_, e)| matches!(e, ExecEvent::Stdout(_)))
+        .unwrap()
+        .0;
+    let (end, last) = times.last().unwrap();
+    assert!(matches!(last, ExecEvent::Complete { exit_code: 0, .. }));
+    assert!(
+        *end >= first + Duration::from_millis(1000),
+        "streamed through the forwarder: first {first:?}, end {end:?}"
+    );
+
+    // 100 MiB up through one non-owner and down through the other.
+    const MIB: usize = 1 << 20;
+    let chunk = |i: u64| bytes::Bytes::from(vec![(i % 251) as u8; MIB]);
+    let mut h = Sha256::new();
+    for i in 0..100 {
+        h.update(chunk(i));
+    }
+    let expected = hex::encode(h.finalize());
+    let body =
+        futures_util::stream::iter(0..100u64).map(move |i| Ok::<_, std::io::Error>(chunk(i)));
+    let w = c.nodes[other]
+        .client
+        .write_file(
+            &id,
+            "/workspace/big",
+            reqwest::Body::wrap_stream(body),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(w.sha256, expected);
+    let resp = c.nodes[third]
+        .client
+        .read_file(&id, "/workspace/big")
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.headers()["x-warren-node"],
+        c.nodes[owner].name.as_str()
+    );
+    let mut s = resp.bytes_stream();
+    let mut h = Sha256::new();
+    while let Some(b) = s.next().await {
+        h.update(b.unwrap());
+    }
+    assert_eq!(hex::encode(h.finalize()), expected);
+
+    // Listing from any node sees it; errors cross nodes unchanged; delete from anywhere.
+    let listed = c.nodes[third].client.list_sandboxes(&[]).await.unwrap();
+    assert!(listed.sandboxes.iter().any(|s| s.id == id));
+    let e = c.nodes[other]
+        .client
+        .read_file(&id, "/nope")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(warren_api::ErrorCode::FileNotFound));
+    c.nodes[other].client.delete_sandbox(&id).await.unwrap();
+    for n in &c.nodes {
+        assert_eq!(
+            n.client.get_sandbox(&id).await.unwrap_err().code(),
+            Some(warren_api::ErrorCode::SandboxNotFound)
+        );
+    }
+    assert_eq!(c.containers_of(&id), 0);
+}
+
+#[tokio::test]
+async fn concurrent_creates_entering_every_node_make_one_container() {
+    let c = TestCluster::start(3, 1).await;
+    let id = format!("race-{}", unique());
+    let calls = (0..9).map(|k| ran_on(&c, k % 3, &id));
+    let results = futures_util::future::join_all(calls).await;
+    assert!(
+        results.iter().all(|(s, n)| *s == 200 && *n == results[0].1),
+        "{results:?}"
+    );
+    assert_eq!(
+        c.containers_of(&id),
+        1,
+        "exactly one container in the whole cluster"
+    );
+}
+
+#[tokio::test]
+async fn leader_failure_writes_resume_and_the_old_leader_rejoins() {
+    let mut c = TestCluster::start(3, 1).await;
+    assert!(
+        c.wait(Duration::from_secs(30), |v| v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["voter"] == true)
+            .count()
+            == 3)
+            .await
+    );
+    let before = format!("before-{}", unique());
+    assert_eq!(ran_on(&c, 0, &before).await.0, 200);
+    let leader = c.leader().await;
+    let old_name = c.nodes[leader].name.clone();
+    c.kill(leader);
+    let survivor = (leader + 1) % 3;
+    assert!(
+        c.wait(Duration::from_secs(20), |v| v["leader"]
+            .as_str()
+            .is_some_and(|l| l != old_name))
+            .await,
+        "a new leader is elected"
+    );
+    let after = format!("after-{}", unique());
+    let t = Instant::now();
+    let (status, owner) = ran_on(&c, survivor, &after).await;
+    assert_eq!(
+        status, 200,
+        "a new placement commits without the old leader"
+    );
+    assert_ne!(owner, old_name, "new sandboxes go to nodes that are up");
+    assert!(t.elapsed() < Duration::from_secs(20));
+
+    c.restart(leader);
+    assert!(
+        c.wait(Duration::from_secs(30), |v| v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["id"] == old_name.as_str() && n["state"] == "up"))
+            .await,
+        "the restarted node is up again"
+    );
+    // It rebuilt its state from rocksdb and caught up: it routes to both sandboxes.
+    let mut ok = false;
+    for _ in 0..50 {
+        if ran_on(&c, leader, &after).await.0 == 200
+            && c.nodes[leader].client.get_sandbox(&before).await.is_ok()
+        {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        ok,
+        "the rejoined node serves requests for old and new sandboxes"
+    );
+}
+
+#[tokio::test]
+async fn a_partitioned_minority_cannot_place_sandboxes() {
+    let mut c = TestCluster::start(3, 1).await;
+    assert!(
+        c.wait(Duration::from_secs(30), |v| v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["voter"] == true)
+            .count()
+            == 3)
+            .await
+    );
+    c.stop(1);
+    c.stop(2);
+    let id = format!("minority-{}", unique());
+    let t = Instant::now();
+    let r = c.nodes[0]
+        .client
+        .put_sandbox(&id, &Default::default())
+        .await;
+    let e = r.expect_err("a minority must not place a sandbox");
+    match &e {
+        warren_client::Error::Api { status, error } => {
+            assert_eq!(*status, 503, "{error:?}");
+            assert!(error.retryable);
+        }
+        other => panic!("{other}"),
+    }
+    assert!(t.elapsed() < Duration::from_secs(30));
+    assert_eq!(c.containers_of(&id), 0);
+    c.cont(1);
+    c.cont(2);
+    let mut placed = false;
+    for _ in 0..60 {
+        if c.nodes[0]
+            .client
+            .put_sandbox(&id, &Default::default())
+            .await
+            .is_ok()
+        {
+            placed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(placed, "with the majority back, placement works again");
+    assert_eq!(c.containers_of(&id), 1);
+}
+
+#[tokio::test]
+async fn an_unreachable_owner_is_503_and_a_lost_voter_is_replaced() {
+    let mut c = TestCluster::start(6, 3).await;
+    let voters = |v: &serde_json::Value| {
+        v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["voter"] == true)
+            .map(|n| n["id"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        c.wait(Duration::from_secs(60), |v| voters(v).len() == 5)
+            .await,
+        "five voters out of six nodes"
+    );
+    let view = c.view(0).await.unwrap();
+    let regions: std::collections::BTreeSet<String> = view["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["voter"] == true)
+        .map(|n| n["region"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(regions.len(), 3, "voters spread over the three regions");
+
+    // Owner of a sandbox stops answering: requests for it get a retryable 503.
+    let id = format!("owner-{}", unique());
+    let (_, owner_name) = ran_on(&c, 0, &id).await;
+    let owner = c.index_of(&owner_name);
+    let entry = (owner + 1) % 6;
+    c.stop(owner);
+    let r = c.nodes[entry].client.sh(&id, "true").await.unwrap_err();
+    match &r {
+        warren_client::Error::Api { status, error } => {
+            assert_eq!((*status, error.retryable), (503, true), "{error:?}");
+        }
+        other => panic!("{other}"),
+    }
+    c.cont(owner);
+
+    // A voter dies: the learner takes its place and writes go on.
+    let leader = c.leader().await;
+    let view = c.view(leader).await.unwrap();
+    let victim_name = voters(&view)
+        .into_iter()
+        .find(|n| *n != c.nodes[leader].name)
+        .unwrap();
+    let victim = c.index_of(&victim_name);
+    c.kill(victim);
+    assert!(
+        c.wait(Duration::from_secs(40), |v| {
+            let vs = voters(v);
+            vs.len() == 5 && !vs.contains(&victim_name)
+        })
+        .await,
+        "the remaining learner is promoted"
+    );
+    let id2 = format!("after-{}", unique());
+    let alive = (0..6).find(|i| *i != victim).unwrap();
+    assert_eq!(ran_on(&c, alive, &id2).await.0, 200);
+}

@@ -1,0 +1,290 @@
+//! Real multi-node clusters for tests: one `warren serve --config` process per node on
+//! loopback, each with its own data dir; kill -9, SIGSTOP/SIGCONT and restarts per node.
+
+use super::harness::unique;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use warren_client::Client;
+
+pub struct TestNode {
+    pub name: String,
+    pub config: PathBuf,
+    pub url: String,
+    pub client: Client,
+    child: Option<Child>,
+    stopped: bool,
+}
+
+pub struct TestCluster {
+    pub nodes: Vec<TestNode>,
+    dir: PathBuf,
+}
+
+fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn guest_bin() -> String {
+    std::env::var("WARREN_GUEST_BIN").unwrap_or_else(|_| {
+        let exe = PathBuf::from(env!("CARGO_BIN_EXE_warren"));
+        let target = exe.parent().and_then(|p| p.parent()).expect("target dir");
+        target
+            .join("x86_64-unknown-linux-musl/debug/warren-guest")
+            .display()
+            .to_string()
+    })
+}
+
+impl TestNode {
+    fn spawn(&mut self) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_warren"))
+            .args(["serve", "--config"])
+            .arg(&self.config)
+            .env("WARREN_LOG", "warn,warren_consensus=info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start node");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let ready: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("node {} did not start ({e}): {line:?}", self.name));
+        self.url = ready["ready"].as_str().unwrap().to_string();
+        std::thread::spawn(move || for _ in out.lines() {});
+        self.child = Some(child);
+        self.stopped = false;
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().expect("running").id() as i32
+    }
+
+    pub fn running(&self) -> bool {
+        self.child.is_some() && !self.stopped
+    }
+
+    fn signal(&self, sig: &str) {
+        Command::new("kill")
+            .args([&format!("-{sig}"), &self.pid().to_string()])
+            .status()
+            .unwrap();
+    }
+}
+
+impl TestCluster {
+    /// Starts `n` nodes spread over `regions` regions; returns once all are members.
+    pub async fn start(n: usize, regions: usize) -> TestCluster {
+        let prefix = format!("c{}", &unique()[..6]);
+        let dir = PathBuf::from(format!("/tmp/wc-{prefix}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = format!("wk_{}", unique());
+        std::fs::write(dir.join("api-key"), &key).unwrap();
+        let token = format!("wj_{}", unique());
+        let mut cluster = TestCluster {
+            nodes: Vec::new(),
+            dir: dir.clone(),
+        };
+        for i in 0..n {
+            let name = format!("{prefix}n{}", i + 1);
+            let region = format!("r{}", i % regions + 1);
+            let data_dir = dir.join(&name);
+            let join = match cluster.nodes.first() {
+                Some(seed) => format!("join = \"{}\"\n", seed.url),
+                None => String::new(),
+            };
+            let config = dir.join(format!("{name}.toml"));
+            std::fs::write(
+                &config,
+                format!(
+                    "name = \"{name}\"\nregion = \"{region}\"\ndata_dir = \"{}\"\nlisten = \"127.0.0.1:{}\"\n\
+                     peer_listen = \"127.0.0.1:{}\"\n{join}join_token = \"{token}\"\napi_key_file = \"{}\"\n\
+                     guest_bin = \"{}\"\nspare_networks = 1\nheartbeat_ms = 100\ndown_after_ms = 4000\nlease_ms = 2000\n",
+                    data_dir.display(),
+                    free_tcp_port(),
+                    free_udp_port(),
+                    dir.join("api-key").display(),
+                    guest_bin(),
+                ),
+            )
+            .unwrap();
+            let mut node = TestNode {
+                name,
+                config,
+                url: String::new(),
+                client: Client::new("http://127.0.0.1:1", &key).unwrap(),
+                child: None,
+                stopped: false,
+            };
+            node.spawn();
+            node.client = Client::new(&node.url, &key).unwrap();
+            cluster.nodes.push(node);
+        }
+        let want = n;
+        let formed = |c: &serde_json::Value| {
+            c["leader"].is_string()
+                && c["nodes"]
+                    .as_array()
+                    .is_some_and(|a| a.len() == want && a.iter().all(|x| x["state"] == "up"))
+        };
+        assert!(
+            cluster.wait(Duration::from_secs(60), formed).await,
+            "cluster of {n} did not form"
+        );
+        cluster
+    }
+
+    /// `GET /v1/cluster` from node `i`.
+    pub async fn view(&self, i: usize) -> Option<serde_json::Value> {
+        let r = self.nodes[i]
+            .client
+            .request(reqwest::Method::GET, "/v1/cluster")
+            .timeout(Duration::from_secs(3))
+            .send()
+            .await
+            .ok()?;
+        r.json().await.ok()
+    }
+
+    /// Waits until `pred` holds on the cluster view of some running node.
+    pub async fn wait(&self, limit: Duration, pred: impl Fn(&serde_json::Value) -> bool) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            for i in 0..self.nodes.len() {
+                if !self.nodes[i].running() {
+                    continue;
+                }
+                if let Some(v) = self.view(i).await {
+                    if pred(&v) {
+                        return true;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        false
+    }
+
+    pub fn index_of(&self, name: &str) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .expect("known node")
+    }
+
+    pub async fn leader(&self) -> usize {
+        for _ in 0..100 {
+            for i in 0..self.nodes.len() {
+                if self.nodes[i].running() {
+                    if let Some(l) = self
+                        .view(i)
+                        .await
+                        .and_then(|v| v["leader"].as_str().map(str::to_string))
+                    {
+                        return self.index_of(&l);
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!("no leader");
+    }
+
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.nodes[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn stop(&mut self, i: usize) {
+        self.nodes[i].signal("STOP");
+        self.nodes[i].stopped = true;
+    }
+
+    pub fn cont(&mut self, i: usize) {
+        self.nodes[i].signal("CONT");
+        self.nodes[i].stopped = false;
+    }
+
+    pub fn restart(&mut self, i: usize) {
+        self.kill(i);
+        // Keep the node's API address: pin the port it had.
+        let port = self.nodes[i].url.rsplit(':').next().unwrap().to_string();
+        let cfg = std::fs::read_to_string(&self.nodes[i].config).unwrap();
+        let cfg: String = cfg
+            .lines()
+            .map(|l| {
+                if l.starts_with("listen = ") {
+                    format!("listen = \"127.0.0.1:{port}\"")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(&self.nodes[i].config, cfg).unwrap();
+        self.nodes[i].spawn();
+    }
+
+    /// Containers of `sandbox` on every node of this cluster.
+    pub fn containers_of(&self, sandbox: &str) -> usize {
+        let out = Command::new("docker")
+            .args([
+                "ps",
+                "-q",
+                "--filter",
+                &format!("label=warren.sandbox={sandbox}"),
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .count()
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].stopped {
+                self.cont(i);
+            }
+            self.kill(i);
+        }
+        for n in &self.nodes {
+            let filter = format!("label=warren.node={}", n.name);
+            for (list, rm) in [
+                (vec!["ps", "-aq"], vec!["rm", "-f"]),
+                (vec!["network", "ls", "-q"], vec!["network", "rm"]),
+            ] {
+                let mut args = list.clone();
+                args.extend(["--filter", &filter]);
+                let out = Command::new("docker").args(&args).output().unwrap();
+                let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .map(str::to_string)
+                    .collect();
+                if !ids.is_empty() {
+                    let _ = Command::new("docker").args(&rm).args(&ids).output();
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

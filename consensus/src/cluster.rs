@@ -1,0 +1,502 @@
+//! A running cluster member.
+
+use crate::membership::desired_voters;
+use crate::network::Network;
+use crate::rpc::{self, Envelope, Reply, Request, RPC_VERSION};
+use crate::state::{ClusterState, Command, CommandResult, NodeId, NodeState};
+use crate::store::{LogStore, StateMachine, StateView};
+use crate::types::{Peer, Raft};
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::raft::AppendEntriesResponse;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use warren_storage::RaftDb;
+use warren_transport::{frame, CaMaterial, Peers, RecvStream, SendStream};
+
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    pub cluster_name: String,
+    pub name: String,
+    pub region: String,
+    pub api_addr: String,
+    /// The address peers use to reach this node's QUIC endpoint.
+    pub peer_addr: String,
+    pub capacity: u32,
+    /// Raft heartbeat; elections start after 4–8 heartbeats of silence.
+    pub heartbeat: Duration,
+    /// A node not heard from for this long is marked `down`.
+    pub down_after: Duration,
+    /// A node that has not heard from a leader (or, as leader, from a quorum) for this long
+    /// stops serving its sandboxes. Shorter than `down_after`, so a partitioned owner stops
+    /// before the majority could hand its sandboxes to another node.
+    pub lease: Duration,
+    /// How often the leader probes nodes and reconciles membership.
+    pub supervise_every: Duration,
+}
+
+impl ClusterConfig {
+    pub fn new(name: &str, region: &str, api_addr: &str, peer_addr: &str) -> Self {
+        ClusterConfig {
+            cluster_name: "warren".into(),
+            name: name.into(),
+            region: region.into(),
+            api_addr: api_addr.into(),
+            peer_addr: peer_addr.into(),
+            capacity: 1,
+            heartbeat: Duration::from_millis(150),
+            down_after: Duration::from_secs(8),
+            lease: Duration::from_secs(4),
+            supervise_every: Duration::from_millis(500),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// No leader could commit in time (no quorum, or elections in progress): retryable.
+    #[error("the cluster cannot commit right now: {0}")]
+    NoQuorum(String),
+    #[error("rejected: {0}")]
+    Rejected(String),
+    #[error("storage: {0}")]
+    Storage(String),
+    #[error("raft: {0}")]
+    Fatal(String),
+}
+
+pub struct Cluster {
+    pub raft: Raft,
+    pub id: NodeId,
+    pub cfg: ClusterConfig,
+    view: StateView,
+    peers: Arc<Peers>,
+    epoch: Instant,
+    /// Milliseconds since `epoch` when a leader's AppendEntries last reached us.
+    leader_contact_ms: AtomicU64,
+    stopping: AtomicBool,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// How long a proposal may take before it is answered with NoQuorum.
+const PROPOSE_DEADLINE: Duration = Duration::from_secs(10);
+
+impl Cluster {
+    /// Opens the node's Raft state in `dir` and starts Raft (not yet bootstrapped or joined).
+    pub async fn open(
+        dir: &Path,
+        id: NodeId,
+        cfg: ClusterConfig,
+        peers: Arc<Peers>,
+    ) -> Result<Arc<Cluster>, ClusterError> {
+        let db = Arc::new(RaftDb::open(dir).map_err(|e| ClusterError::Storage(e.to_string()))?);
+        let sm = StateMachine::open(db.clone()).map_err(ClusterError::Storage)?;
+        let view = sm.view();
+        let hb = cfg.heartbeat.as_millis() as u64;
+        let raft_cfg = openraft::Config {
+            cluster_name: cfg.cluster_name.clone(),
+            heartbeat_interval: hb,
+            election_timeout_min: hb * 4,
+            election_timeout_max: hb * 8,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(2000),
+            max_in_snapshot_log_to_keep: 1000,
+            purge_batch_size: 256,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| ClusterError::Fatal(e.to_string()))?;
+        let raft = Raft::new(
+            id,
+            Arc::new(raft_cfg),
+            Network {
+                peers: peers.clone(),
+            },
+            LogStore::new(db),
+            sm,
+        )
+        .await
+        .map_err(|e| ClusterError::Fatal(e.to_string()))?;
+        Ok(Arc::new(Cluster {
+            raft,
+            id,
+            cfg,
+            view,
+            peers,
+            epoch: Instant::now(),
+            leader_contact_ms: AtomicU64::new(0),
+            stopping: AtomicBool::new(false),
+            tasks: Mutex::new(Vec::new()),
+        }))
+    }
+
+    pub fn peers(&self) -> &Arc<Peers> {
+        &self.peers
+    }
+
+    pub fn view(&self) -> &StateView {
+        &self.view
+    }
+
+    pub fn read<R>(&self, f: impl FnOnce(&ClusterState) -> R) -> R {
+        self.view.read(f)
+    }
+
+    pub fn me(&self) -> Peer {
+        Peer {
+            name: self.cfg.name.clone(),
+            peer_addr: self.cfg.peer_addr.clone(),
+        }
+    }
+
+    /// Whether the Raft log has any state (a node that was bootstrapped or joined before).
+    pub async fn is_initialized(&self) -> bool {
+        self.raft.is_initialized().await.unwrap_or(false)
+    }
+
+    /// Makes this node the first member of a new cluster with the given CA.
+    pub async fn bootstrap(&self, ca: CaMaterial) -> Result<(), ClusterError> {
+        let members = BTreeMap::from([(self.id, self.me())]);
+        if let Err(e) = self.raft.initialize(members).await {
+            tracing::info!(error = %e, "raft already initialized");
+        }
+        if self.read(|s| s.ca.is_none()) {
+            let r = self
+                .propose(Command::Init {
+                    cluster: self.cfg.cluster_name.clone(),
+                    ca,
+                })
+                .await?;
+            if let CommandResult::Rejected { reason } = r {
+                tracing::info!(%reason, "cluster init");
+            }
+        }
+        match self.propose(self.register_command()).await? {
+            CommandResult::Registered { node } if node == self.id => Ok(()),
+            other => Err(ClusterError::Rejected(format!(
+                "bootstrap registration gave {other:?}"
+            ))),
+        }
+    }
+
+    fn register_command(&self) -> Command {
+        Command::Register {
+            name: self.cfg.name.clone(),
+            region: self.cfg.region.clone(),
+            api_addr: self.cfg.api_addr.clone(),
+            peer_addr: self.cfg.peer_addr.clone(),
+            capacity: self.cfg.capacity,
+        }
+    }
+
+    pub fn leader(&self) -> Option<NodeId> {
+        self.raft.metrics().borrow().current_leader
+    }
+
+    pub fn term(&self) -> u64 {
+        self.raft.metrics().borrow().current_term
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.leader() == Some(self.id)
+    }
+
+    /// Commits a command, through the leader wherever it is. Retries across elections until
+    /// [`PROPOSE_DEADLINE`]; then answers NoQuorum (a minority can never commit).
+    pub async fn propose(&self, cmd: Command) -> Result<CommandResult, ClusterError> {
+        let deadline = Instant::now() + PROPOSE_DEADLINE;
+        let mut last_err = String::from("no leader");
+        while Instant::now() < deadline && !self.stopping.load(Ordering::Relaxed) {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(remaining, self.raft.client_write(cmd.clone())).await {
+                Err(_) => return Err(ClusterError::NoQuorum("commit timed out".into())),
+                Ok(Ok(resp)) => return Ok(resp.data),
+                Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+                    if let Some(node) = f.leader_node.filter(|_| f.leader_id != Some(self.id)) {
+                        let call = rpc::call(
+                            &self.peers,
+                            &node.peer_addr,
+                            &node.name,
+                            Request::Propose(cmd.clone()),
+                            remaining,
+                        );
+                        match call.await {
+                            Ok(Reply::Proposed(Ok(r))) => return Ok(r),
+                            Ok(Reply::Proposed(Err(e))) => last_err = e,
+                            Ok(other) => last_err = format!("unexpected reply {other:?}"),
+                            Err(e) => last_err = e.to_string(),
+                        }
+                    }
+                }
+                Ok(Err(RaftError::APIError(e))) => {
+                    return Err(ClusterError::Rejected(e.to_string()))
+                }
+                Ok(Err(RaftError::Fatal(e))) => return Err(ClusterError::Fatal(e.to_string())),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(ClusterError::NoQuorum(last_err))
+    }
+
+    /// Whether this node may serve its sandboxes: it is in touch with a quorum (as leader)
+    /// or has heard from a leader within the lease.
+    pub fn has_lease(&self) -> bool {
+        let m = self.raft.metrics().borrow().clone();
+        let lease = self.cfg.lease.as_millis() as u64;
+        if m.current_leader == Some(self.id) {
+            let voters: BTreeSet<NodeId> = m.membership_config.membership().voter_ids().collect();
+            if voters.len() <= 1 {
+                return true;
+            }
+            return m.millis_since_quorum_ack.is_some_and(|ms| ms <= lease);
+        }
+        let contact = self.leader_contact_ms.load(Ordering::Relaxed);
+        contact > 0 && self.now_ms().saturating_sub(contact) <= lease
+    }
+
+    /// Waits up to `timeout` for the lease.
+    pub async fn wait_lease(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.has_lease() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64 + 1
+    }
+
+    /// Waits until `pred` holds on the applied state, or `timeout`.
+    pub async fn wait_for(&self, timeout: Duration, pred: impl Fn(&ClusterState) -> bool) -> bool {
+        let mut rx = self.view.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if self.read(&pred) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                return self.read(&pred);
+            }
+        }
+    }
+
+    /// Serves one RPC stream from a peer.
+    pub async fn serve_rpc(self: Arc<Self>, mut send: SendStream, mut recv: RecvStream) {
+        let req: Envelope<Request> = match frame::read(&mut recv).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(error = %e, "bad rpc frame");
+                return;
+            }
+        };
+        let reply = if req.version != RPC_VERSION {
+            Reply::Refused(format!(
+                "RPC version {} is not supported (this node speaks {RPC_VERSION})",
+                req.version
+            ))
+        } else {
+            self.handle(req.body).await
+        };
+        let _ = frame::write(
+            &mut send,
+            &Envelope {
+                version: RPC_VERSION,
+                body: reply,
+            },
+        )
+        .await;
+        let _ = send.finish();
+    }
+
+    async fn handle(&self, req: Request) -> Reply {
+        match req {
+            Request::AppendEntries(r) => {
+                let res = self.raft.append_entries(r).await;
+                if matches!(res, Ok(ref a) if !matches!(a, AppendEntriesResponse::HigherVote(_))) {
+                    self.leader_contact_ms
+                        .store(self.now_ms(), Ordering::Relaxed);
+                }
+                Reply::AppendEntries(res)
+            }
+            Request::Vote(r) => Reply::Vote(self.raft.vote(r).await),
+            Request::InstallSnapshot(r) => {
+                let res = self.raft.install_snapshot(r).await;
+                if res.is_ok() {
+                    self.leader_contact_ms
+                        .store(self.now_ms(), Ordering::Relaxed);
+                }
+                Reply::InstallSnapshot(res)
+            }
+            Request::Ping => Reply::Pong { term: self.term() },
+            Request::Propose(cmd) => Reply::Proposed(match self.raft.client_write(cmd).await {
+                Ok(r) => Ok(r.data),
+                Err(e) => Err(e.to_string()),
+            }),
+        }
+    }
+
+    /// Starts the supervisor: while this node leads, it probes nodes (marking them down or up)
+    /// and reconciles Raft membership with the registered nodes (learners first, then voters
+    /// spread over regions).
+    pub fn start_supervisor(self: &Arc<Self>) {
+        let me = self.clone();
+        let handle = tokio::spawn(async move {
+            let mut last_seen: HashMap<NodeId, Instant> = HashMap::new();
+            let mut was_leader = false;
+            while !me.stopping.load(Ordering::Relaxed) {
+                tokio::time::sleep(me.cfg.supervise_every).await;
+                if !me.is_leader() {
+                    was_leader = false;
+                    continue;
+                }
+                if !was_leader {
+                    // A new leader gives every node a full grace period.
+                    last_seen.clear();
+                    was_leader = true;
+                }
+                me.probe(&mut last_seen).await;
+                if let Err(e) = me.reconcile_membership().await {
+                    tracing::debug!(error = %e, "membership reconciliation");
+                }
+            }
+        });
+        self.tasks.lock().expect("tasks lock").push(handle);
+    }
+
+    async fn probe(&self, last_seen: &mut HashMap<NodeId, Instant>) {
+        let nodes: Vec<_> = self.read(|s| s.nodes.values().cloned().collect());
+        let now = Instant::now();
+        let probes = nodes
+            .iter()
+            .filter(|n| n.id != self.id)
+            .map(|n| async move {
+                let ok = matches!(
+                    rpc::call(
+                        &self.peers,
+                        &n.peer_addr,
+                        &n.name,
+                        Request::Ping,
+                        Duration::from_secs(1)
+                    )
+                    .await,
+                    Ok(Reply::Pong { .. })
+                );
+                (n.id, ok)
+            });
+        for (id, ok) in futures_util::future::join_all(probes).await {
+            if ok {
+                last_seen.insert(id, now);
+            } else {
+                last_seen.entry(id).or_insert(now);
+            }
+        }
+        last_seen.insert(self.id, now);
+        let members: BTreeSet<NodeId> = self
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .nodes()
+            .map(|(id, _)| *id)
+            .collect();
+        for n in nodes {
+            let seen = last_seen.get(&n.id).copied().unwrap_or(now);
+            let silent = now.duration_since(seen) > self.cfg.down_after;
+            let answered = seen == now;
+            let next = match (n.state, silent) {
+                (NodeState::Up, true) => Some(NodeState::Down),
+                (NodeState::Down, false) => Some(NodeState::Up),
+                (NodeState::Joining, _)
+                    if answered && members.contains(&n.id) && n.id != self.id =>
+                {
+                    Some(NodeState::Up)
+                }
+                _ => None,
+            };
+            if let Some(state) = next {
+                tracing::warn!(node = %n.name, ?state, "node liveness changed");
+                let _ = self
+                    .propose(Command::SetNodeState { node: n.id, state })
+                    .await;
+            }
+        }
+    }
+
+    async fn reconcile_membership(&self) -> Result<(), ClusterError> {
+        let m = self.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership().clone();
+        let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+        let members: BTreeSet<NodeId> = membership.nodes().map(|(id, _)| *id).collect();
+        let nodes: Vec<_> = self.read(|s| s.nodes.values().cloned().collect());
+        let registered: BTreeSet<NodeId> = nodes.iter().map(|n| n.id).collect();
+        // Registered nodes become learners.
+        for n in nodes.iter().filter(|n| {
+            !members.contains(&n.id) && matches!(n.state, NodeState::Up | NodeState::Joining)
+        }) {
+            let peer = Peer {
+                name: n.name.clone(),
+                peer_addr: n.peer_addr.clone(),
+            };
+            tracing::info!(node = %n.name, "adding learner");
+            self.raft
+                .add_learner(n.id, peer, false)
+                .await
+                .map_err(|e| ClusterError::Rejected(e.to_string()))?;
+        }
+        // Removed nodes leave Raft entirely.
+        let gone: BTreeSet<NodeId> = members.difference(&registered).copied().collect();
+        if !gone.is_empty() {
+            let keep: BTreeSet<NodeId> = voters.difference(&gone).copied().collect();
+            if keep != voters && !keep.is_empty() {
+                self.change_voters(keep).await?;
+            }
+            self.raft
+                .change_membership(openraft::ChangeMembers::RemoveNodes(gone), false)
+                .await
+                .map_err(|e| ClusterError::Rejected(e.to_string()))?;
+            return Ok(());
+        }
+        // Voters: at most five, spread over regions; only nodes already in Raft qualify.
+        let eligible: Vec<_> = nodes
+            .into_iter()
+            .filter(|n| members.contains(&n.id))
+            .collect();
+        let want = desired_voters(&eligible, &voters);
+        if !want.is_empty() && want != voters {
+            self.change_voters(want).await?;
+        }
+        Ok(())
+    }
+
+    async fn change_voters(&self, voters: BTreeSet<NodeId>) -> Result<(), ClusterError> {
+        tracing::info!(?voters, "changing voters");
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            self.raft.change_membership(voters, true),
+        )
+        .await
+        .map_err(|_| ClusterError::NoQuorum("membership change timed out".into()))?
+        .map_err(|e| ClusterError::Rejected(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Stops the supervisor and Raft.
+    pub async fn shutdown(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        for t in self.tasks.lock().expect("tasks lock").drain(..) {
+            t.abort();
+        }
+        let _ = self.raft.shutdown().await;
+    }
+}

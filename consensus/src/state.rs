@@ -1,0 +1,302 @@
+//! The replicated state machine: nodes, their regions and liveness, sandbox placements, and
+//! the cluster CA. Applying a command is pure and deterministic (no clock, no IO): every
+//! node computes the same state from the same log.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use warren_transport::CaMaterial;
+
+/// Version of the serialized state (snapshots).
+pub const STATE_FORMAT: u32 = 1;
+
+pub type NodeId = u64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeState {
+    /// Registered, not yet a caught-up Raft member: receives no placements.
+    Joining,
+    Up,
+    Down,
+    Draining,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    pub id: NodeId,
+    pub name: String,
+    pub region: String,
+    pub api_addr: String,
+    pub peer_addr: String,
+    pub state: NodeState,
+    /// Relative weight for placement (e.g. cores); at least 1.
+    pub capacity: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    pub sandbox: String,
+    pub node: NodeId,
+    /// Grows on every change; fences stale owners.
+    pub epoch: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// First entry of a cluster: its CA and name.
+    Init {
+        cluster: String,
+        ca: CaMaterial,
+    },
+    /// Adds a node (or returns the id of the node of that name).
+    Register {
+        name: String,
+        region: String,
+        api_addr: String,
+        peer_addr: String,
+        capacity: u32,
+    },
+    SetNodeState {
+        node: NodeId,
+        state: NodeState,
+    },
+    RemoveNode {
+        node: NodeId,
+    },
+    /// Places `sandbox` on `node` if its current epoch is `expected_epoch` (0: unplaced).
+    Place {
+        sandbox: String,
+        node: NodeId,
+        expected_epoch: u64,
+    },
+    /// Forgets a placement if its epoch is still `epoch` (the sandbox was deleted).
+    Unplace {
+        sandbox: String,
+        epoch: u64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CommandResult {
+    /// Entries that carry no command (blank, membership) and commands with nothing to say.
+    Done,
+    Registered {
+        node: NodeId,
+    },
+    /// The placement after the command; `applied` is false when the epoch did not match.
+    Placement {
+        placement: Option<Placement>,
+        applied: bool,
+    },
+    Rejected {
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterState {
+    pub format: u32,
+    pub cluster: String,
+    pub ca: Option<CaMaterial>,
+    pub nodes: BTreeMap<NodeId, NodeRecord>,
+    pub placements: BTreeMap<String, Placement>,
+    pub next_node_id: NodeId,
+}
+
+impl ClusterState {
+    pub fn node_by_name(&self, name: &str) -> Option<&NodeRecord> {
+        self.nodes.values().find(|n| n.name == name)
+    }
+
+    /// Nodes that may receive new placements.
+    pub fn placeable(&self) -> impl Iterator<Item = &NodeRecord> {
+        self.nodes.values().filter(|n| n.state == NodeState::Up)
+    }
+
+    pub fn apply(&mut self, cmd: &Command) -> CommandResult {
+        self.format = STATE_FORMAT;
+        match cmd {
+            Command::Init { cluster, ca } => {
+                if self.ca.is_some() {
+                    return CommandResult::Rejected {
+                        reason: "the cluster is already initialized".into(),
+                    };
+                }
+                self.cluster = cluster.clone();
+                self.ca = Some(ca.clone());
+                self.next_node_id = self.next_node_id.max(1);
+                CommandResult::Done
+            }
+            Command::Register {
+                name,
+                region,
+                api_addr,
+                peer_addr,
+                capacity,
+            } => {
+                if let Some(existing) = self.node_by_name(name) {
+                    return CommandResult::Registered { node: existing.id };
+                }
+                let id = self.next_node_id.max(1);
+                self.next_node_id = id + 1;
+                // The first node is the cluster; later ones join until the leader sees them.
+                let state = if self.nodes.is_empty() {
+                    NodeState::Up
+                } else {
+                    NodeState::Joining
+                };
+                self.nodes.insert(
+                    id,
+                    NodeRecord {
+                        id,
+                        name: name.clone(),
+                        region: region.clone(),
+                        api_addr: api_addr.clone(),
+                        peer_addr: peer_addr.clone(),
+                        state,
+                        capacity: (*capacity).max(1),
+                    },
+                );
+                CommandResult::Registered { node: id }
+            }
+            Command::SetNodeState { node, state } => match self.nodes.get_mut(node) {
+                Some(n) => {
+                    n.state = *state;
+                    CommandResult::Done
+                }
+                None => CommandResult::Rejected {
+                    reason: format!("no node {node}"),
+                },
+            },
+            Command::RemoveNode { node } => {
+                self.nodes.remove(node);
+                CommandResult::Done
+            }
+            Command::Place {
+                sandbox,
+                node,
+                expected_epoch,
+            } => {
+                let current = self.placements.get(sandbox).map(|p| p.epoch).unwrap_or(0);
+                if current != *expected_epoch {
+                    return CommandResult::Placement {
+                        placement: self.placements.get(sandbox).cloned(),
+                        applied: false,
+                    };
+                }
+                if !self.nodes.contains_key(node) {
+                    return CommandResult::Rejected {
+                        reason: format!("no node {node}"),
+                    };
+                }
+                let p = Placement {
+                    sandbox: sandbox.clone(),
+                    node: *node,
+                    epoch: current + 1,
+                };
+                self.placements.insert(sandbox.clone(), p.clone());
+                CommandResult::Placement {
+                    placement: Some(p),
+                    applied: true,
+                }
+            }
+            Command::Unplace { sandbox, epoch } => {
+                if self
+                    .placements
+                    .get(sandbox)
+                    .is_some_and(|p| p.epoch == *epoch)
+                {
+                    self.placements.remove(sandbox);
+                }
+                CommandResult::Done
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reg(name: &str) -> Command {
+        Command::Register {
+            name: name.into(),
+            region: "r".into(),
+            api_addr: "a".into(),
+            peer_addr: "p".into(),
+            capacity: 1,
+        }
+    }
+
+    #[test]
+    fn registration_is_idempotent_and_ids_are_never_reused() {
+        let mut s = ClusterState::default();
+        assert_eq!(s.apply(&reg("a")), CommandResult::Registered { node: 1 });
+        assert_eq!(s.apply(&reg("b")), CommandResult::Registered { node: 2 });
+        assert_eq!(
+            (s.nodes[&1].state, s.nodes[&2].state),
+            (NodeState::Up, NodeState::Joining),
+            "joiners get no placements yet"
+        );
+        assert_eq!(s.apply(&reg("a")), CommandResult::Registered { node: 1 });
+        s.apply(&Command::RemoveNode { node: 2 });
+        assert_eq!(s.apply(&reg("c")), CommandResult::Registered { node: 3 });
+    }
+
+    #[test]
+    fn placement_is_compare_and_set_on_the_epoch() {
+        let mut s = ClusterState::default();
+        s.apply(&reg("a"));
+        s.apply(&reg("b"));
+        let place = |node, expected_epoch| Command::Place {
+            sandbox: "x".into(),
+            node,
+            expected_epoch,
+        };
+        let first = s.apply(&place(1, 0));
+        assert_eq!(
+            first,
+            CommandResult::Placement {
+                placement: Some(Placement {
+                    sandbox: "x".into(),
+                    node: 1,
+                    epoch: 1
+                }),
+                applied: true
+            }
+        );
+        // A concurrent second creator loses and learns the winner.
+        let second = s.apply(&place(2, 0));
+        assert_eq!(
+            second,
+            CommandResult::Placement {
+                placement: Some(Placement {
+                    sandbox: "x".into(),
+                    node: 1,
+                    epoch: 1
+                }),
+                applied: false
+            }
+        );
+        // A move names the epoch it saw.
+        assert!(matches!(
+            s.apply(&place(2, 1)),
+            CommandResult::Placement { applied: true, .. }
+        ));
+        assert_eq!(s.placements["x"].epoch, 2);
+        s.apply(&Command::Unplace {
+            sandbox: "x".into(),
+            epoch: 1,
+        });
+        assert!(s.placements.contains_key("x"), "a stale unplace is ignored");
+        s.apply(&Command::Unplace {
+            sandbox: "x".into(),
+            epoch: 2,
+        });
+        assert!(!s.placements.contains_key("x"));
+        assert!(matches!(
+            s.apply(&place(9, 0)),
+            CommandResult::Rejected { .. }
+        ));
+    }
+}

@@ -1,0 +1,188 @@
+//! A three-node cluster of `warren serve` processes from this build, for forwarding
+//! benchmarks; removed afterwards.
+
+use crate::report::{percentiles, Row, Table};
+use anyhow::Context;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use warren_client::Client;
+
+pub struct BenchCluster {
+    children: Vec<Child>,
+    pub names: Vec<String>,
+    pub clients: Vec<Client>,
+    dir: PathBuf,
+}
+
+fn free_port(udp: bool) -> u16 {
+    if udp {
+        std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    } else {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+}
+
+impl BenchCluster {
+    pub async fn start(n: usize) -> anyhow::Result<Self> {
+        let warren = std::env::current_exe()?.with_file_name("warren");
+        let tag = hex::encode(rand::random::<[u8; 3]>());
+        let dir = PathBuf::from(format!("/tmp/wbc-{tag}"));
+        std::fs::create_dir_all(&dir)?;
+        let key = format!("wk_{}", hex::encode(rand::random::<[u8; 12]>()));
+        std::fs::write(dir.join("api-key"), &key)?;
+        let mut me = BenchCluster {
+            children: Vec::new(),
+            names: Vec::new(),
+            clients: Vec::new(),
+            dir: dir.clone(),
+        };
+        for i in 0..n {
+            let name = format!("bc{tag}n{i}");
+            let join = me
+                .clients
+                .first()
+                .map(|c| format!("join = \"{}\"\n", c.base_url()))
+                .unwrap_or_default();
+            let cfg = dir.join(format!("{name}.toml"));
+            std::fs::write(
+                &cfg,
+                format!(
+                    "name = \"{name}\"\ndata_dir = \"{}\"\nlisten = \"127.0.0.1:{}\"\npeer_listen = \"127.0.0.1:{}\"\n\
+                     {join}join_token = \"wj_{tag}\"\napi_key_file = \"{}\"\nspare_networks = 1\n",
+                    dir.join(&name).display(),
+                    free_port(false),
+                    free_port(true),
+                    dir.join("api-key").display()
+                ),
+            )?;
+            let mut child = Command::new(&warren)
+                .args(["serve", "--config"])
+                .arg(&cfg)
+                .env("WARREN_LOG", "warn")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .context("start node")?;
+            let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+            let mut line = String::new();
+            out.read_line(&mut line)?;
+            std::thread::spawn(move || for _ in out.lines() {});
+            let ready: serde_json::Value = serde_json::from_str(&line)
+                .with_context(|| format!("node did not start: {line:?}"))?;
+            me.clients
+                .push(Client::new(ready["ready"].as_str().context("url")?, &key)?);
+            me.names.push(name);
+            me.children.push(child);
+        }
+        // Wait for every node to be a voter.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let v: serde_json::Value = me.clients[0]
+                .request(reqwest::Method::GET, "/v1/cluster")
+                .send()
+                .await?
+                .json()
+                .await?;
+            let voters = v["nodes"]
+                .as_array()
+                .map(|a| a.iter().filter(|n| n["voter"] == true).count())
+                .unwrap_or(0);
+            if voters == n.min(5) - (1 - n.min(5) % 2) {
+                break;
+            }
+            anyhow::ensure!(Instant::now() < deadline, "cluster did not form: {v}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(me)
+    }
+}
+
+impl Drop for BenchCluster {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for name in &self.names {
+            let filter = format!("label=warren.node={name}");
+            for (list, rm) in [
+                (vec!["ps", "-aq"], vec!["rm", "-f"]),
+                (vec!["network", "ls", "-q"], vec!["network", "rm"]),
+            ] {
+                let mut args = list.clone();
+                args.extend(["--filter", &filter]);
+                if let Ok(o) = Command::new("docker").args(&args).output() {
+                    let ids: Vec<String> = String::from_utf8_lossy(&o.stdout)
+                        .lines()
+                        .map(str::to_string)
+                        .collect();
+                    if !ids.is_empty() {
+                        let _ = Command::new("docker").args(&rm).args(&ids).output();
+                    }
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `exec true` entering the owner vs entering another node, interleaved.
+pub async fn forwarding_overhead(n: usize, table: &mut Table) -> anyhow::Result<()> {
+    let c = BenchCluster::start(3).await?;
+    let id = "bench-fwd";
+    let r = c.clients[0]
+        .request(reqwest::Method::POST, &format!("/v1/sandboxes/{id}/exec"))
+        .json(&serde_json::json!({"command": "true"}))
+        .send()
+        .await?;
+    let owner_name = r
+        .headers()
+        .get("x-warren-node")
+        .context("node header")?
+        .to_str()?
+        .to_string();
+    let owner = c
+        .names
+        .iter()
+        .position(|x| *x == owner_name)
+        .context("owner")?;
+    let other = (owner + 1) % 3;
+    for _ in 0..20 {
+        c.clients[owner].sh(id, "true").await?;
+        c.clients[other].sh(id, "true").await?;
+    }
+    let (mut direct, mut forwarded) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for _ in 0..n {
+        if Instant::now() > deadline {
+            break;
+        }
+        let t = Instant::now();
+        c.clients[owner].sh(id, "true").await?;
+        direct.push(t.elapsed());
+        let t = Instant::now();
+        c.clients[other].sh(id, "true").await?;
+        forwarded.push(t.elapsed());
+    }
+    let (d50, _) = percentiles(&direct);
+    let (f50, _) = percentiles(&forwarded);
+    table.add(Row {
+        name: "exec `true` entering a non-owner".into(),
+        n: forwarded.len(),
+        ours: percentiles(&forwarded),
+        baseline_name: "same, entering the owner".into(),
+        baseline: percentiles(&direct),
+        target: format!("+{:.2} ms at p50 (target <= +1 ms)", f50 - d50),
+    });
+    Ok(())
+}

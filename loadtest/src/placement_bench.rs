@@ -1,0 +1,68 @@
+//! Rendezvous placement: lookup cost, balance and movement on simulated memberships.
+
+use crate::report::Table;
+use std::collections::HashMap;
+use std::time::Instant;
+use warren_consensus::placement::owner_among;
+use warren_consensus::{NodeRecord, NodeState};
+
+fn nodes(n: usize, regions: usize) -> Vec<NodeRecord> {
+    (1..=n as u64)
+        .map(|id| NodeRecord {
+            id,
+            name: format!("n{id}"),
+            region: format!("r{}", id as usize % regions),
+            api_addr: String::new(),
+            peer_addr: String::new(),
+            state: NodeState::Up,
+            capacity: 1,
+        })
+        .collect()
+}
+
+/// Cost of one owner lookup at 10, 100 and 1000 nodes.
+pub fn lookup_cost(table: &mut Table) {
+    for n in [10usize, 100, 1000] {
+        let ns = nodes(n, 3);
+        let iters = (2_000_000 / n).clamp(1000, 200_000);
+        let t = Instant::now();
+        let mut sink = 0u64;
+        for i in 0..iters {
+            sink ^= owner_among(&ns, &format!("sb-{i}")).unwrap_or(0);
+        }
+        let per = t.elapsed().as_secs_f64() * 1e6 / iters as f64;
+        table.note(format!("rendezvous lookup over {n:>4} nodes: {per:8.2} µs per id ({iters} lookups, checksum {sink})"));
+    }
+}
+
+/// 100 nodes in 3 regions, `ids` ids: share per node (vs fair), and ids moved by one join.
+pub fn simulate(ids: usize, table: &mut Table) {
+    let ns = nodes(100, 3);
+    let t = Instant::now();
+    let keys: Vec<String> = (0..ids).map(|i| format!("sandbox-{i}")).collect();
+    let owners: Vec<u64> = keys.iter().map(|k| owner_among(&ns, k).unwrap()).collect();
+    let mut counts: HashMap<u64, usize> = HashMap::new();
+    for o in &owners {
+        *counts.entry(*o).or_default() += 1;
+    }
+    let fair = ids as f64 / 100.0;
+    let max_dev = counts
+        .values()
+        .map(|c| (*c as f64 - fair).abs() / fair)
+        .fold(0.0, f64::max);
+    let mut joined = ns.clone();
+    joined.extend(nodes(101, 3).into_iter().skip(100));
+    let moved = keys
+        .iter()
+        .zip(&owners)
+        .filter(|(k, o)| owner_among(&joined, k).unwrap() != **o)
+        .count();
+    table.note(format!(
+        "100 nodes / 3 regions / {ids} ids: largest deviation from a fair share {:.1}% (target <= 10%); \
+         one join moved {:.3}% of ids (ideal {:.3}%); {:.1}s",
+        max_dev * 100.0,
+        moved as f64 * 100.0 / ids as f64,
+        100.0 / 101.0,
+        t.elapsed().as_secs_f64()
+    ));
+}

@@ -1,0 +1,129 @@
+//! `GET /v1/cluster`, `POST /v1/cluster/nodes/{node}/drain`, `DELETE /v1/cluster/nodes/{node}`.
+
+use super::cluster_error;
+use crate::error::ApiResult;
+use crate::state::AppState;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use warren_api::{ApiError, ErrorCode};
+use warren_consensus::{Command, NodeRecord, NodeState};
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ClusterNode {
+    /// The node's name.
+    pub id: String,
+    pub region: String,
+    pub api_addr: String,
+    pub peer_addr: String,
+    pub state: NodeState,
+    /// Sandboxes placed on the node.
+    pub sandboxes: usize,
+    pub capacity: u32,
+    /// Added: the node's Raft id and role.
+    pub raft_id: u64,
+    pub voter: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ClusterView {
+    pub leader: Option<String>,
+    pub term: u64,
+    pub nodes: Vec<ClusterNode>,
+}
+
+pub async fn get(State(st): State<AppState>) -> Json<ClusterView> {
+    let cl = &st.cluster.cluster;
+    let metrics = cl.raft.metrics().borrow().clone();
+    let voters: BTreeSet<u64> = metrics.membership_config.membership().voter_ids().collect();
+    let view = cl.read(|s| {
+        let nodes = s
+            .nodes
+            .values()
+            .map(|n| ClusterNode {
+                id: n.name.clone(),
+                region: n.region.clone(),
+                api_addr: n.api_addr.clone(),
+                peer_addr: n.peer_addr.clone(),
+                state: n.state,
+                sandboxes: s.placements.values().filter(|p| p.node == n.id).count(),
+                capacity: n.capacity,
+                raft_id: n.id,
+                voter: voters.contains(&n.id),
+            })
+            .collect();
+        let leader = metrics
+            .current_leader
+            .and_then(|l| s.nodes.get(&l))
+            .map(|n| n.name.clone());
+        ClusterView {
+            leader,
+            term: metrics.current_term,
+            nodes,
+        }
+    });
+    Json(view)
+}
+
+fn find(st: &AppState, node: &str) -> Result<NodeRecord, ApiError> {
+    st.cluster
+        .cluster
+        .read(|s| {
+            s.nodes
+                .values()
+                .find(|n| n.name == node || n.id.to_string() == node)
+                .cloned()
+        })
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::NotFound,
+                format!("no node {node:?} in the cluster"),
+            )
+        })
+}
+
+/// Stops new placements on the node. (Moving its sandboxes away needs snapshots.)
+pub async fn drain(State(st): State<AppState>, Path(node): Path<String>) -> ApiResult<Response> {
+    let n = find(&st, &node)?;
+    st.cluster
+        .cluster
+        .propose(Command::SetNodeState {
+            node: n.id,
+            state: NodeState::Draining,
+        })
+        .await
+        .map_err(cluster_error)?;
+    Ok(Json(serde_json::json!({"id": n.name, "state": "draining"})).into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct RemoveQuery {
+    pub force: Option<bool>,
+}
+
+/// Removes a node from the cluster. A node that still owns sandboxes is kept unless `force`.
+pub async fn remove(
+    State(st): State<AppState>,
+    Path(node): Path<String>,
+    Query(q): Query<RemoveQuery>,
+) -> ApiResult<Response> {
+    let n = find(&st, &node)?;
+    let cl = &st.cluster.cluster;
+    let owned = cl.read(|s| s.placements.values().filter(|p| p.node == n.id).count());
+    if owned > 0 && !q.force.unwrap_or(false) {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!(
+                "node {} still owns {owned} sandboxes; drain it first or pass force=true",
+                n.name
+            ),
+        )
+        .into());
+    }
+    cl.propose(Command::RemoveNode { node: n.id })
+        .await
+        .map_err(cluster_error)?;
+    Ok(http::StatusCode::NO_CONTENT.into_response())
+}

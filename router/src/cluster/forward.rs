@@ -1,0 +1,44 @@
+//! Sending a request to another node: one HTTP/1.1 exchange on one QUIC stream of the pooled
+//! connection, bodies streamed both ways (SSE, file uploads and downloads included).
+
+use crate::error::ApiErrorResponse;
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use hyper_util::rt::TokioIo;
+use warren_api::{ApiError, ErrorCode};
+use warren_consensus::NodeRecord;
+use warren_transport::{Peers, StreamKind};
+
+fn unavailable(node: &NodeRecord, what: impl std::fmt::Display) -> Response {
+    ApiErrorResponse(ApiError::new(
+        ErrorCode::Unavailable,
+        format!("the sandbox's node {} cannot be reached: {what}", node.name),
+    ))
+    .into_response()
+}
+
+/// Forwards `req` to `node` and returns its response (status, headers and body unchanged).
+pub async fn forward(peers: &Peers, node: &NodeRecord, req: axum::extract::Request) -> Response {
+    let addr = match warren_consensus::rpc::resolve(&node.peer_addr).await {
+        Ok(a) => a,
+        Err(e) => return unavailable(node, e),
+    };
+    let (send, recv) = match peers.open(addr, &node.name, StreamKind::Http).await {
+        Ok(s) => s,
+        Err(e) => return unavailable(node, e),
+    };
+    let io = TokioIo::new(tokio::io::join(recv, send));
+    let (mut sender, conn) = match hyper::client::conn::http1::handshake::<_, Body>(io).await {
+        Ok(x) => x,
+        Err(e) => return unavailable(node, e),
+    };
+    tokio::spawn(async move {
+        if let Err(e) = conn.with_upgrades().await {
+            tracing::debug!(error = %e, "forwarded connection ended");
+        }
+    });
+    match sender.send_request(req).await {
+        Ok(resp) => resp.map(Body::new),
+        Err(e) => unavailable(node, e),
+    }
+}

@@ -1,0 +1,34 @@
+//! `POST /internal/v1/join`: admits a new node (authenticated by a join-token proof, not the
+//! API key).
+
+use crate::error::ApiResult;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::Json;
+use bytes::Bytes;
+use warren_api::{ApiError, ErrorCode};
+use warren_consensus::join::{admit, JoinRequest, JoinResponse};
+use warren_consensus::ClusterError;
+
+pub async fn join(State(st): State<AppState>, body: Bytes) -> ApiResult<Json<JoinResponse>> {
+    let req: JoinRequest = warren_api::error::parse_json(&body)?;
+    warren_api::ids::validate_sandbox_id(&req.name)
+        .map_err(|_| ApiError::invalid("node names are DNS labels"))?;
+    if st.cluster.join_token.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "this node admits no joins (no join token configured)",
+        )
+        .into());
+    }
+    match admit(&st.cluster.cluster, &st.cluster.join_token, &req).await {
+        Ok(r) => {
+            tracing::info!(node = %req.name, id = r.node_id, "node admitted");
+            Ok(Json(r))
+        }
+        Err(ClusterError::Rejected(m)) if m.contains("join token") => {
+            Err(ApiError::new(ErrorCode::Forbidden, m).into())
+        }
+        Err(e) => Err(super::cluster_error(e).into()),
+    }
+}

@@ -1,0 +1,41 @@
+//! The cluster side of the API: which node owns a sandbox, forwarding to it over QUIC, the
+//! peer server that receives forwarded requests, and the `/v1/cluster` and join endpoints.
+
+pub mod api;
+pub mod forward;
+pub mod join;
+pub mod peer_server;
+pub mod route;
+
+use std::sync::Arc;
+use warren_api::{ApiError, ErrorCode};
+use warren_consensus::{Cluster, ClusterError};
+
+/// Cluster context of a node's API.
+pub struct ClusterCtx {
+    pub cluster: Arc<Cluster>,
+    /// Token that joining nodes must prove they know.
+    pub join_token: String,
+}
+
+/// Marks a request that arrived from a peer over QUIC (never set by public clients).
+#[derive(Debug, Clone)]
+pub struct FromPeer {
+    pub peer: String,
+}
+
+/// Header with the placement epoch the entry node routed by.
+pub const HEADER_EPOCH: &str = "x-warren-placement-epoch";
+
+pub fn cluster_error(e: ClusterError) -> ApiError {
+    match e {
+        ClusterError::NoQuorum(m) => ApiError::new(
+            ErrorCode::Unavailable,
+            format!(
+                "the cluster cannot commit right now (no quorum or an election in progress): {m}"
+            ),
+        ),
+        ClusterError::Rejected(m) => ApiError::new(ErrorCode::Conflict, m),
+        ClusterError::Storage(m) | ClusterError::Fatal(m) => ApiError::internal(m),
+    }
+}

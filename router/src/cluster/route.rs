@@ -1,0 +1,276 @@
+//! Routing a sandbox request to its owner.
+//!
+//! The committed placement names the owner. A request for an id with no placement that may
+//! create the sandbox first commits one (compare-and-set on epoch 0, so concurrent creators
+//! entering different nodes agree on a single owner), chosen by rendezvous hashing over the
+//! up nodes of the requested region. The owner serves a request only while its own applied
+//! state names it and it holds the lease; anyone else forwards to the owner.
+
+use super::{cluster_error, forward::forward, FromPeer, HEADER_EPOCH};
+use crate::error::ApiErrorResponse;
+use crate::state::AppState;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::Method;
+use http_body_util::BodyExt;
+use std::time::Duration;
+use warren_api::{ApiError, ErrorCode};
+use warren_consensus::placement::choose_owner;
+use warren_consensus::{Command, CommandResult, NodeState};
+
+/// The sandbox id of `/v1/sandboxes/{id}` and `/v1/sandboxes/{id}/…`, and whether the path is
+/// the sandbox itself.
+fn sandbox_of(path: &str) -> Option<(&str, bool)> {
+    let rest = path.strip_prefix("/v1/sandboxes/")?;
+    match rest.split_once('/') {
+        Some((id, _)) => Some((id, false)),
+        None => Some((rest, true)),
+    }
+}
+
+fn err(e: ApiError) -> Response {
+    ApiErrorResponse(e).into_response()
+}
+
+/// Largest sandbox-creating PUT body read here before it goes on.
+const MAX_PUT_BODY: usize = 1024 * 1024;
+
+pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let Some((id, whole)) = sandbox_of(req.uri().path()) else {
+        return next.run(req).await;
+    };
+    let id = id.to_string();
+    if let Err(e) = warren_api::ids::validate_sandbox_id(&id) {
+        return err(e);
+    }
+    let cl = &st.cluster.cluster;
+    let from_peer = req.extensions().get::<FromPeer>().is_some();
+    let method = req.method().clone();
+    let placement = cl.read(|s| s.placements.get(&id).cloned());
+
+    let (owner, epoch, req) = match placement {
+        Some(p) => (p.node, p.epoch, req),
+        // Reading or deleting what was never placed: nothing to route to.
+        None if whole && (method == Method::GET || method == Method::DELETE) => {
+            return if from_peer {
+                next.run(req).await
+            } else {
+                local_or_absent(&st, &id, req, next).await
+            };
+        }
+        None if from_peer => {
+            // The entry node committed a placement naming us; our log may not have it yet.
+            let expected: u64 = req
+                .headers()
+                .get(HEADER_EPOCH)
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(1);
+            let me = cl.id;
+            let ok = cl
+                .wait_for(Duration::from_secs(3), |s| {
+                    s.placements
+                        .get(&id)
+                        .is_some_and(|p| p.node == me && p.epoch >= expected)
+                })
+                .await;
+            if !ok {
+                return err(ApiError::new(
+                    ErrorCode::Unavailable,
+                    format!("sandbox {id} is not placed on this node"),
+                ));
+            }
+            return serve_local(&st, &id, req, next).await;
+        }
+        None => {
+            let (req, region) = match precheck(req, &id, whole).await {
+                Ok(x) => x,
+                Err(r) => return r,
+            };
+            let region = region.unwrap_or_else(|| cl.cfg.region.clone());
+            let Some(choice) = cl.read(|s| choose_owner(s, &id, &region)) else {
+                return err(ApiError::new(
+                    ErrorCode::CapacityExhausted,
+                    "no node is up to take a new sandbox",
+                ));
+            };
+            let placed = cl
+                .propose(Command::Place {
+                    sandbox: id.clone(),
+                    node: choice,
+                    expected_epoch: 0,
+                })
+                .await;
+            match placed {
+                Ok(CommandResult::Placement {
+                    placement: Some(p), ..
+                }) => (p.node, p.epoch, req),
+                Ok(other) => {
+                    return err(ApiError::internal(format!(
+                        "placement of {id} gave {other:?}"
+                    )))
+                }
+                Err(e) => return err(cluster_error(e)),
+            }
+        }
+    };
+
+    if owner == cl.id {
+        let me = cl.id;
+        if !cl
+            .wait_for(Duration::from_secs(3), |s| {
+                s.placements
+                    .get(&id)
+                    .is_some_and(|p| p.node == me && p.epoch >= epoch)
+            })
+            .await
+        {
+            return err(ApiError::new(
+                ErrorCode::Unavailable,
+                format!("placement of {id} is not applied here yet"),
+            ));
+        }
+        return serve_local(&st, &id, req, next).await;
+    }
+    if from_peer {
+        // A stale entry node sent it here; one hop only.
+        return err(ApiError::new(
+            ErrorCode::Unavailable,
+            format!("sandbox {id} is owned by another node; retry"),
+        ));
+    }
+    let Some(node) = cl.read(|s| s.nodes.get(&owner).cloned()) else {
+        return err(ApiError::new(
+            ErrorCode::Unavailable,
+            format!("the owner of {id} left the cluster"),
+        ));
+    };
+    if node.state == NodeState::Down {
+        return err(ApiError::new(
+            ErrorCode::Unavailable,
+            format!("the owner of {id}, node {}, is down", node.name),
+        ));
+    }
+    let mut req = req;
+    if let Ok(v) = http::HeaderValue::from_str(&epoch.to_string()) {
+        req.headers_mut().insert(HEADER_EPOCH, v);
+    }
+    forward(cl.peers(), &node, req).await
+}
+
+/// Serves on this node, if it holds the lease; forgets the placement after a delete.
+async fn serve_local(st: &AppState, id: &str, req: Request, next: Next) -> Response {
+    let cl = &st.cluster.cluster;
+    // Just after a restart or an election the lease takes a moment to come back.
+    if !cl.wait_lease(Duration::from_secs(3)).await {
+        return err(ApiError::new(
+            ErrorCode::Unavailable,
+            "this node has lost contact with the cluster majority and does not serve its sandboxes until it is back",
+        ));
+    }
+    let delete = req.method() == Method::DELETE
+        && sandbox_of(req.uri().path()).is_some_and(|(_, whole)| whole);
+    let resp = next.run(req).await;
+    if delete && resp.status().is_success() {
+        let epoch = cl.read(|s| s.placements.get(id).map(|p| p.epoch));
+        if let Some(epoch) = epoch {
+            if let Err(e) = cl
+                .propose(Command::Unplace {
+                    sandbox: id.to_string(),
+                    epoch,
+                })
+                .await
+            {
+                tracing::warn!(sandbox_id = %id, error = %e, "could not forget the placement of a deleted sandbox");
+            }
+        }
+    }
+    resp
+}
+
+/// GET or DELETE of an id without placement: it exists nowhere (a sandbox of a node that
+/// predates the cluster is still answered locally).
+async fn local_or_absent(st: &AppState, id: &str, req: Request, next: Next) -> Response {
+    if st.mgr.get(id).is_some() {
+        return serve_local(st, id, req, next).await;
+    }
+    if req.method() == Method::DELETE {
+        return http::StatusCode::NO_CONTENT.into_response();
+    }
+    err(ApiError::new(
+        ErrorCode::SandboxNotFound,
+        format!("sandbox {id} not found"),
+    ))
+}
+
+/// Before a placement is committed for a new id: the request must be valid, so that bad
+/// input never leaves a placement (or a container) behind. Returns the request with its body
+/// restored, and the region hint of a PUT.
+async fn precheck(
+    req: Request,
+    id: &str,
+    whole: bool,
+) -> Result<(Request, Option<String>), Response> {
+    use crate::routes::validate::{classify, BodyKind};
+    let method = req.method().clone();
+    let rest = if whole {
+        None
+    } else {
+        let path = req.uri().path();
+        Some(
+            path[path
+                .find(&format!("/{id}/"))
+                .map(|i| i + id.len() + 2)
+                .unwrap_or(path.len())..]
+                .to_string(),
+        )
+    };
+    let check = match &rest {
+        None if method == Method::PUT => None,
+        None => return Ok((req, None)),
+        Some(rest) => match classify(&method, rest, req.uri().query()) {
+            Ok(BodyKind::Json(check)) => Some(check),
+            Ok(_) => return Ok((req, None)),
+            Err(e) => return Err(err(e)),
+        },
+    };
+    let (parts, body) = req.into_parts();
+    let bytes = match http_body_util::Limited::new(body, MAX_PUT_BODY * 32)
+        .collect()
+        .await
+    {
+        Ok(c) => c.to_bytes(),
+        Err(e) => {
+            return Err(err(ApiError::invalid(format!(
+                "cannot read the request body: {e}"
+            ))))
+        }
+    };
+    let region = match check {
+        Some(check) => {
+            check(&bytes).map_err(err)?;
+            None
+        }
+        None => {
+            let create: warren_api::sandbox::CreateSandboxRequest =
+                warren_api::error::parse_json(&bytes).map_err(err)?;
+            create.validate().map_err(err)?;
+            create.region
+        }
+    };
+    Ok((Request::from_parts(parts, Body::from(bytes)), region))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sandbox_paths() {
+        assert_eq!(sandbox_of("/v1/sandboxes/abc"), Some(("abc", true)));
+        assert_eq!(sandbox_of("/v1/sandboxes/abc/exec"), Some(("abc", false)));
+        assert_eq!(sandbox_of("/v1/sandboxes"), None);
+        assert_eq!(sandbox_of("/v1/cluster"), None);
+    }
+}

@@ -1,0 +1,10 @@
+//! Durable storage of a node: the Raft log, Raft metadata (vote, purge point) and the
+//! latest state-machine snapshot, in one RocksDB database.
+//!
+//! Byte-level on purpose: this crate knows nothing of openraft or of what the entries mean
+//! (`warren-consensus` encodes them), so that RocksDB — slow to compile — is a dependency of
+//! this crate alone. Every write that Raft relies on is synced to the WAL before it returns.
+
+mod raftdb;
+
+pub use raftdb::{RaftDb, StorageError, FORMAT_VERSION};

@@ -1,0 +1,290 @@
+//! One QUIC endpoint per node: it accepts peers' streams and opens streams to peers over
+//! pooled, mutually authenticated connections.
+
+use crate::tls::{self, NodeIdentity};
+use crate::TransportError;
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn::{Connection, Endpoint, RecvStream, SendStream, TransportConfig, VarInt};
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What a bidirectional stream carries; its first byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum StreamKind {
+    /// One Raft or cluster RPC: a request frame, a response frame.
+    Rpc = 1,
+    /// One HTTP/1.1 exchange forwarded from an entry node (with upgrades).
+    Http = 2,
+}
+
+impl StreamKind {
+    fn from_byte(b: u8) -> Option<Self> {
+        match b {
+            1 => Some(StreamKind::Rpc),
+            2 => Some(StreamKind::Http),
+            _ => None,
+        }
+    }
+}
+
+/// Serves streams that peers open.
+pub trait Handler: Send + Sync + 'static {
+    fn handle(
+        self: Arc<Self>,
+        kind: StreamKind,
+        peer: String,
+        send: SendStream,
+        recv: RecvStream,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+}
+
+type Slot = Arc<tokio::sync::Mutex<Option<Connection>>>;
+
+pub struct Peers {
+    endpoint: Endpoint,
+    slots: Mutex<HashMap<(SocketAddr, String), Slot>>,
+    name: String,
+}
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn transport_config() -> Arc<TransportConfig> {
+    let mut t = TransportConfig::default();
+    // A peer that stops answering (crashed, partitioned, SIGSTOPped) fails the streams open
+    // to it within seconds instead of leaving them hanging.
+    t.keep_alive_interval(Some(Duration::from_secs(1)));
+    t.max_idle_timeout(Some(VarInt::from_u32(6_000).into()));
+    t.max_concurrent_bidi_streams(VarInt::from_u32(4096));
+    // Room for fast bulk transfers (forwarded file bodies) on loopback and LANs.
+    t.stream_receive_window(VarInt::from_u32(16 * 1024 * 1024));
+    t.receive_window(VarInt::from_u32(64 * 1024 * 1024));
+    t.send_window(64 * 1024 * 1024);
+    Arc::new(t)
+}
+
+impl Peers {
+    /// Binds the node's UDP port with its identity.
+    pub fn bind(addr: SocketAddr, id: &NodeIdentity) -> Result<Arc<Self>, TransportError> {
+        let server_tls = QuicServerConfig::try_from(tls::server_config(id)?)
+            .map_err(|e| TransportError::Tls(e.to_string()))?;
+        let mut server = quinn::ServerConfig::with_crypto(Arc::new(server_tls));
+        server.transport_config(transport_config());
+        let mut endpoint = Endpoint::server(server, addr)?;
+        let client_tls = QuicClientConfig::try_from(tls::client_config(id)?)
+            .map_err(|e| TransportError::Tls(e.to_string()))?;
+        let mut client = quinn::ClientConfig::new(Arc::new(client_tls));
+        client.transport_config(transport_config());
+        endpoint.set_default_client_config(client);
+        Ok(Arc::new(Peers {
+            endpoint,
+            slots: Mutex::new(HashMap::new()),
+            name: id.name.clone(),
+        }))
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.endpoint.local_addr()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A pooled connection to the peer `name` at `addr`, connecting when there is none.
+    pub async fn connection(
+        &self,
+        addr: SocketAddr,
+        name: &str,
+    ) -> Result<Connection, TransportError> {
+        let slot = self
+            .slots
+            .lock()
+            .expect("peers lock")
+            .entry((addr, name.to_string()))
+            .or_default()
+            .clone();
+        let mut guard = slot.lock().await;
+        if let Some(c) = guard.as_ref() {
+            if c.close_reason().is_none() {
+                return Ok(c.clone());
+            }
+        }
+        let err = |m: String| TransportError::Connect {
+            addr: addr.to_string(),
+            message: m,
+        };
+        let connecting = self
+            .endpoint
+            .connect(addr, name)
+            .map_err(|e| err(e.to_string()))?;
+        let conn = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+            .await
+            .map_err(|_| err("timed out".into()))?
+            .map_err(|e| err(e.to_string()))?;
+        *guard = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Forgets the pooled connection to a peer (after an error on it).
+    pub fn forget(&self, addr: SocketAddr, name: &str) {
+        self.slots
+            .lock()
+            .expect("peers lock")
+            .remove(&(addr, name.to_string()));
+    }
+
+    /// Opens a stream of `kind` to a peer. A stale pooled connection is replaced once.
+    pub async fn open(
+        &self,
+        addr: SocketAddr,
+        name: &str,
+        kind: StreamKind,
+    ) -> Result<(SendStream, RecvStream), TransportError> {
+        for attempt in 0..2 {
+            let conn = self.connection(addr, name).await?;
+            match conn.open_bi().await {
+                Ok((mut send, recv)) => {
+                    send.write_all(&[kind as u8])
+                        .await
+                        .map_err(|e| TransportError::Stream(e.to_string()))?;
+                    return Ok((send, recv));
+                }
+                Err(e) if attempt == 0 => {
+                    tracing::debug!(peer = name, error = %e, "pooled connection is gone; reconnecting");
+                    self.forget(addr, name);
+                }
+                Err(e) => return Err(TransportError::Stream(e.to_string())),
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// Accepts peers' connections and hands each stream to `handler`, until closed.
+    pub fn serve<H: Handler>(self: &Arc<Self>, handler: Arc<H>) -> tokio::task::JoinHandle<()> {
+        let endpoint = self.endpoint.clone();
+        tokio::spawn(async move {
+            while let Some(incoming) = endpoint.accept().await {
+                let handler = handler.clone();
+                tokio::spawn(async move {
+                    let conn = match incoming.await {
+                        Ok(c) => c,
+                        Err(e) => {
+                            tracing::debug!(error = %e, "peer handshake failed");
+                            return;
+                        }
+                    };
+                    let Some(peer) = peer_name(&conn) else {
+                        conn.close(VarInt::from_u32(1), b"no identity");
+                        return;
+                    };
+                    loop {
+                        let (send, mut recv) = match conn.accept_bi().await {
+                            Ok(s) => s,
+                            Err(_) => return,
+                        };
+                        let mut kind = [0u8; 1];
+                        if recv.read_exact(&mut kind).await.is_err() {
+                            continue;
+                        }
+                        let Some(kind) = StreamKind::from_byte(kind[0]) else {
+                            continue;
+                        };
+                        tokio::spawn(handler.clone().handle(kind, peer.clone(), send, recv));
+                    }
+                });
+            }
+        })
+    }
+
+    /// Closes every connection and stops accepting.
+    pub fn close(&self) {
+        self.endpoint.close(VarInt::from_u32(0), b"shutting down");
+    }
+}
+
+/// The node name of a connection's verified peer certificate.
+pub fn peer_name(conn: &Connection) -> Option<String> {
+    let any = conn.peer_identity()?;
+    let certs = any
+        .downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+        .ok()?;
+    tls::name_in_cert(certs.first()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tls;
+
+    struct Echo;
+    impl Handler for Echo {
+        fn handle(
+            self: Arc<Self>,
+            kind: StreamKind,
+            peer: String,
+            mut send: SendStream,
+            mut recv: RecvStream,
+        ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+            Box::pin(async move {
+                let buf = recv.read_to_end(1 << 20).await.unwrap();
+                let reply = format!("{kind:?} from {peer}: {}", String::from_utf8_lossy(&buf));
+                send.write_all(reply.as_bytes()).await.unwrap();
+                send.finish().unwrap();
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn mutual_tls_streams_between_two_nodes() {
+        let ca = tls::new_ca("t").unwrap();
+        let a = Peers::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            &tls::issue(&ca, "a").unwrap(),
+        )
+        .unwrap();
+        let b = Peers::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            &tls::issue(&ca, "b").unwrap(),
+        )
+        .unwrap();
+        b.serve(Arc::new(Echo));
+        let (mut send, mut recv) = a
+            .open(b.local_addr().unwrap(), "b", StreamKind::Rpc)
+            .await
+            .unwrap();
+        send.write_all(b"hello").await.unwrap();
+        send.finish().unwrap();
+        let out = recv.read_to_end(1 << 20).await.unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "Rpc from a: hello");
+
+        // A node with a certificate from another CA is refused.
+        let other_ca = tls::new_ca("other").unwrap();
+        let intruder = Peers::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            &tls::issue(&other_ca, "a").unwrap(),
+        )
+        .unwrap();
+        let r = async {
+            let (mut s, mut r) = intruder
+                .open(b.local_addr().unwrap(), "b", StreamKind::Rpc)
+                .await?;
+            s.write_all(b"x")
+                .await
+                .map_err(|e| TransportError::Stream(e.to_string()))?;
+            s.finish()
+                .map_err(|e| TransportError::Stream(e.to_string()))?;
+            let out = r
+                .read_to_end(1 << 20)
+                .await
+                .map_err(|e| TransportError::Stream(e.to_string()))?;
+            Ok::<_, TransportError>(out)
+        }
+        .await;
+        assert!(r.is_err(), "an intruder must not get an answer: {r:?}");
+    }
+}

@@ -1,0 +1,232 @@
+//! The cluster's certificate authority, node certificates, and rustls configurations.
+
+use crate::TransportError;
+use hmac::{Hmac, Mac};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertificateSigningRequestParams, DnType,
+    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+use std::sync::Arc;
+
+/// ALPN of the peer protocol; both ends must offer it.
+pub const ALPN: &[u8] = b"warren-peer/1";
+
+fn tls_err(e: impl std::fmt::Display) -> TransportError {
+    TransportError::Tls(e.to_string())
+}
+
+/// The cluster CA: its certificate and signing key (PEM).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaMaterial {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// A node's certificate and key, and the CA it trusts (PEM).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeIdentity {
+    pub name: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub ca_pem: String,
+}
+
+fn validity(params: &mut CertificateParams, years: i32) {
+    let now = time_now();
+    params.not_before = now - std::time::Duration::from_secs(3600);
+    params.not_after = now + std::time::Duration::from_secs(years as u64 * 365 * 24 * 3600);
+}
+
+fn time_now() -> time::OffsetDateTime {
+    time::OffsetDateTime::now_utc()
+}
+
+/// Creates a new cluster CA (at bootstrap).
+pub fn new_ca(cluster: &str) -> Result<CaMaterial, TransportError> {
+    let key = KeyPair::generate().map_err(tls_err)?;
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(tls_err)?;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(DnType::CommonName, format!("warren cluster CA {cluster}"));
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    validity(&mut params, 20);
+    let cert = params.self_signed(&key).map_err(tls_err)?;
+    Ok(CaMaterial {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
+/// A new key pair and a certificate signing request for node `name` (the key stays local).
+pub fn new_key_and_csr(name: &str) -> Result<(String, String), TransportError> {
+    let key = KeyPair::generate().map_err(tls_err)?;
+    let mut params = CertificateParams::new(vec![name.to_string()]).map_err(tls_err)?;
+    params.distinguished_name.push(DnType::CommonName, name);
+    let csr = params.serialize_request(&key).map_err(tls_err)?;
+    Ok((key.serialize_pem(), csr.pem().map_err(tls_err)?))
+}
+
+/// Signs a CSR for node `name`. Whatever names the CSR asks for, the certificate carries
+/// exactly `name`: a joiner cannot obtain another node's identity.
+pub fn sign_csr(ca: &CaMaterial, csr_pem: &str, name: &str) -> Result<String, TransportError> {
+    let ca_key = KeyPair::from_pem(&ca.key_pem).map_err(tls_err)?;
+    let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key).map_err(tls_err)?;
+    let mut csr = CertificateSigningRequestParams::from_pem(csr_pem).map_err(tls_err)?;
+    csr.params.subject_alt_names = vec![SanType::DnsName(name.try_into().map_err(tls_err)?)];
+    csr.params.distinguished_name = rcgen::DistinguishedName::new();
+    csr.params.distinguished_name.push(DnType::CommonName, name);
+    csr.params.is_ca = IsCa::NoCa;
+    csr.params.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    csr.params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    validity(&mut csr.params, 10);
+    Ok(csr.signed_by(&issuer).map_err(tls_err)?.pem())
+}
+
+/// Issues an identity directly (the bootstrap node, for itself).
+pub fn issue(ca: &CaMaterial, name: &str) -> Result<NodeIdentity, TransportError> {
+    let (key_pem, csr) = new_key_and_csr(name)?;
+    let cert_pem = sign_csr(ca, &csr, name)?;
+    Ok(NodeIdentity {
+        name: name.to_string(),
+        cert_pem,
+        key_pem,
+        ca_pem: ca.cert_pem.clone(),
+    })
+}
+
+fn certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, TransportError> {
+    CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(tls_err)
+}
+
+fn key(pem: &str) -> Result<PrivateKeyDer<'static>, TransportError> {
+    PrivateKeyDer::from_pem_slice(pem.as_bytes()).map_err(tls_err)
+}
+
+fn roots(ca_pem: &str) -> Result<Arc<rustls::RootCertStore>, TransportError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in certs(ca_pem)? {
+        roots.add(c).map_err(tls_err)?;
+    }
+    Ok(Arc::new(roots))
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Server side: only clients with a certificate from the cluster CA get in.
+pub fn server_config(id: &NodeIdentity) -> Result<rustls::ServerConfig, TransportError> {
+    let verifier =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(roots(&id.ca_pem)?, provider())
+            .build()
+            .map_err(tls_err)?;
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(tls_err)?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs(&id.cert_pem)?, key(&id.key_pem)?)
+        .map_err(tls_err)?;
+    cfg.alpn_protocols = vec![ALPN.to_vec()];
+    Ok(cfg)
+}
+
+/// Client side: trusts only the cluster CA and presents this node's certificate.
+pub fn client_config(id: &NodeIdentity) -> Result<rustls::ClientConfig, TransportError> {
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(tls_err)?
+        .with_root_certificates(roots(&id.ca_pem)?)
+        .with_client_auth_cert(certs(&id.cert_pem)?, key(&id.key_pem)?)
+        .map_err(tls_err)?;
+    cfg.alpn_protocols = vec![ALPN.to_vec()];
+    Ok(cfg)
+}
+
+/// The node name in a (verified) peer certificate: its first DNS subject alternative name.
+pub fn name_in_cert(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let san = cert.subject_alternative_name().ok()??;
+    san.value.general_names.iter().find_map(|g| match g {
+        x509_parser::extensions::GeneralName::DNSName(n) => Some(n.to_string()),
+        _ => None,
+    })
+}
+
+/// HMAC-SHA256 of `parts` under the join token, hex: proves knowledge of the token without
+/// sending it, and binds the proof to the exact bytes exchanged (CSR, certificates).
+pub fn proof(token: &str, parts: &[&[u8]]) -> String {
+    let mut mac =
+        Hmac::<Sha256>::new_from_slice(token.as_bytes()).expect("HMAC takes any key length");
+    for p in parts {
+        mac.update(&(p.len() as u64).to_be_bytes());
+        mac.update(p);
+    }
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// Checks a proof in constant time.
+pub fn verify_proof(token: &str, parts: &[&[u8]], given: &str) -> bool {
+    let Ok(given) = hex::decode(given) else {
+        return false;
+    };
+    let mut mac =
+        Hmac::<Sha256>::new_from_slice(token.as_bytes()).expect("HMAC takes any key length");
+    for p in parts {
+        mac.update(&(p.len() as u64).to_be_bytes());
+        mac.update(p);
+    }
+    mac.verify_slice(&given).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issued_certificates_carry_only_the_assigned_name() {
+        let ca = new_ca("test").unwrap();
+        let (_key, csr) = new_key_and_csr("n2").unwrap();
+        let cert = sign_csr(&ca, &csr, "n2").unwrap();
+        let der = certs(&cert).unwrap().remove(0);
+        assert_eq!(name_in_cert(&der).as_deref(), Some("n2"));
+        // A CSR asking for another name still gets the assigned one.
+        let (_key, csr) = new_key_and_csr("leader").unwrap();
+        let cert = sign_csr(&ca, &csr, "n3").unwrap();
+        assert_eq!(
+            name_in_cert(&certs(&cert).unwrap()[0]).as_deref(),
+            Some("n3")
+        );
+        let id = issue(&ca, "n1").unwrap();
+        assert!(server_config(&id).is_ok());
+        assert!(client_config(&id).is_ok());
+    }
+
+    #[test]
+    fn proofs_bind_token_and_content() {
+        let p = proof("secret", &[b"csr", b"n2"]);
+        assert!(verify_proof("secret", &[b"csr", b"n2"], &p));
+        assert!(!verify_proof("other", &[b"csr", b"n2"], &p));
+        assert!(!verify_proof("secret", &[b"csr2", b"n2"], &p));
+        assert!(
+            !verify_proof("secret", &[b"cs", b"rn2"], &p),
+            "length-prefixed parts cannot be re-split"
+        );
+    }
+}
