@@ -49,17 +49,10 @@ pub fn desired_voters(nodes: &[NodeRecord], current: &BTreeSet<NodeId>) -> BTree
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::test_node;
 
     fn n(id: NodeId, region: &str, up: bool) -> NodeRecord {
-        NodeRecord {
-            id,
-            name: format!("n{id}"),
-            region: region.into(),
-            api_addr: String::new(),
-            peer_addr: String::new(),
-            state: if up { NodeState::Up } else { NodeState::Down },
-            capacity: 1,
-        }
+        test_node(id, region, if up { NodeState::Up } else { NodeState::Down })
     }
 
     fn set(ids: &[NodeId]) -> BTreeSet<NodeId> {

@@ -45,29 +45,39 @@ pub fn owner_among<'a>(
 /// The node a new sandbox goes to: among up nodes of `region` if there is one, else among
 /// all up nodes.
 pub fn choose_owner(state: &ClusterState, sandbox: &str, region: &str) -> Option<NodeId> {
-    let in_region: Vec<&NodeRecord> = state.placeable().filter(|n| n.region == region).collect();
+    choose_owner_excluding(state, sandbox, region, &[])
+}
+
+/// [`choose_owner`] among the nodes not in `exclude` (nodes known to be unreachable).
+pub fn choose_owner_excluding(
+    state: &ClusterState,
+    sandbox: &str,
+    region: &str,
+    exclude: &[NodeId],
+) -> Option<NodeId> {
+    let candidates: Vec<&NodeRecord> = state
+        .placeable()
+        .filter(|n| !exclude.contains(&n.id))
+        .collect();
+    let in_region: Vec<&NodeRecord> = candidates
+        .iter()
+        .copied()
+        .filter(|n| n.region == region)
+        .collect();
     if !in_region.is_empty() {
         return owner_among(in_region, sandbox);
     }
-    owner_among(state.placeable(), sandbox)
+    owner_among(candidates, sandbox)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::NodeState;
+    use crate::state::{test_node, NodeState};
     use proptest::prelude::*;
 
     fn node(id: NodeId, region: &str) -> NodeRecord {
-        NodeRecord {
-            id,
-            name: format!("n{id}"),
-            region: region.into(),
-            api_addr: String::new(),
-            peer_addr: String::new(),
-            state: NodeState::Up,
-            capacity: 1,
-        }
+        test_node(id, region, NodeState::Up)
     }
 
     fn owners(nodes: &[NodeRecord], ids: &[String]) -> Vec<NodeId> {
@@ -87,6 +97,21 @@ mod tests {
             owners(&nodes, &["alpha".into(), "beta".into(), "gamma".into()])
         );
         assert_eq!(key_of("alpha"), xxhash_rust::xxh3::xxh3_64(b"alpha"));
+    }
+
+    #[test]
+    fn excluding_the_owner_picks_the_next_candidate() {
+        let mut s = ClusterState::default();
+        for i in 1..=4u64 {
+            s.nodes.insert(i, node(i, "r"));
+        }
+        for id in ids(200, 7) {
+            let first = choose_owner(&s, &id, "r").unwrap();
+            let second = choose_owner_excluding(&s, &id, "r", &[first]).unwrap();
+            assert_ne!(first, second);
+            let remaining: Vec<NodeRecord> = s.nodes.values().filter(|n| n.id != first).cloned().collect();
+            assert_eq!(Some(second), owner_among(&remaining, &id), "the next rendezvous candidate");
+        }
     }
 
     proptest! {

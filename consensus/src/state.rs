@@ -214,6 +214,20 @@ impl ClusterState {
     }
 }
 
+/// A node record for tests.
+#[cfg(test)]
+pub(crate) fn test_node(id: NodeId, region: &str, state: NodeState) -> NodeRecord {
+    NodeRecord {
+        id,
+        name: format!("n{id}"),
+        region: region.into(),
+        api_addr: String::new(),
+        peer_addr: String::new(),
+        state,
+        capacity: 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

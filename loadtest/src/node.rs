@@ -79,23 +79,7 @@ impl Drop for BenchNode {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let filter = format!("label=warren.node={}", self.node_id);
-        for (list, rm) in [
-            (vec!["ps", "-aq"], vec!["rm", "-f"]),
-            (vec!["network", "ls", "-q"], vec!["network", "rm"]),
-        ] {
-            let mut args = list.clone();
-            args.extend(["--filter", &filter]);
-            if let Ok(o) = Command::new("docker").args(&args).output() {
-                let ids: Vec<String> = String::from_utf8_lossy(&o.stdout)
-                    .lines()
-                    .map(str::to_string)
-                    .collect();
-                if !ids.is_empty() {
-                    let _ = Command::new("docker").args(&rm).args(&ids).output();
-                }
-            }
-        }
+        warren_node::runtime::docker::remove_node_resources_blocking(&self.node_id);
         let _ = std::fs::remove_dir_all(&self.data_dir);
     }
 }

@@ -2,12 +2,23 @@
 //! streams and big files, one container per id, leader failure, rejoin, partitions.
 
 use super::cluster_harness::TestCluster;
-use super::harness::unique;
+use super::harness::{assert_unavailable, unique};
 use futures_util::StreamExt;
 use reqwest::Method;
 use sha2::{Digest, Sha256};
 use std::time::{Duration, Instant};
 use warren_api::exec::{ExecEvent, ExecRequest};
+
+/// Names of the voters in a cluster view.
+fn voters(v: &serde_json::Value) -> Vec<String> {
+    v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["voter"] == true)
+        .map(|n| n["id"].as_str().unwrap().to_string())
+        .collect()
+}
 
 fn sh(cmd: &str) -> ExecRequest {
     ExecRequest {
@@ -37,13 +48,7 @@ async fn ran_on(c: &TestCluster, i: usize, sandbox: &str) -> (u16, String) {
 async fn three_nodes_route_every_request_to_the_owner_and_forward_streams() {
     let c = TestCluster::start(3, 2).await;
     assert!(
-        c.wait(Duration::from_secs(30), |v| v["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|n| n["voter"] == true)
-            .count()
-            == 3)
+        c.wait(Duration::from_secs(30), |v| voters(v).len() == 3)
             .await
     );
     let id = format!("route-{}", unique());
@@ -157,13 +162,7 @@ async fn concurrent_creates_entering_every_node_make_one_container() {
 async fn leader_failure_writes_resume_and_the_old_leader_rejoins() {
     let mut c = TestCluster::start(3, 1).await;
     assert!(
-        c.wait(Duration::from_secs(30), |v| v["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|n| n["voter"] == true)
-            .count()
-            == 3)
+        c.wait(Duration::from_secs(30), |v| voters(v).len() == 3)
             .await
     );
     let before = format!("before-{}", unique());
@@ -220,13 +219,7 @@ async fn leader_failure_writes_resume_and_the_old_leader_rejoins() {
 async fn a_partitioned_minority_cannot_place_sandboxes() {
     let mut c = TestCluster::start(3, 1).await;
     assert!(
-        c.wait(Duration::from_secs(30), |v| v["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|n| n["voter"] == true)
-            .count()
-            == 3)
+        c.wait(Duration::from_secs(30), |v| voters(v).len() == 3)
             .await
     );
     c.stop(1);
@@ -237,14 +230,7 @@ async fn a_partitioned_minority_cannot_place_sandboxes() {
         .client
         .put_sandbox(&id, &Default::default())
         .await;
-    let e = r.expect_err("a minority must not place a sandbox");
-    match &e {
-        warren_client::Error::Api { status, error } => {
-            assert_eq!(*status, 503, "{error:?}");
-            assert!(error.retryable);
-        }
-        other => panic!("{other}"),
-    }
+    assert_unavailable(&r.expect_err("a minority must not place a sandbox"));
     assert!(t.elapsed() < Duration::from_secs(30));
     assert_eq!(c.containers_of(&id), 0);
     c.cont(1);
@@ -269,15 +255,6 @@ async fn a_partitioned_minority_cannot_place_sandboxes() {
 #[tokio::test]
 async fn an_unreachable_owner_is_503_and_a_lost_voter_is_replaced() {
     let mut c = TestCluster::start(6, 3).await;
-    let voters = |v: &serde_json::Value| {
-        v["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|n| n["voter"] == true)
-            .map(|n| n["id"].as_str().unwrap().to_string())
-            .collect::<Vec<_>>()
-    };
     assert!(
         c.wait(Duration::from_secs(60), |v| voters(v).len() == 5)
             .await,
@@ -299,13 +276,7 @@ async fn an_unreachable_owner_is_503_and_a_lost_voter_is_replaced() {
     let owner = c.index_of(&owner_name);
     let entry = (owner + 1) % 6;
     c.stop(owner);
-    let r = c.nodes[entry].client.sh(&id, "true").await.unwrap_err();
-    match &r {
-        warren_client::Error::Api { status, error } => {
-            assert_eq!((*status, error.retryable), (503, true), "{error:?}");
-        }
-        other => panic!("{other}"),
-    }
+    assert_unavailable(&c.nodes[entry].client.sh(&id, "true").await.unwrap_err());
     c.cont(owner);
 
     // A voter dies: the learner takes its place and writes go on.

@@ -1,7 +1,7 @@
 //! Real multi-node clusters for tests: one `warren serve --config` process per node on
 //! loopback, each with its own data dir; kill -9, SIGSTOP/SIGCONT and restarts per node.
 
-use super::harness::unique;
+use super::harness::{guest_bin, unique};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -36,17 +36,6 @@ fn free_tcp_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-fn guest_bin() -> String {
-    std::env::var("WARREN_GUEST_BIN").unwrap_or_else(|_| {
-        let exe = PathBuf::from(env!("CARGO_BIN_EXE_warren"));
-        let target = exe.parent().and_then(|p| p.parent()).expect("target dir");
-        target
-            .join("x86_64-unknown-linux-musl/debug/warren-guest")
-            .display()
-            .to_string()
-    })
 }
 
 impl TestNode {
@@ -268,22 +257,7 @@ impl Drop for TestCluster {
             self.kill(i);
         }
         for n in &self.nodes {
-            let filter = format!("label=warren.node={}", n.name);
-            for (list, rm) in [
-                (vec!["ps", "-aq"], vec!["rm", "-f"]),
-                (vec!["network", "ls", "-q"], vec!["network", "rm"]),
-            ] {
-                let mut args = list.clone();
-                args.extend(["--filter", &filter]);
-                let out = Command::new("docker").args(&args).output().unwrap();
-                let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-                    .lines()
-                    .map(str::to_string)
-                    .collect();
-                if !ids.is_empty() {
-                    let _ = Command::new("docker").args(&rm).args(&ids).output();
-                }
-            }
+            warren_node::runtime::docker::remove_node_resources_blocking(&n.name);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }

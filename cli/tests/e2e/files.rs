@@ -1,15 +1,13 @@
 //! Files: streaming round trips, content types, listings, directory operations, atomicity.
 
-use super::harness::{unique, Node};
+use super::harness::{api_err, unique, Node};
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 use warren_api::ErrorCode;
 
 fn code(e: warren_client::Error) -> (u16, ErrorCode) {
-    match e {
-        warren_client::Error::Api { status, error } => (status, error.code),
-        other => panic!("not an API error: {other}"),
-    }
+    let (status, code, _) = api_err(e);
+    (status, code)
 }
 
 /// Deterministic pseudo-random bytes, generated chunk by chunk.

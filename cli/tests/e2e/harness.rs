@@ -15,7 +15,8 @@ pub struct Node {
     pub client: Client,
 }
 
-fn guest_bin() -> String {
+/// The static guest binary of this build.
+pub fn guest_bin() -> String {
     std::env::var("WARREN_GUEST_BIN").unwrap_or_else(|_| {
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_warren"));
         let target = exe.parent().and_then(|p| p.parent()).expect("target dir");
@@ -155,19 +156,25 @@ impl Node {
 impl Drop for Node {
     fn drop(&mut self) {
         self.kill();
-        let filter = format!("label=warren.node={}", self.node_id);
-        let ids = self.docker(&["ps", "-aq", "--filter", &filter]);
-        if !ids.is_empty() {
-            let mut args = vec!["rm", "-f"];
-            args.extend(ids.lines());
-            self.docker(&args);
-        }
-        let nets = self.docker(&["network", "ls", "-q", "--filter", &filter]);
-        if !nets.is_empty() {
-            let mut args = vec!["network", "rm"];
-            args.extend(nets.lines());
-            self.docker(&args);
-        }
+        warren_node::runtime::docker::remove_node_resources_blocking(&self.node_id);
         let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+/// The status, code and details of an API error (panics on anything else).
+pub fn api_err(e: warren_client::Error) -> (u16, warren_api::ErrorCode, Option<serde_json::Value>) {
+    match e {
+        warren_client::Error::Api { status, error } => (status, error.code, error.details),
+        other => panic!("not an API error: {other}"),
+    }
+}
+
+/// Asserts a retryable 503.
+pub fn assert_unavailable(e: &warren_client::Error) {
+    match e {
+        warren_client::Error::Api { status, error } => {
+            assert_eq!((*status, error.retryable), (503, true), "{error:?}")
+        }
+        other => panic!("not an API error: {other}"),
     }
 }

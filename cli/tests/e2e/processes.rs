@@ -1,6 +1,6 @@
 //! Background processes: tree kill, waits, logs with cursors.
 
-use super::harness::{unique, Node};
+use super::harness::{api_err, unique, Node};
 use futures_util::StreamExt;
 use warren_api::process::{
     LogEvent, ProcessStatus, StartProcessRequest, WaitLogRequest, WaitPortRequest,
@@ -12,13 +12,6 @@ fn start(cmd: &str, id: &str) -> StartProcessRequest {
         command: Some(cmd.into()),
         id: Some(id.into()),
         ..Default::default()
-    }
-}
-
-fn code(e: warren_client::Error) -> (u16, ErrorCode, Option<serde_json::Value>) {
-    match e {
-        warren_client::Error::Api { status, error } => (status, error.code, error.details),
-        other => panic!("not an API error: {other}"),
     }
 }
 
@@ -134,7 +127,7 @@ async fn wait_for_log_lines_on_stdout_and_stderr() {
         )
         .await
         .unwrap_err();
-    assert_eq!(code(e).0, 408);
+    assert_eq!(api_err(e).0, 408);
     c.start_process(&id, &start("echo bye; exit 3", "quitter"))
         .await
         .unwrap();
@@ -150,7 +143,7 @@ async fn wait_for_log_lines_on_stdout_and_stderr() {
         )
         .await
         .unwrap_err();
-    let (status, code_, details) = code(e);
+    let (status, code_, details) = api_err(e);
     assert_eq!((status, code_), (409, ErrorCode::ProcessExited));
     assert_eq!(details.unwrap()["exit_code"], 3);
 }
@@ -186,7 +179,7 @@ async fn wait_for_port_and_exit() {
         .wait_port(&id, "web", &req(8124, "tcp", 600))
         .await
         .unwrap_err();
-    assert_eq!(code(e).1, ErrorCode::ReadyTimeout);
+    assert_eq!(api_err(e).1, ErrorCode::ReadyTimeout);
     c.start_process(&id, &start("sleep 0.3; exit 5", "short"))
         .await
         .unwrap();
@@ -194,7 +187,7 @@ async fn wait_for_port_and_exit() {
         .wait_port(&id, "short", &req(8125, "tcp", 20_000))
         .await
         .unwrap_err();
-    let (status, _, details) = code(e);
+    let (status, _, details) = api_err(e);
     assert_eq!(status, 409);
     assert_eq!(details.unwrap()["exit_code"], 5);
     assert_eq!(
@@ -205,7 +198,7 @@ async fn wait_for_port_and_exit() {
         5
     );
     let e = c.wait_exit(&id, "web", Some(300)).await.unwrap_err();
-    assert_eq!(code(e).0, 408);
+    assert_eq!(api_err(e).0, 408);
     let list = c.list_processes(&id).await.unwrap();
     let short = list.processes.iter().find(|p| p.id == "short").unwrap();
     assert_eq!(
@@ -274,12 +267,12 @@ async fn logs_replay_from_a_cursor_then_follow_without_loss() {
     assert_eq!((rest.stdout.as_str(), rest.stderr.as_str()), ("", ""));
     let e = c.logs(&id, "counter", Some(3)).await.unwrap_err();
     assert_eq!(
-        code(e).0,
+        api_err(e).0,
         400,
         "a cursor that is not a frame boundary is refused"
     );
     let e = c.get_process(&id, "nope").await.unwrap_err();
-    assert_eq!(code(e).1, ErrorCode::ProcessNotFound);
+    assert_eq!(api_err(e).1, ErrorCode::ProcessNotFound);
     assert_eq!(
         c.get_process(&id, "counter").await.unwrap().status,
         ProcessStatus::Completed

@@ -468,6 +468,35 @@ pub async fn image_present(host: Option<&str>, image: &str) -> Result<bool, Runt
     Ok(docker.inspect_image(image).await.is_ok())
 }
 
+/// Removes every container and network of node `node_id` on the local Docker daemon, from
+/// any context (test and benchmark teardown, `Drop`): it runs on its own thread and runtime.
+pub fn remove_node_resources_blocking(node_id: &str) {
+    let node_id = node_id.to_string();
+    let done = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let pool = SubnetPool {
+                pool: Cidr {
+                    base: 0,
+                    prefix: 32,
+                },
+                block_prefix: 32,
+            };
+            match DockerRuntime::connect(None, &node_id, pool, 0).await {
+                Ok(rt) => rt.remove_everything().await,
+                Err(e) => Err(e),
+            }
+        })
+    })
+    .join();
+    if let Ok(Err(e)) = done {
+        tracing::warn!(error = %e, "cleanup of a node's Docker resources failed");
+    }
+}
+
 fn rand_index(n: u32) -> u32 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

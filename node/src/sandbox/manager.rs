@@ -213,15 +213,18 @@ impl SandboxManager {
         self.slots.lock().expect("slots lock").get(id).cloned()
     }
 
-    fn update_gauge(&self) {
-        let n = self
-            .slots
+    /// Sandboxes with a record on this node.
+    fn sandbox_count(&self) -> usize {
+        self.slots
             .lock()
             .expect("slots lock")
             .values()
             .filter(|s| s.record().is_some())
-            .count();
-        self.metrics.sandboxes.set(n as i64);
+            .count()
+    }
+
+    fn update_gauge(&self) {
+        self.metrics.sandboxes.set(self.sandbox_count() as i64);
     }
 
     /// `GET /v1/sandboxes/{id}`: never creates or wakes.
@@ -334,14 +337,7 @@ impl SandboxManager {
                 "egress policies are not supported by this node yet",
             ));
         }
-        let count = self
-            .slots
-            .lock()
-            .expect("slots lock")
-            .values()
-            .filter(|s| s.record().is_some())
-            .count();
-        if count >= self.cfg.max_sandboxes {
+        if self.sandbox_count() >= self.cfg.max_sandboxes {
             return Err(ApiError::new(
                 ErrorCode::CapacityExhausted,
                 format!(

@@ -17,20 +17,40 @@ fn unavailable(node: &NodeRecord, what: impl std::fmt::Display) -> Response {
     .into_response()
 }
 
+/// The outcome of a forward.
+pub enum Forwarded {
+    /// The owner's response (or a 503 if the exchange broke after the request went out).
+    Response(Response),
+    /// Nothing was sent: the node could not be reached. The request comes back unused.
+    Unreachable(axum::extract::Request, String),
+}
+
 /// Forwards `req` to `node` and returns its response (status, headers and body unchanged).
 pub async fn forward(peers: &Peers, node: &NodeRecord, req: axum::extract::Request) -> Response {
+    match try_forward(peers, node, req).await {
+        Forwarded::Response(r) => r,
+        Forwarded::Unreachable(_, why) => unavailable(node, why),
+    }
+}
+
+/// Like [`forward`], but says when the request never left this node.
+pub async fn try_forward(
+    peers: &Peers,
+    node: &NodeRecord,
+    req: axum::extract::Request,
+) -> Forwarded {
     let addr = match warren_consensus::rpc::resolve(&node.peer_addr).await {
         Ok(a) => a,
-        Err(e) => return unavailable(node, e),
+        Err(e) => return Forwarded::Unreachable(req, e.to_string()),
     };
     let (send, recv) = match peers.open(addr, &node.name, StreamKind::Http).await {
         Ok(s) => s,
-        Err(e) => return unavailable(node, e),
+        Err(e) => return Forwarded::Unreachable(req, e.to_string()),
     };
     let io = TokioIo::new(tokio::io::join(recv, send));
     let (mut sender, conn) = match hyper::client::conn::http1::handshake::<_, Body>(io).await {
         Ok(x) => x,
-        Err(e) => return unavailable(node, e),
+        Err(e) => return Forwarded::Unreachable(req, e.to_string()),
     };
     tokio::spawn(async move {
         if let Err(e) = conn.with_upgrades().await {
@@ -38,7 +58,7 @@ pub async fn forward(peers: &Peers, node: &NodeRecord, req: axum::extract::Reque
         }
     });
     match sender.send_request(req).await {
-        Ok(resp) => resp.map(Body::new),
-        Err(e) => unavailable(node, e),
+        Ok(resp) => Forwarded::Response(resp.map(Body::new)),
+        Err(e) => Forwarded::Response(unavailable(node, e)),
     }
 }

@@ -6,7 +6,8 @@
 //! up nodes of the requested region. The owner serves a request only while its own applied
 //! state names it and it holds the lease; anyone else forwards to the owner.
 
-use super::{cluster_error, forward::forward, FromPeer, HEADER_EPOCH};
+use super::forward::{try_forward, Forwarded};
+use super::{cluster_error, FromPeer, HEADER_EPOCH};
 use crate::error::ApiErrorResponse;
 use crate::state::AppState;
 use axum::body::Body;
@@ -17,8 +18,8 @@ use http::Method;
 use http_body_util::BodyExt;
 use std::time::Duration;
 use warren_api::{ApiError, ErrorCode};
-use warren_consensus::placement::choose_owner;
-use warren_consensus::{Command, CommandResult, NodeState};
+use warren_consensus::placement::choose_owner_excluding;
+use warren_consensus::{Command, CommandResult, NodeId, NodeState};
 
 /// The sandbox id of `/v1/sandboxes/{id}` and `/v1/sandboxes/{id}/…`, and whether the path is
 /// the sandbox itself.
@@ -48,40 +49,31 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
     let cl = &st.cluster.cluster;
     let from_peer = req.extensions().get::<FromPeer>().is_some();
     let method = req.method().clone();
-    let placement = cl.read(|s| s.placements.get(&id).cloned());
-
-    let (owner, epoch, req) = match placement {
-        Some(p) => (p.node, p.epoch, req),
+    match cl.read(|s| s.placements.get(&id).cloned()) {
+        Some(p) if from_peer && p.node != cl.id => {
+            // A stale entry node sent it here; one hop only.
+            err(ApiError::new(
+                ErrorCode::Unavailable,
+                format!("sandbox {id} is owned by another node; retry"),
+            ))
+        }
+        Some(p) => route_to(&st, &id, p.node, p.epoch, req, next).await,
         // Reading or deleting what was never placed: nothing to route to.
         None if whole && (method == Method::GET || method == Method::DELETE) => {
-            return if from_peer {
+            if from_peer {
                 next.run(req).await
             } else {
                 local_or_absent(&st, &id, req, next).await
-            };
+            }
         }
         None if from_peer => {
             // The entry node committed a placement naming us; our log may not have it yet.
-            let expected: u64 = req
+            let expected = req
                 .headers()
                 .get(HEADER_EPOCH)
                 .and_then(|v| v.to_str().ok()?.parse().ok())
                 .unwrap_or(1);
-            let me = cl.id;
-            let ok = cl
-                .wait_for(Duration::from_secs(3), |s| {
-                    s.placements
-                        .get(&id)
-                        .is_some_and(|p| p.node == me && p.epoch >= expected)
-                })
-                .await;
-            if !ok {
-                return err(ApiError::new(
-                    ErrorCode::Unavailable,
-                    format!("sandbox {id} is not placed on this node"),
-                ));
-            }
-            return serve_local(&st, &id, req, next).await;
+            serve_owned(&st, &id, expected, req, next).await
         }
         None => {
             let (req, region) = match precheck(req, &id, whole).await {
@@ -89,56 +81,92 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
                 Err(r) => return r,
             };
             let region = region.unwrap_or_else(|| cl.cfg.region.clone());
-            let Some(choice) = cl.read(|s| choose_owner(s, &id, &region)) else {
-                return err(ApiError::new(
-                    ErrorCode::CapacityExhausted,
-                    "no node is up to take a new sandbox",
-                ));
-            };
-            let placed = cl
-                .propose(Command::Place {
-                    sandbox: id.clone(),
-                    node: choice,
-                    expected_epoch: 0,
-                })
-                .await;
-            match placed {
-                Ok(CommandResult::Placement {
-                    placement: Some(p), ..
-                }) => (p.node, p.epoch, req),
-                Ok(other) => {
-                    return err(ApiError::internal(format!(
-                        "placement of {id} gave {other:?}"
-                    )))
-                }
-                Err(e) => return err(cluster_error(e)),
+            place_and_route(&st, &id, &region, req, next).await
+        }
+    }
+}
+
+/// Commits a placement for a new id and sends the request to the chosen node. If that node
+/// cannot be reached before anything was sent to it (it just died and is not marked down
+/// yet), it never saw the sandbox: the placement moves to the next candidate (compare-and-set
+/// on the epoch just committed) and the request follows.
+async fn place_and_route(
+    st: &AppState,
+    id: &str,
+    region: &str,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let cl = &st.cluster.cluster;
+    let mut excluded: Vec<NodeId> = Vec::new();
+    let mut expected_epoch = 0;
+    for _ in 0..3 {
+        let Some(choice) = cl.read(|s| choose_owner_excluding(s, id, region, &excluded)) else {
+            return err(ApiError::new(
+                ErrorCode::CapacityExhausted,
+                "no node is up to take a new sandbox",
+            ));
+        };
+        let cmd = Command::Place {
+            sandbox: id.to_string(),
+            node: choice,
+            expected_epoch,
+        };
+        let p = match cl.propose(cmd).await {
+            Ok(CommandResult::Placement {
+                placement: Some(p),
+                applied: true,
+            }) => p,
+            // Placed concurrently by someone else: follow the winner.
+            Ok(CommandResult::Placement {
+                placement: Some(p),
+                applied: false,
+            }) => {
+                return route_to(st, id, p.node, p.epoch, req, next).await;
+            }
+            Ok(other) => {
+                return err(ApiError::internal(format!(
+                    "placement of {id} gave {other:?}"
+                )))
+            }
+            Err(e) => return err(cluster_error(e)),
+        };
+        if p.node == cl.id {
+            return serve_owned(st, id, p.epoch, req, next).await;
+        }
+        let Some(node) = cl.read(|s| s.nodes.get(&p.node).cloned()) else {
+            return err(ApiError::internal(format!(
+                "placement of {id} names an unknown node"
+            )));
+        };
+        match try_forward(cl.peers(), &node, with_epoch(req, p.epoch)).await {
+            Forwarded::Response(r) => return r,
+            Forwarded::Unreachable(back, why) => {
+                tracing::warn!(sandbox_id = %id, node = %node.name, %why, "new sandbox's node is unreachable; placing it elsewhere");
+                excluded.push(p.node);
+                expected_epoch = p.epoch;
+                req = back;
             }
         }
-    };
-
-    if owner == cl.id {
-        let me = cl.id;
-        if !cl
-            .wait_for(Duration::from_secs(3), |s| {
-                s.placements
-                    .get(&id)
-                    .is_some_and(|p| p.node == me && p.epoch >= epoch)
-            })
-            .await
-        {
-            return err(ApiError::new(
-                ErrorCode::Unavailable,
-                format!("placement of {id} is not applied here yet"),
-            ));
-        }
-        return serve_local(&st, &id, req, next).await;
     }
-    if from_peer {
-        // A stale entry node sent it here; one hop only.
-        return err(ApiError::new(
-            ErrorCode::Unavailable,
-            format!("sandbox {id} is owned by another node; retry"),
-        ));
+    err(ApiError::new(
+        ErrorCode::Unavailable,
+        format!("no node could take sandbox {id}"),
+    ))
+}
+
+/// Sends a request for a placed sandbox to its owner (or serves it here).
+async fn route_to(
+    st: &AppState,
+    id: &str,
+    owner: NodeId,
+    epoch: u64,
+    req: Request,
+    next: Next,
+) -> Response {
+    let cl = &st.cluster.cluster;
+    if owner == cl.id {
+        return serve_owned(st, id, epoch, req, next).await;
     }
     let Some(node) = cl.read(|s| s.nodes.get(&owner).cloned()) else {
         return err(ApiError::new(
@@ -152,11 +180,34 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
             format!("the owner of {id}, node {}, is down", node.name),
         ));
     }
-    let mut req = req;
-    if let Ok(v) = http::HeaderValue::from_str(&epoch.to_string()) {
-        req.headers_mut().insert(HEADER_EPOCH, v);
+    super::forward::forward(cl.peers(), &node, with_epoch(req, epoch)).await
+}
+
+fn with_epoch(mut req: Request, epoch: u64) -> Request {
+    req.headers_mut()
+        .insert(HEADER_EPOCH, http::HeaderValue::from(epoch));
+    req
+}
+
+/// Serves here once this node's applied state shows the placement (epoch at least `epoch`)
+/// naming it.
+async fn serve_owned(st: &AppState, id: &str, epoch: u64, req: Request, next: Next) -> Response {
+    let cl = &st.cluster.cluster;
+    let me = cl.id;
+    let placed_here = cl
+        .wait_for(Duration::from_secs(3), |s| {
+            s.placements
+                .get(id)
+                .is_some_and(|p| p.node == me && p.epoch >= epoch)
+        })
+        .await;
+    if !placed_here {
+        return err(ApiError::new(
+            ErrorCode::Unavailable,
+            format!("sandbox {id} is not placed on this node (yet); retry"),
+        ));
     }
-    forward(cl.peers(), &node, req).await
+    serve_local(st, id, req, next).await
 }
 
 /// Serves on this node, if it holds the lease; forgets the placement after a delete.
