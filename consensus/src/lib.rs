@@ -22,5 +22,7 @@ pub mod store;
 pub mod types;
 
 pub use cluster::{Cluster, ClusterConfig, ClusterError};
-pub use state::{ClusterState, Command, CommandResult, NodeId, NodeRecord, NodeState, Placement};
+pub use state::{
+    ClusterState, Command, CommandResult, NodeId, NodeRecord, NodeState, Placement, PlacementState,
+};
 pub use types::{Peer, TypeConfig};

@@ -109,8 +109,17 @@ mod tests {
             let first = choose_owner(&s, &id, "r").unwrap();
             let second = choose_owner_excluding(&s, &id, "r", &[first]).unwrap();
             assert_ne!(first, second);
-            let remaining: Vec<NodeRecord> = s.nodes.values().filter(|n| n.id != first).cloned().collect();
-            assert_eq!(Some(second), owner_among(&remaining, &id), "the next rendezvous candidate");
+            let remaining: Vec<NodeRecord> = s
+                .nodes
+                .values()
+                .filter(|n| n.id != first)
+                .cloned()
+                .collect();
+            assert_eq!(
+                Some(second),
+                owner_among(&remaining, &id),
+                "the next rendezvous candidate"
+            );
         }
     }
 

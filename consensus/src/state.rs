@@ -33,12 +33,22 @@ pub struct NodeRecord {
     pub capacity: u32,
 }
 
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlacementState {
+    /// The named node runs (or creates) the sandbox.
+    #[default]
+    Active,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {
     pub sandbox: String,
     pub node: NodeId,
     /// Grows on every change; fences stale owners.
     pub epoch: u64,
+    #[serde(default)]
+    pub state: PlacementState,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -193,6 +203,7 @@ impl ClusterState {
                     sandbox: sandbox.clone(),
                     node: *node,
                     epoch: current + 1,
+                    state: PlacementState::Active,
                 };
                 self.placements.insert(sandbox.clone(), p.clone());
                 CommandResult::Placement {
@@ -274,7 +285,8 @@ mod tests {
                 placement: Some(Placement {
                     sandbox: "x".into(),
                     node: 1,
-                    epoch: 1
+                    epoch: 1,
+                    state: PlacementState::Active
                 }),
                 applied: true
             }
@@ -287,7 +299,8 @@ mod tests {
                 placement: Some(Placement {
                     sandbox: "x".into(),
                     node: 1,
-                    epoch: 1
+                    epoch: 1,
+                    state: PlacementState::Active
                 }),
                 applied: false
             }

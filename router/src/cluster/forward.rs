@@ -57,8 +57,37 @@ pub async fn try_forward(
             tracing::debug!(error = %e, "forwarded connection ended");
         }
     });
+    // A protocol upgrade (WebSocket) continues both ways once the owner agrees.
+    let mut req = req;
+    let client_side = req
+        .headers()
+        .contains_key(http::header::UPGRADE)
+        .then(|| hyper::upgrade::on(&mut req));
     match sender.send_request(req).await {
-        Ok(resp) => Forwarded::Response(resp.map(Body::new)),
+        Ok(mut resp) => {
+            if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+                if let Some(client_side) = client_side {
+                    let owner_side = hyper::upgrade::on(&mut resp);
+                    tokio::spawn(bridge(client_side, owner_side));
+                }
+            }
+            Forwarded::Response(resp.map(Body::new))
+        }
         Err(e) => Forwarded::Response(unavailable(node, e)),
+    }
+}
+
+/// Copies bytes both ways between the client's upgraded connection and the owner's.
+async fn bridge(client: hyper::upgrade::OnUpgrade, owner: hyper::upgrade::OnUpgrade) {
+    let (client, owner) = match tokio::try_join!(client, owner) {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::debug!(error = %e, "upgrade through the forwarder failed");
+            return;
+        }
+    };
+    let (mut a, mut b) = (TokioIo::new(client), TokioIo::new(owner));
+    if let Err(e) = tokio::io::copy_bidirectional(&mut a, &mut b).await {
+        tracing::debug!(error = %e, "upgraded stream through the forwarder ended");
     }
 }
