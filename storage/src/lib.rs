@@ -1,10 +1,16 @@
-//! Durable storage of a node: the Raft log, Raft metadata (vote, purge point) and the
-//! latest state-machine snapshot, in one RocksDB database.
+//! Durable storage of a node.
 //!
-//! Byte-level on purpose: this crate knows nothing of openraft or of what the entries mean
-//! (`warren-consensus` encodes them), so that RocksDB — slow to compile — is a dependency of
-//! this crate alone. Every write that Raft relies on is synced to the WAL before it returns.
+//! - `raftdb`: the Raft log, Raft metadata (vote, purge point) and the latest state-machine
+//!   snapshot, in one RocksDB database. Byte-level on purpose: it knows nothing of openraft
+//!   or of what the entries mean (`warren-consensus` encodes them), so that RocksDB — slow to
+//!   compile — is a dependency of this crate alone. Every write that Raft relies on is
+//!   synced to the WAL before it returns.
+//! - `snapshots`: sandbox snapshots in object storage (chunked, deduplicated, compressed),
+//!   with a node-local chunk cache.
+//!
+//! It must not depend on the other warren crates.
 
 mod raftdb;
+pub mod snapshots;
 
 pub use raftdb::{RaftDb, StorageError, FORMAT_VERSION};
