@@ -11,6 +11,7 @@ pub mod ids;
 pub mod process;
 pub mod sandbox;
 pub mod session;
+pub mod snapshot;
 pub mod sse;
 pub mod time;
 

@@ -60,6 +60,50 @@ pub enum Command {
     Kill(KillArgs),
     /// Print a background process's output.
     Logs(LogsArgs),
+    /// Snapshots: create, list, get, rm.
+    #[command(subcommand)]
+    Snapshot(SnapshotCommand),
+    /// Replace a sandbox's files with a snapshot's.
+    Restore { id: String, snapshot: String },
+    /// Snapshot a sandbox once and start COUNT new sandboxes from it.
+    Fork(ForkArgs),
+    /// Save a sandbox (per its persist setting) and stop it; the next call wakes it.
+    Sleep { id: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SnapshotCommand {
+    /// Save a sandbox's files (or only --dir directories).
+    Create {
+        id: String,
+        #[arg(long)]
+        name: Option<String>,
+        /// Directory to save (repeatable; default: every change to the image).
+        #[arg(long = "dir")]
+        dirs: Vec<String>,
+    },
+    #[command(alias = "ls")]
+    List {
+        #[arg(long)]
+        sandbox: Option<String>,
+    },
+    Get {
+        snapshot: String,
+    },
+    #[command(alias = "delete")]
+    Rm {
+        snapshots: Vec<String>,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct ForkArgs {
+    pub id: String,
+    #[arg(long, default_value_t = 1)]
+    pub count: u32,
+    /// Ids of the new sandboxes (repeatable; default ID-fork-1…).
+    #[arg(long = "to")]
+    pub ids: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -119,6 +163,14 @@ pub struct NodeArgs {
     pub down_after_ms: u64,
     #[arg(long, default_value_t = 4000)]
     pub lease_ms: u64,
+    /// Snapshot store shared by the cluster's nodes (directory; default DATA_DIR/objects).
+    #[arg(long)]
+    pub object_store: Option<String>,
+    #[arg(long, default_value_t = 10 * 1024)]
+    pub chunk_cache_mb: u64,
+    /// Unreferenced snapshot chunks younger than this are kept.
+    #[arg(long, default_value_t = 3600)]
+    pub snapshot_gc_grace_s: u64,
 }
 
 impl NodeArgs {
@@ -149,6 +201,9 @@ impl NodeArgs {
             heartbeat_ms: self.heartbeat_ms,
             down_after_ms: self.down_after_ms,
             lease_ms: self.lease_ms,
+            object_store: self.object_store.clone(),
+            chunk_cache_mb: self.chunk_cache_mb,
+            snapshot_gc_grace_s: self.snapshot_gc_grace_s,
         };
         s.check()?;
         Ok(s)
@@ -192,6 +247,12 @@ pub struct CreateArgs {
     pub keep_alive: bool,
     #[arg(long)]
     pub region: Option<String>,
+    /// Start from this snapshot.
+    #[arg(long)]
+    pub from_snapshot: Option<String>,
+    /// What survives sleep: disk (default), none, or a directory (repeatable).
+    #[arg(long)]
+    pub persist: Vec<String>,
 }
 
 #[derive(Args, Debug)]

@@ -116,6 +116,11 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     cfg.spare_networks = s.spare_networks;
     cfg.firewall = s.firewall;
     cfg.max_sandboxes = s.max_sandboxes;
+    if let Some(o) = &s.object_store {
+        cfg.object_store = o.clone();
+    }
+    cfg.chunk_cache_bytes = s.chunk_cache_mb << 20;
+    cfg.snapshot_gc_grace = std::time::Duration::from_secs(s.snapshot_gc_grace_s);
 
     let subnets = SubnetPool {
         pool,

@@ -52,6 +52,15 @@ pub struct Settings {
     /// A node out of touch with the majority this long stops serving (< down_after_ms).
     #[serde(default = "default_lease")]
     pub lease_ms: u64,
+    /// Where snapshots go: a directory (`file:///…` or an absolute path) that every node of
+    /// the cluster shares (default: DATA_DIR/objects, right for a single node).
+    pub object_store: Option<String>,
+    /// Size of the node-local cache of snapshot chunks.
+    #[serde(default = "default_chunk_cache_mb")]
+    pub chunk_cache_mb: u64,
+    /// Unreferenced snapshot chunks younger than this are kept.
+    #[serde(default = "default_gc_grace")]
+    pub snapshot_gc_grace_s: u64,
 }
 
 fn default_region() -> String {
@@ -86,6 +95,12 @@ fn default_down_after() -> u64 {
 }
 fn default_lease() -> u64 {
     4000
+}
+fn default_chunk_cache_mb() -> u64 {
+    10 * 1024
+}
+fn default_gc_grace() -> u64 {
+    3600
 }
 
 impl Settings {

@@ -13,4 +13,5 @@ mod e2e {
     mod lifecycle;
     mod processes;
     mod sessions;
+    mod snapshots;
 }

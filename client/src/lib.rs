@@ -3,6 +3,7 @@
 
 mod files;
 mod processes;
+mod snapshots;
 mod stream;
 
 pub use stream::EventStream;

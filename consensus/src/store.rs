@@ -4,6 +4,10 @@
 //! every request) and is persisted as snapshots; after a restart it is the latest snapshot
 //! plus the committed log entries after it, which openraft re-applies.
 
+// openraft's storage traits fix the error type (`StorageError`, which is large); the helpers
+// here return it unboxed because every caller hands it straight back to openraft.
+#![allow(clippy::result_large_err)]
+
 use crate::state::{ClusterState, CommandResult};
 use crate::types::{LogId, StoredMembership, TypeConfig};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage, RaftStateMachine, Snapshot};

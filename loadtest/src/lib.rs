@@ -9,3 +9,4 @@ pub mod node;
 pub mod placement_bench;
 pub mod report;
 pub mod scenarios;
+pub mod snapshot_bench;

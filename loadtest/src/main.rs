@@ -3,10 +3,12 @@
 //! Environment: WARREN_BENCH_WARM (exec samples, default 300), WARREN_BENCH_COLD (cold
 //! samples, default 10), WARREN_BENCH_BURST (concurrent creates, default 20),
 //! WARREN_BENCH_COMMITS (placement commits, default 500), WARREN_BENCH_SIM_IDS (ids in the
-//! placement simulation, default 1 000 000).
+//! placement simulation, default 1 000 000), WARREN_BENCH_SNAPSHOT_ROUNDS (snapshot, restore
+//! and fork rounds on a ~200 MiB workspace, default 3).
 
 use warren_loadtest::{
     cluster_node, commit_bench, node::BenchNode, placement_bench, report::Table, scenarios,
+    snapshot_bench,
 };
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -22,6 +24,7 @@ async fn main() -> anyhow::Result<()> {
     let cold_n = env_usize("WARREN_BENCH_COLD", 10).clamp(3, 100);
     let burst_n = env_usize("WARREN_BENCH_BURST", 20).clamp(1, 200);
     let commits_n = env_usize("WARREN_BENCH_COMMITS", 500).clamp(10, 10_000);
+    let snap_rounds = env_usize("WARREN_BENCH_SNAPSHOT_ROUNDS", 3).clamp(1, 20);
     let sim_ids = env_usize("WARREN_BENCH_SIM_IDS", 1_000_000).clamp(1000, 5_000_000);
     let mut table = Table::default();
     {
@@ -33,6 +36,7 @@ async fn main() -> anyhow::Result<()> {
         scenarios::warm_exec(&node, warm_n, &mut table).await?;
         scenarios::cold_create(&node, cold_n, &mut table).await?;
         scenarios::burst_create(&node, burst_n, &mut table).await?;
+        snapshot_bench::snapshots(&node, snap_rounds, &mut table).await?;
     }
     eprintln!("bench: three-node cluster");
     cluster_node::forwarding_overhead(warm_n, &mut table).await?;

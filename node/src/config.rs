@@ -2,6 +2,7 @@
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -28,6 +29,15 @@ pub struct NodeConfig {
     pub max_sandboxes: usize,
     /// Container creations in flight at once (protects dockerd from bursts).
     pub create_concurrency: usize,
+    /// Where snapshots are stored: a local directory (`file:///…` or an absolute path).
+    /// Nodes of one cluster share it, so that any node can restore any snapshot.
+    pub object_store: String,
+    /// Bytes of chunks kept in the node-local cache.
+    pub chunk_cache_bytes: u64,
+    /// Unreferenced chunks younger than this are kept (a snapshot being written may use them).
+    pub snapshot_gc_grace: Duration,
+    /// How often idle sandboxes are looked for (they sleep after their `sleep_after`).
+    pub idle_check_every: Duration,
 }
 
 impl NodeConfig {
@@ -37,10 +47,15 @@ impl NodeConfig {
         data_dir: impl Into<PathBuf>,
         guest_binary: impl Into<PathBuf>,
     ) -> Self {
+        let data_dir: PathBuf = data_dir.into();
         NodeConfig {
+            object_store: data_dir.join("objects").to_string_lossy().into_owned(),
+            chunk_cache_bytes: 10 << 30,
+            snapshot_gc_grace: Duration::from_secs(3600),
+            idle_check_every: Duration::from_secs(1),
             node_id: node_id.into(),
             region: "local".into(),
-            data_dir: data_dir.into(),
+            data_dir,
             docker_host: None,
             default_image: DEFAULT_IMAGE.into(),
             guest_binary: guest_binary.into(),
@@ -59,6 +74,10 @@ impl NodeConfig {
 
     pub fn run_root(&self) -> PathBuf {
         self.data_dir.join("run")
+    }
+
+    pub fn chunk_cache_dir(&self) -> PathBuf {
+        self.data_dir.join("chunk-cache")
     }
 }
 

@@ -8,6 +8,8 @@ pub struct NodeMetrics {
     pub creates: HistogramVec,
     pub recoveries: IntCounterVec,
     pub guest_requests: HistogramVec,
+    /// Snapshot work by step: capture, apply, sleep, wake.
+    pub snapshots: HistogramVec,
 }
 
 impl NodeMetrics {
@@ -40,14 +42,23 @@ impl NodeMetrics {
                     "warren_guest_request_seconds",
                     "Time to the guest's response head",
                 )
-                .buckets(buckets),
+                .buckets(buckets.clone()),
                 &["outcome"],
+            )?,
+            snapshots: HistogramVec::new(
+                HistogramOpts::new(
+                    "warren_snapshot_step_seconds",
+                    "Time of snapshot steps (capture, apply, sleep, wake)",
+                )
+                .buckets(buckets),
+                &["step"],
             )?,
         };
         registry.register(Box::new(m.sandboxes.clone()))?;
         registry.register(Box::new(m.creates.clone()))?;
         registry.register(Box::new(m.recoveries.clone()))?;
         registry.register(Box::new(m.guest_requests.clone()))?;
+        registry.register(Box::new(m.snapshots.clone()))?;
         Ok(m)
     }
 }

@@ -22,7 +22,9 @@ use std::future::Future;
 
 /// The whole API as an axum router.
 pub fn app(state: AppState) -> Router {
-    routes::router(state)
+    let app = routes::router(state.clone());
+    let _ = state.self_app.set(app.clone());
+    app
 }
 
 /// Starts serving peers (Raft RPCs and forwarded requests) on the node's QUIC endpoint.

@@ -13,6 +13,8 @@ pub struct AppState {
     pub node_id: Arc<str>,
     pub registry: prometheus::Registry,
     pub metrics: crate::metrics::RouterMetrics,
+    /// This node's own router, for calls that must be routed like a client's (fork).
+    pub self_app: Arc<std::sync::OnceLock<axum::Router>>,
 }
 
 impl AppState {
@@ -30,6 +32,7 @@ impl AppState {
             api_key: api_key.into(),
             registry,
             metrics,
+            self_app: Arc::new(std::sync::OnceLock::new()),
         })
     }
 }

@@ -6,6 +6,7 @@ mod exec;
 mod files;
 mod procs;
 mod sandbox;
+mod snapshots;
 
 use crate::args::{Cli, Command, Conn};
 use anyhow::Context;
@@ -28,6 +29,10 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Ps { id } => procs::ps(&conn, &id).await,
         Command::Kill(a) => procs::kill(&conn, a).await,
         Command::Logs(a) => procs::logs(&conn, a).await,
+        Command::Snapshot(c) => snapshots::snapshot(&conn, c).await,
+        Command::Restore { id, snapshot } => snapshots::restore(&conn, &id, &snapshot).await,
+        Command::Fork(a) => snapshots::fork(&conn, a).await,
+        Command::Sleep { id } => snapshots::sleep(&conn, &id).await,
     }
 }
 

@@ -3,7 +3,21 @@
 use super::{client, pairs};
 use crate::args::{Conn, CreateArgs, ListArgs};
 use crate::output;
-use warren_api::sandbox::{CreateSandboxRequest, ResourcesRequest, SleepAfter};
+use warren_api::sandbox::{
+    CreateSandboxRequest, Persist, PersistMode, ResourcesRequest, SleepAfter,
+};
+
+/// `--persist disk|none|DIR…`.
+fn persist(args: &[String]) -> Option<Persist> {
+    match args {
+        [] => None,
+        [one] if one == "disk" => Some(Persist::Mode(PersistMode::Disk)),
+        [one] if one == "none" => Some(Persist::Mode(PersistMode::None)),
+        dirs => Some(Persist::Dirs {
+            dirs: dirs.to_vec(),
+        }),
+    }
+}
 
 pub async fn create(conn: &Conn, a: CreateArgs) -> anyhow::Result<i32> {
     let resources =
@@ -27,6 +41,8 @@ pub async fn create(conn: &Conn, a: CreateArgs) -> anyhow::Result<i32> {
             .then(|| pairs(&a.labels, "--label"))
             .transpose()?,
         region: a.region,
+        from_snapshot: a.from_snapshot,
+        persist: persist(&a.persist),
         ..Default::default()
     };
     let (sb, created) = client(conn)?.put_sandbox(&a.id, &req).await?;

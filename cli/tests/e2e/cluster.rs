@@ -160,9 +160,18 @@ async fn concurrent_creates_entering_every_node_make_one_container() {
 
 #[tokio::test]
 async fn leader_failure_writes_resume_and_the_old_leader_rejoins() {
-    let mut c = TestCluster::start(3, 1).await;
+    leader_failure(3).await;
+}
+
+#[tokio::test]
+async fn five_nodes_leader_failure_writes_resume_and_the_old_leader_rejoins() {
+    leader_failure(5).await;
+}
+
+async fn leader_failure(n: usize) {
+    let mut c = TestCluster::start(n, 1).await;
     assert!(
-        c.wait(Duration::from_secs(30), |v| voters(v).len() == 3)
+        c.wait(Duration::from_secs(30), |v| voters(v).len() == n)
             .await
     );
     let before = format!("before-{}", unique());
@@ -170,7 +179,7 @@ async fn leader_failure_writes_resume_and_the_old_leader_rejoins() {
     let leader = c.leader().await;
     let old_name = c.nodes[leader].name.clone();
     c.kill(leader);
-    let survivor = (leader + 1) % 3;
+    let survivor = (leader + 1) % n;
     assert!(
         c.wait(Duration::from_secs(20), |v| v["leader"]
             .as_str()
@@ -217,13 +226,25 @@ async fn leader_failure_writes_resume_and_the_old_leader_rejoins() {
 
 #[tokio::test]
 async fn a_partitioned_minority_cannot_place_sandboxes() {
-    let mut c = TestCluster::start(3, 1).await;
+    partitioned_minority(3).await;
+}
+
+#[tokio::test]
+async fn five_nodes_a_partitioned_minority_cannot_place_sandboxes() {
+    partitioned_minority(5).await;
+}
+
+/// Stops a majority (SIGSTOP): the rest, whichever of them led, cannot commit a placement.
+async fn partitioned_minority(n: usize) {
+    let mut c = TestCluster::start(n, 1).await;
     assert!(
-        c.wait(Duration::from_secs(30), |v| voters(v).len() == 3)
+        c.wait(Duration::from_secs(30), |v| voters(v).len() == n)
             .await
     );
-    c.stop(1);
-    c.stop(2);
+    let majority: Vec<usize> = (n / 2..n).collect();
+    for &i in &majority {
+        c.stop(i);
+    }
     let id = format!("minority-{}", unique());
     let t = Instant::now();
     let r = c.nodes[0]
@@ -233,8 +254,9 @@ async fn a_partitioned_minority_cannot_place_sandboxes() {
     assert_unavailable(&r.expect_err("a minority must not place a sandbox"));
     assert!(t.elapsed() < Duration::from_secs(30));
     assert_eq!(c.containers_of(&id), 0);
-    c.cont(1);
-    c.cont(2);
+    for &i in &majority {
+        c.cont(i);
+    }
     let mut placed = false;
     for _ in 0..60 {
         if c.nodes[0]
@@ -299,4 +321,61 @@ async fn an_unreachable_owner_is_503_and_a_lost_voter_is_replaced() {
     let id2 = format!("after-{}", unique());
     let alive = (0..6).find(|i| *i != victim).unwrap();
     assert_eq!(ran_on(&c, alive, &id2).await.0, 200);
+}
+
+#[tokio::test]
+async fn snapshots_fork_and_wake_work_from_any_node() {
+    let c = TestCluster::start(3, 2).await;
+    assert!(
+        c.wait(Duration::from_secs(30), |v| voters(v).len() == 3)
+            .await
+    );
+    let id = format!("csnap-{}", unique());
+    let (_, owner_name) = ran_on(&c, 0, &id).await;
+    let owner = c.index_of(&owner_name);
+    let other = (owner + 1) % 3;
+    let third = (owner + 2) % 3;
+    let run = |i: usize, sandbox: String, script: &'static str| {
+        let client = c.nodes[i].client.clone();
+        async move {
+            let r = client.sh(&sandbox, script).await.unwrap();
+            assert_eq!(r.exit_code, 0, "{script}: {}", r.stderr);
+            r.stdout
+        }
+    };
+    run(
+        other,
+        id.clone(),
+        "mkdir -p /workspace && echo base > /workspace/f",
+    )
+    .await;
+
+    // Sleep entering one non-owner, wake entering the other.
+    let slept = c.nodes[other].client.sleep(&id).await.unwrap();
+    assert_eq!(slept.state, warren_api::sandbox::SandboxState::Sleeping);
+    assert_eq!(run(third, id.clone(), "cat /workspace/f").await, "base\n");
+
+    // Fork entering a non-owner: the new ids are placed like any new sandbox, on their own
+    // owners, and start from the shared object store.
+    let out = c.nodes[third]
+        .client
+        .fork(
+            &id,
+            &warren_api::snapshot::ForkRequest {
+                count: 4,
+                ids: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.sandboxes.len(), 4);
+    for s in &out.sandboxes {
+        assert_eq!(run(other, s.id.clone(), "cat /workspace/f").await, "base\n");
+        assert_eq!(c.containers_of(&s.id), 1, "one container for {}", s.id);
+    }
+    // The catalog answers the same from every node.
+    for i in 0..3 {
+        let listed = c.nodes[i].client.list_snapshots(Some(&id)).await.unwrap();
+        assert!(listed.snapshots.iter().any(|s| s.id == out.snapshot.id));
+    }
 }

@@ -102,12 +102,14 @@ impl TestCluster {
                 format!(
                     "name = \"{name}\"\nregion = \"{region}\"\ndata_dir = \"{}\"\nlisten = \"127.0.0.1:{}\"\n\
                      peer_listen = \"127.0.0.1:{}\"\n{join}join_token = \"{token}\"\napi_key_file = \"{}\"\n\
-                     guest_bin = \"{}\"\nspare_networks = 1\nheartbeat_ms = 100\ndown_after_ms = 4000\nlease_ms = 2000\n",
+                     guest_bin = \"{}\"\nspare_networks = 1\nheartbeat_ms = 100\ndown_after_ms = 4000\nlease_ms = 2000\n\
+                     object_store = \"{}\"\nsnapshot_gc_grace_s = 0\n",
                     data_dir.display(),
                     free_tcp_port(),
                     free_udp_port(),
                     dir.join("api-key").display(),
                     guest_bin(),
+                    dir.join("objects").display(),
                 ),
             )
             .unwrap();

@@ -13,6 +13,8 @@ pub struct Node {
     pub data_dir: PathBuf,
     pub listen: String,
     pub client: Client,
+    /// More `warren serve` flags.
+    extra: Vec<String>,
 }
 
 /// The static guest binary of this build.
@@ -40,6 +42,11 @@ impl Node {
 
     /// Starts a node listening on `addr` (e.g. `0.0.0.0:0`).
     pub async fn start_listening(listen: &str) -> Node {
+        Node::start_with(listen, &[]).await
+    }
+
+    /// Starts a node with more `warren serve` flags.
+    pub async fn start_with(listen: &str, extra: &[&str]) -> Node {
         let node_id = format!("t{}", unique());
         let data_dir = PathBuf::from(format!("/tmp/wt-{node_id}"));
         let mut n = Node {
@@ -50,6 +57,7 @@ impl Node {
             data_dir,
             listen: listen.into(),
             client: Client::new("http://127.0.0.1:1", "x").unwrap(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
         };
         n.spawn();
         n
@@ -66,9 +74,12 @@ impl Node {
                 &self.node_id,
                 "--spare-networks",
                 "1",
+                "--snapshot-gc-grace-s",
+                "0",
                 "--guest-bin",
             ])
             .arg(guest_bin())
+            .args(&self.extra)
             .env("WARREN_LOG", "warn,warren_node=info")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -144,12 +155,6 @@ impl Node {
             .lines()
             .map(str::to_string)
             .collect()
-    }
-
-    /// Runs `docker` with arguments and returns stdout.
-    pub fn docker(&self, args: &[&str]) -> String {
-        let out = Command::new("docker").args(args).output().expect("docker");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 }
 

@@ -2,10 +2,11 @@
 //!
 //! It runs as the container's init (PID 1: it reaps every orphan) and serves the node over
 //! HTTP/1.1 on a unix socket in a bind-mounted directory — no TCP port, no `docker exec`.
-//! It owns sessions (persistent bash shells), background processes with their logs, files
-//! and git checkouts. It must stay small and static: it depends only on `warren-api` and
-//! runtime crates, never on the node or anything Docker.
+//! It owns sessions (persistent bash shells), background processes with their logs, files,
+//! git checkouts, and the archives that snapshots are made of. It must stay small and
+//! static: it depends only on `warren-api` and runtime crates, never on the node or Docker.
 
+pub mod archive;
 pub mod cmd;
 pub mod content_type;
 pub mod exec;

@@ -3,7 +3,7 @@
 use crate::http::{self, Request, Response};
 use crate::processes::Processes;
 use crate::sessions::Sessions;
-use crate::{exec, files, fsops, git, procs_api};
+use crate::{archive, exec, files, fsops, git, procs_api};
 use hyper::Method;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -139,6 +139,9 @@ async fn dispatch(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
             fsops::move_path(&body.from, &body.to, body.overwrite).await?;
             Ok(http::json(200, &PathResponse { path: body.to }))
         }
+        (&Method::POST, ["archive", "pack"]) => archive::pack(req).await,
+        (&Method::POST, ["archive", "remove"]) => archive::remove(req).await,
+        (&Method::POST, ["archive", "unpack"]) => archive::unpack(req).await,
         (&Method::POST, ["git", "checkout"]) => {
             let body: GitCheckoutRequest = http::read_json(req).await?;
             Ok(http::json(200, &git::checkout(&g, &body).await?))

@@ -1,5 +1,7 @@
 //! HTTP/1.1 to guest agents over their unix sockets, with pooled keep-alive connections.
-//! The URI's host names the sandbox's run directory; the connector maps it to the socket.
+//! The URI's host is `<run key>-<generation>`: the run key names the sandbox's run directory
+//! (the connector maps it to the socket), the generation keeps pooled connections of an
+//! earlier guest process from being reused for a new one.
 
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -87,7 +89,9 @@ impl tower_service::Service<http::Uri> for UnixConnector {
     }
 
     fn call(&mut self, uri: http::Uri) -> Self::Future {
-        let key = uri.host().unwrap_or_default().to_string();
+        // `<run key>-<generation>`: the run key names the directory.
+        let host = uri.host().unwrap_or_default();
+        let key = host.split('-').next().unwrap_or_default().to_string();
         let path = self.run_root.join(key).join(SOCKET_NAME);
         Box::pin(async move { Ok(UnixConn(TokioIo::new(UnixStream::connect(path).await?))) })
     }

@@ -4,8 +4,9 @@
 
 use super::subnets::{Cidr, SubnetPool};
 use super::{
-    ContainerInfo, ContainerRuntime, ContainerSpec, RuntimeError, GUEST_BIN_IN_CONTAINER,
-    GUEST_RUN_IN_CONTAINER, LABEL_KIND, LABEL_MANAGED, LABEL_NODE, LABEL_SANDBOX,
+    ChangeKind, ContainerInfo, ContainerRuntime, ContainerSpec, FsChange, RuntimeError,
+    GUEST_BIN_IN_CONTAINER, GUEST_RUN_IN_CONTAINER, LABEL_KIND, LABEL_MANAGED, LABEL_NODE,
+    LABEL_SANDBOX,
 };
 use async_trait::async_trait;
 use bollard::errors::Error as BollardError;
@@ -593,6 +594,27 @@ impl ContainerRuntime for Arc<DockerRuntime> {
             }
         }
         out
+    }
+
+    async fn changes(&self, sandbox_id: &str) -> Result<Vec<FsChange>, RuntimeError> {
+        use bollard::models::ChangeType;
+        let changes = self
+            .docker
+            .container_changes(&self.container_name(sandbox_id))
+            .await
+            .map_err(|e| RuntimeError::Docker(e.to_string()))?
+            .unwrap_or_default();
+        Ok(changes
+            .into_iter()
+            .map(|c| FsChange {
+                path: c.path,
+                kind: match c.kind {
+                    ChangeType::_0 => ChangeKind::Modified,
+                    ChangeType::_1 => ChangeKind::Added,
+                    ChangeType::_2 => ChangeKind::Deleted,
+                },
+            })
+            .collect())
     }
 
     fn disk_limits(&self) -> bool {

@@ -68,6 +68,21 @@ impl From<RuntimeError> for ApiError {
     }
 }
 
+/// How a path differs from the container's image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    Modified,
+    Added,
+    Deleted,
+}
+
+/// One changed path of a container's filesystem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsChange {
+    pub path: String,
+    pub kind: ChangeKind,
+}
+
 /// What the node needs from a container engine.
 #[async_trait]
 pub trait ContainerRuntime: Send + Sync {
@@ -83,6 +98,8 @@ pub trait ContainerRuntime: Send + Sync {
     async fn list(&self) -> Result<Vec<ContainerInfo>, RuntimeError>;
     /// The last lines the container printed (for error messages).
     async fn logs_tail(&self, sandbox_id: &str, lines: usize) -> String;
+    /// The paths the container added, modified or deleted relative to its image.
+    async fn changes(&self, sandbox_id: &str) -> Result<Vec<FsChange>, RuntimeError>;
     /// Whether per-container disk limits are enforced by this engine.
     fn disk_limits(&self) -> bool;
 }

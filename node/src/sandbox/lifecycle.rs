@@ -9,8 +9,13 @@ pub enum Event {
     Started,
     /// Creating or starting failed.
     StartFailed,
-    /// The container stopped or vanished under a running sandbox; it is being brought back.
+    /// The container stopped or vanished under a running sandbox, or its files are being
+    /// replaced by a snapshot's; it is being brought back.
     Recovering,
+    /// Its files were saved (per `persist`) and its container removed.
+    Slept,
+    /// A call arrived for a sleeping sandbox.
+    Waking,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -27,6 +32,8 @@ pub fn next(from: SandboxState, event: Event) -> Result<SandboxState, InvalidTra
         (Starting, Started) => Ok(Running),
         (Starting, StartFailed) => Ok(Failed),
         (Running | Failed | Starting, Recovering) => Ok(Starting),
+        (Running, Slept) => Ok(Sleeping),
+        (Sleeping, Waking) => Ok(Starting),
         _ => Err(InvalidTransition { from, event }),
     }
 }
@@ -44,5 +51,15 @@ mod tests {
         assert_eq!(next(Failed, Event::Recovering), Ok(Starting));
         assert!(next(Running, Event::Started).is_err());
         assert!(next(Sleeping, Event::Started).is_err());
+    }
+
+    #[test]
+    fn sleep_and_wake() {
+        assert_eq!(next(Running, Event::Slept), Ok(Sleeping));
+        assert_eq!(next(Sleeping, Event::Waking), Ok(Starting));
+        assert!(next(Starting, Event::Slept).is_err());
+        assert!(next(Failed, Event::Slept).is_err());
+        assert!(next(Running, Event::Waking).is_err());
+        assert!(next(Sleeping, Event::Recovering).is_err());
     }
 }

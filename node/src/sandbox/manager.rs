@@ -1,9 +1,15 @@
 //! The sandbox manager: get-or-create, recovery, deletion, listing, adoption at start-up,
-//! activity tracking, and forwarding requests to each sandbox's guest agent.
+//! activity tracking, and forwarding requests to each sandbox's guest agent. Snapshots,
+//! sleep and wake are in `persist`; the idle sleeper in `idle`.
 //!
 //! Each sandbox id has a slot whose async lock serializes lifecycle changes (create, recover,
 //! delete), so concurrent first calls create exactly one container. Calls on a running
 //! sandbox take no lock and touch no Docker API: they go straight to the guest's socket.
+
+mod idle;
+mod persist;
+
+pub use persist::{normalize_dirs, snapshot_error, to_api as snapshot_to_api};
 
 use super::lifecycle::{self, Event};
 use super::record::SandboxRecord;
@@ -23,6 +29,7 @@ use tokio::sync::Semaphore;
 use warren_api::sandbox::{CreateSandboxRequest, Sandbox, SandboxList, SandboxState};
 use warren_api::time::rfc3339;
 use warren_api::{ApiError, ErrorCode};
+use warren_storage::snapshots::{open_object_store, ChunkCache, SnapshotStore};
 
 /// How long a new container's guest may take to answer.
 const GUEST_READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -36,6 +43,9 @@ pub struct SandboxManager {
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     create_permits: Semaphore,
     metrics: NodeMetrics,
+    snapshots: SnapshotStore,
+    /// One garbage collection of snapshot chunks at a time.
+    gc_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 struct Slot {
@@ -67,7 +77,7 @@ impl Slot {
         let g = self.rec.lock().expect("slot lock");
         g.as_ref()
             .filter(|r| r.state == SandboxState::Running)
-            .map(|r| r.run_key())
+            .map(|r| r.guest_key())
     }
 
     fn touch(&self) {
@@ -130,6 +140,9 @@ impl SandboxManager {
         let guest_binary =
             crate::guest::binary::install(&cfg.guest_binary, &cfg.data_dir.join("bin"))
                 .map_err(|e| io("cannot install the guest binary", e))?;
+        let objects = open_object_store(&cfg.object_store).map_err(snapshot_error)?;
+        let cache = ChunkCache::open(&cfg.chunk_cache_dir(), cfg.chunk_cache_bytes)
+            .map_err(|e| io("cannot open the chunk cache", e))?;
         let mgr = Arc::new(SandboxManager {
             guests: GuestClient::new(cfg.run_root()),
             create_permits: Semaphore::new(cfg.create_concurrency.max(1)),
@@ -139,8 +152,13 @@ impl SandboxManager {
             guest_binary,
             slots: Mutex::new(HashMap::new()),
             metrics,
+            snapshots: SnapshotStore::new(objects, cache),
+            gc_lock: Arc::new(tokio::sync::Mutex::new(())),
         });
         mgr.adopt().await?;
+        idle::spawn(&mgr);
+        let sweeper = mgr.clone();
+        tokio::spawn(async move { sweeper.sweep_sleep_snapshots().await });
         Ok(mgr)
     }
 
@@ -170,7 +188,9 @@ impl SandboxManager {
                     rec.state = SandboxState::Starting;
                     recover = true;
                 }
-                None if rec.state == SandboxState::Starting => {
+                // Asleep: its files are in its snapshot, and no container is expected.
+                None if rec.state == SandboxState::Sleeping => {}
+                None if rec.state == SandboxState::Starting && rec.snapshot.is_none() => {
                     // Creation was interrupted before its container existed: it never was.
                     let _ = self.store.delete(&rec.id);
                     continue;
@@ -271,8 +291,18 @@ impl SandboxManager {
                     self.save(&rec)?;
                     slot.set(Some(rec.clone()));
                 }
+                if let Some(s) = req.from_snapshot.as_ref() {
+                    if rec.snapshot.as_ref() != Some(s) {
+                        return Err(ApiError::new(
+                            ErrorCode::Conflict,
+                            format!(
+                                "sandbox {id} exists; from_snapshot applies to new sandboxes only"
+                            ),
+                        ));
+                    }
+                }
                 if rec.state != SandboxState::Running {
-                    self.recover_locked(&slot, rec).await?;
+                    self.bring_up_locked(&slot, rec).await?;
                 }
                 Ok((slot.api().expect("record present"), false))
             }
@@ -294,12 +324,25 @@ impl SandboxManager {
         warren_api::ids::validate_sandbox_id(id)?;
         let _g = slot.lock.lock().await;
         match slot.record() {
-            Some(r) if r.state == SandboxState::Running => Ok(r.run_key()),
-            Some(r) => Ok(self.recover_locked(&slot, r).await?.run_key()),
+            Some(r) if r.state == SandboxState::Running => Ok(r.guest_key()),
+            Some(r) => Ok(self.bring_up_locked(&slot, r).await?.guest_key()),
             None => Ok(self
                 .create_locked(&slot, id, &CreateSandboxRequest::default())
                 .await?
-                .run_key()),
+                .guest_key()),
+        }
+    }
+
+    /// Wakes a sleeping sandbox or recovers any other one (under the slot lock).
+    async fn bring_up_locked(
+        &self,
+        slot: &Arc<Slot>,
+        rec: SandboxRecord,
+    ) -> Result<SandboxRecord, ApiError> {
+        if rec.state == SandboxState::Sleeping {
+            self.wake_locked(slot, rec).await
+        } else {
+            self.recover_locked(slot, rec).await
         }
     }
 
@@ -326,12 +369,6 @@ impl SandboxManager {
         id: &str,
         req: &CreateSandboxRequest,
     ) -> Result<SandboxRecord, ApiError> {
-        if let Some(snap) = &req.from_snapshot {
-            return Err(ApiError::new(
-                ErrorCode::SnapshotNotFound,
-                format!("snapshot {snap} not found"),
-            ));
-        }
         if req.egress.is_some() {
             return Err(ApiError::invalid(
                 "egress policies are not supported by this node yet",
@@ -347,17 +384,33 @@ impl SandboxManager {
             ));
         }
         let started = Instant::now();
-        let rec = SandboxRecord::new(
+        let mut rec = SandboxRecord::new(
             id,
             req,
             &self.cfg.node_id,
             &self.cfg.region,
             &self.cfg.default_image,
         )?;
+        rec.snapshot = req.from_snapshot.clone();
+        // Every chunk of the snapshot it starts from is fetched and checked first.
+        let prepared = self.prepare_for(&rec).await?;
+        if let Some(p) = &prepared {
+            let image = &p.manifest().image;
+            if req.image.as_ref().is_some_and(|i| i != image) {
+                return Err(ApiError::invalid(format!(
+                    "snapshot {} is of image {image}; omit image or name that one",
+                    p.manifest().id
+                )));
+            }
+            rec.image = image.clone();
+        }
         // The record exists before the container does, so no container is ever unaccounted for.
         self.save(&rec)?;
         slot.set(Some(rec.clone()));
-        let result = self.start_container(&rec, true).await;
+        let result = match prepared {
+            Some(p) => self.start_fresh(&mut rec, Some(p)).await,
+            None => self.start_container(&mut rec, true).await,
+        };
         match result {
             Ok(()) => {
                 let mut rec = rec;
@@ -388,7 +441,8 @@ impl SandboxManager {
     }
 
     /// Creates (or restarts) the container and waits for its guest.
-    async fn start_container(&self, rec: &SandboxRecord, fresh: bool) -> Result<(), ApiError> {
+    async fn start_container(&self, rec: &mut SandboxRecord, fresh: bool) -> Result<(), ApiError> {
+        rec.generation += 1;
         let run_dir = self.cfg.run_root().join(rec.run_key());
         std::fs::create_dir_all(&run_dir)
             .map_err(|e| ApiError::internal(format!("cannot create run dir: {e}")))?;
@@ -410,7 +464,7 @@ impl SandboxManager {
     }
 
     async fn wait_guest(&self, rec: &SandboxRecord) -> Result<(), ApiError> {
-        let key = rec.run_key();
+        let key = rec.guest_key();
         let deadline = Instant::now() + GUEST_READY_TIMEOUT;
         let mut attempt = 0u32;
         loop {
@@ -450,6 +504,8 @@ impl SandboxManager {
     ) -> Result<SandboxRecord, ApiError> {
         rec.state = lifecycle::next(rec.state, Event::Recovering)
             .map_err(|e| ApiError::internal(e.to_string()))?;
+        // Whatever answers next is a new guest process.
+        rec.generation += 1;
         slot.set(Some(rec.clone()));
         let result = match self.runtime.inspect(&rec.id).await? {
             Some(c) if c.running => {
@@ -464,26 +520,30 @@ impl SandboxManager {
                     .recoveries
                     .with_label_values(&["restart"])
                     .inc();
-                self.start_container(&rec, false).await
+                self.start_container(&mut rec, false).await
             }
             None => {
-                tracing::warn!(sandbox_id = %rec.id, "container is gone; creating a new one (its files are lost)");
                 self.metrics
                     .recoveries
                     .with_label_values(&["recreate"])
                     .inc();
-                self.start_container(&rec, true).await
+                match self.prepare_for(&rec).await {
+                    Ok(prepared) => {
+                        match &rec.snapshot {
+                            Some(s) => {
+                                tracing::warn!(sandbox_id = %rec.id, snapshot = %s, "container is gone; restoring its latest snapshot")
+                            }
+                            None => {
+                                tracing::warn!(sandbox_id = %rec.id, "container is gone; creating a new one (it has no snapshot: its files are lost)")
+                            }
+                        }
+                        self.start_fresh(&mut rec, prepared).await
+                    }
+                    Err(e) => Err(e),
+                }
             }
         };
-        let event = if result.is_ok() {
-            Event::Started
-        } else {
-            Event::StartFailed
-        };
-        rec.state =
-            lifecycle::next(rec.state, event).map_err(|e| ApiError::internal(e.to_string()))?;
-        self.save(&rec)?;
-        slot.set(Some(rec.clone()));
+        let rec = self.finish_start(slot, rec, &result)?;
         result.map(|_| rec)
     }
 
@@ -492,10 +552,11 @@ impl SandboxManager {
         let slot = self.existing_slot(id).ok_or_else(|| not_found(id))?;
         let _g = slot.lock.lock().await;
         let rec = slot.record().ok_or_else(|| not_found(id))?;
-        if rec.state == SandboxState::Running && self.guests.health(&rec.run_key()).await.is_ok() {
+        if rec.state == SandboxState::Running && self.guests.health(&rec.guest_key()).await.is_ok()
+        {
             return Ok(());
         }
-        self.recover_locked(&slot, rec).await.map(|_| ())
+        self.bring_up_locked(&slot, rec).await.map(|_| ())
     }
 
     /// `DELETE /v1/sandboxes/{id}`: container, network, run dir and record go. Idempotent.
@@ -509,6 +570,10 @@ impl SandboxManager {
         let _g = slot.lock.lock().await;
         self.runtime.remove(id).await?;
         let _ = std::fs::remove_dir_all(self.cfg.run_root().join(super::record::run_key(id)));
+        // Its sleep snapshot goes with it; snapshots taken on purpose stay.
+        if let Some(s) = slot.record().and_then(|r| r.snapshot) {
+            self.retire(id, &s).await;
+        }
         self.store
             .delete(id)
             .map_err(|e| ApiError::internal(format!("cannot delete record: {e}")))?;

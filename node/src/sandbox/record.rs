@@ -29,6 +29,14 @@ pub struct SandboxRecord {
     pub keep_alive: bool,
     pub created_at: String,
     pub last_active_at: String,
+    /// The snapshot its files come back from when it wakes or its container is lost
+    /// (written when it sleeps, restores or starts from a snapshot).
+    #[serde(default)]
+    pub snapshot: Option<String>,
+    /// Grows each time its container (or guest) starts anew, and names the guest's address
+    /// in the connection pool, so that a new guest never gets an old guest's connection.
+    #[serde(default)]
+    pub generation: u64,
 }
 
 impl SandboxRecord {
@@ -66,6 +74,8 @@ impl SandboxRecord {
             keep_alive: req.keep_alive.unwrap_or(false),
             created_at: now.clone(),
             last_active_at: now,
+            snapshot: None,
+            generation: 0,
         })
     }
 
@@ -134,6 +144,13 @@ impl SandboxRecord {
     /// socket paths are limited to 108 bytes and sandbox ids may be 63 characters long.
     pub fn run_key(&self) -> String {
         run_key(&self.id)
+    }
+}
+
+impl SandboxRecord {
+    /// The guest's address for the connection pool: the run key and the generation.
+    pub fn guest_key(&self) -> String {
+        format!("{}-{}", self.run_key(), self.generation)
     }
 }
 

@@ -4,6 +4,7 @@ mod body;
 mod health;
 mod proxy;
 pub(crate) mod sandboxes;
+mod snapshots;
 pub(crate) mod validate;
 
 use crate::cluster;
@@ -23,6 +24,10 @@ pub fn router(state: AppState) -> Router {
                 .get(sandboxes::get)
                 .delete(sandboxes::delete),
         )
+        .route("/v1/sandboxes/{id}/snapshots", post(snapshots::create))
+        .route("/v1/sandboxes/{id}/restore", post(snapshots::restore))
+        .route("/v1/sandboxes/{id}/fork", post(snapshots::fork))
+        .route("/v1/sandboxes/{id}/sleep", post(snapshots::sleep))
         .route("/v1/sandboxes/{id}/{*rest}", any(proxy::forward))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -30,6 +35,11 @@ pub fn router(state: AppState) -> Router {
         ));
     let v1 = Router::new()
         .route("/v1/sandboxes", get(sandboxes::list))
+        .route("/v1/snapshots", get(snapshots::list))
+        .route(
+            "/v1/snapshots/{sid}",
+            get(snapshots::get).delete(snapshots::delete),
+        )
         .route("/v1/cluster", get(cluster::api::get))
         .route("/v1/cluster/nodes/{node}/drain", post(cluster::api::drain))
         .route("/v1/cluster/nodes/{node}", delete(cluster::api::remove))

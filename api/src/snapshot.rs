@@ -1,0 +1,191 @@
+//! Snapshots, restore and fork (`/v1/snapshots`, `/v1/sandboxes/{id}/snapshots|restore|fork`),
+//! and the node-to-guest archive calls behind them.
+
+use crate::sandbox::Sandbox;
+use crate::ApiError;
+use serde::{Deserialize, Serialize};
+
+/// A snapshot as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub id: String,
+    pub sandbox: String,
+    pub name: Option<String>,
+    pub created_at: String,
+    /// Bytes of the saved files (uncompressed archive).
+    pub size_bytes: u64,
+    /// Directories saved; empty when the whole filesystem was.
+    pub dirs: Vec<String>,
+    pub image: String,
+    /// `user`, `fork` or `sleep` (sleep snapshots go with their sandbox).
+    pub origin: String,
+    /// Compressed bytes of its chunks, shared ones included.
+    pub stored_bytes: u64,
+    /// Bytes this snapshot added to the store.
+    pub new_bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSnapshotRequest {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub dirs: Option<Vec<String>>,
+}
+
+/// Longest snapshot name.
+pub const MAX_SNAPSHOT_NAME: usize = 200;
+
+impl CreateSnapshotRequest {
+    pub fn validate(&self) -> Result<(), ApiError> {
+        if let Some(n) = &self.name {
+            if n.is_empty() || n.len() > MAX_SNAPSHOT_NAME || n.chars().any(char::is_control) {
+                return Err(ApiError::invalid(format!(
+                    "invalid snapshot name: use 1-{MAX_SNAPSHOT_NAME} printable characters"
+                )));
+            }
+        }
+        if let Some(dirs) = &self.dirs {
+            validate_dirs(dirs)?;
+        }
+        Ok(())
+    }
+}
+
+/// Directories to save: absolute, normalised paths, not `/` (that is the whole filesystem).
+pub fn validate_dirs(dirs: &[String]) -> Result<(), ApiError> {
+    if dirs.is_empty() {
+        return Err(ApiError::invalid("dirs must name at least one directory"));
+    }
+    for d in dirs {
+        crate::files::validate_path(d)?;
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreRequest {
+    pub snapshot: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkRequest {
+    pub count: u32,
+    #[serde(default)]
+    pub ids: Option<Vec<String>>,
+}
+
+/// Most sandboxes one fork starts.
+pub const MAX_FORK: u32 = 64;
+
+impl ForkRequest {
+    /// The new sandboxes' ids: given, or `{id}-fork-{i}` (i from 1).
+    pub fn target_ids(&self, source: &str) -> Result<Vec<String>, ApiError> {
+        if self.count == 0 || self.count > MAX_FORK {
+            return Err(ApiError::invalid(format!(
+                "count must be between 1 and {MAX_FORK}"
+            )));
+        }
+        let ids: Vec<String> = match &self.ids {
+            Some(ids) => {
+                if ids.len() != self.count as usize {
+                    return Err(ApiError::invalid(format!(
+                        "ids names {} sandboxes but count is {}",
+                        ids.len(),
+                        self.count
+                    )));
+                }
+                ids.clone()
+            }
+            None => (1..=self.count)
+                .map(|i| format!("{source}-fork-{i}"))
+                .collect(),
+        };
+        let mut seen = std::collections::HashSet::new();
+        for id in &ids {
+            crate::ids::validate_sandbox_id(id)?;
+            if id == source || !seen.insert(id) {
+                return Err(ApiError::invalid(format!(
+                    "fork target {id} is the source or named twice"
+                )));
+            }
+        }
+        Ok(ids)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ForkResponse {
+    pub snapshot: Snapshot,
+    pub sandboxes: Vec<Sandbox>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SnapshotList {
+    pub snapshots: Vec<Snapshot>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SnapshotListQuery {
+    pub sandbox: Option<String>,
+}
+
+/// Node → guest: archive these paths (`POST /archive/pack`), answered with a tar stream.
+/// Directories are archived as entries only: their changed contents are listed themselves.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PackRequest {
+    pub paths: Vec<String>,
+    /// Stop every process but the guest first (the sandbox is about to sleep).
+    #[serde(default)]
+    pub quiesce: bool,
+}
+
+/// Node → guest: remove these paths before unpacking (`POST /archive/remove`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RemovePathsRequest {
+    pub paths: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fork_ids_default_and_are_checked() {
+        let r = ForkRequest {
+            count: 2,
+            ids: None,
+        };
+        assert_eq!(r.target_ids("a").unwrap(), vec!["a-fork-1", "a-fork-2"]);
+        let bad = |count, ids: Option<Vec<&str>>| {
+            ForkRequest {
+                count,
+                ids: ids.map(|v| v.into_iter().map(String::from).collect()),
+            }
+            .target_ids("a")
+            .is_err()
+        };
+        assert!(bad(0, None));
+        assert!(bad(MAX_FORK + 1, None));
+        assert!(bad(2, Some(vec!["b"])));
+        assert!(bad(2, Some(vec!["b", "b"])));
+        assert!(bad(1, Some(vec!["a"])));
+        assert!(bad(1, Some(vec!["Bad_id"])));
+        assert!(!bad(2, Some(vec!["b", "c"])));
+    }
+
+    #[test]
+    fn snapshot_requests_validate() {
+        let ok: CreateSnapshotRequest =
+            serde_json::from_str(r#"{"name": "before", "dirs": ["/workspace"]}"#).unwrap();
+        assert!(ok.validate().is_ok());
+        let bad: CreateSnapshotRequest = serde_json::from_str(r#"{"dirs": []}"#).unwrap();
+        assert!(bad.validate().is_err());
+        let bad: CreateSnapshotRequest = serde_json::from_str(r#"{"dirs": ["rel"]}"#).unwrap();
+        assert!(bad.validate().is_err());
+        assert!(serde_json::from_str::<CreateSnapshotRequest>(r#"{"nope": 1}"#).is_err());
+    }
+}

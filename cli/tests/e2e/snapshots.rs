@@ -1,0 +1,436 @@
+//! Snapshots, restore, fork, sleep and wake against real containers and a real
+//! local-directory object store.
+
+use super::harness::{api_err, unique, Node};
+use std::time::{Duration, Instant};
+use warren_api::sandbox::{CreateSandboxRequest, SandboxState};
+use warren_api::snapshot::{CreateSnapshotRequest, ForkRequest};
+use warren_api::ErrorCode;
+use warren_client::Client;
+
+fn create(json: serde_json::Value) -> CreateSandboxRequest {
+    serde_json::from_value(json).unwrap()
+}
+
+/// Runs a script; asserts it succeeded; returns its stdout.
+async fn sh(c: &Client, id: &str, script: &str) -> String {
+    let r = c.sh(id, script).await.unwrap();
+    assert_eq!(r.exit_code, 0, "{script}: {}", r.stderr);
+    r.stdout
+}
+
+async fn state(c: &Client, id: &str) -> SandboxState {
+    c.get_sandbox(id).await.unwrap().state
+}
+
+async fn wait_state(c: &Client, id: &str, want: SandboxState, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if state(c, id).await == want {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
+}
+
+/// Stored chunk objects in a node's object store.
+fn chunk_files(objects: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for d in std::fs::read_dir(objects.join("chunks"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        for f in std::fs::read_dir(d.path()).into_iter().flatten().flatten() {
+            out.push(f.path());
+        }
+    }
+    out
+}
+
+const WRITE_FILES: &str = "mkdir -p /workspace/app && echo hello > /workspace/app/a.txt \
+    && head -c 3000000 /dev/urandom > /workspace/app/blob && sha256sum /workspace/app/blob \
+    && ln -s a.txt /workspace/app/link && chmod 700 /workspace/app && echo root > /root/note \
+    && rm /etc/debian_version";
+
+const CHECK_FILES: &str = "cat /workspace/app/a.txt /root/note && readlink /workspace/app/link \
+    && stat -c %a /workspace/app && sha256sum /workspace/app/blob \
+    && (test -e /etc/debian_version && echo debian_version back || echo debian_version gone)";
+
+#[tokio::test]
+async fn sleep_then_any_call_wakes_with_the_same_files() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("sleep-{}", unique());
+    c.put_sandbox(&id, &create(serde_json::json!({})))
+        .await
+        .unwrap();
+    assert!(sh(c, &id, "test -e /etc/debian_version && echo yes")
+        .await
+        .contains("yes"));
+    let sum = sh(c, &id, WRITE_FILES).await;
+    let before = sh(c, &id, CHECK_FILES).await;
+    assert!(before.contains(sum.split_whitespace().next().unwrap()));
+    assert!(before.contains("debian_version gone"));
+
+    let sb = c.sleep(&id).await.unwrap();
+    assert_eq!(sb.state, SandboxState::Sleeping);
+    assert!(
+        node.containers().iter().all(|n| !n.ends_with(&id)),
+        "its container is gone"
+    );
+    // GET neither creates nor wakes.
+    assert_eq!(state(c, &id).await, SandboxState::Sleeping);
+    assert_eq!(
+        c.sleep(&id).await.unwrap().state,
+        SandboxState::Sleeping,
+        "idempotent"
+    );
+    let listed = c.list_snapshots(Some(&id)).await.unwrap().snapshots;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].origin, "sleep");
+
+    // Any call wakes it, with its files as they were.
+    assert_eq!(sh(c, &id, CHECK_FILES).await, before);
+    assert_eq!(state(c, &id).await, SandboxState::Running);
+
+    // A second sleep replaces the first sleep snapshot; a restart keeps it asleep.
+    sh(c, &id, "echo more >> /workspace/app/a.txt").await;
+    c.sleep(&id).await.unwrap();
+    let mut node = node;
+    node.restart().await;
+    let c = &node.client;
+    assert_eq!(state(c, &id).await, SandboxState::Sleeping);
+    assert!(sh(c, &id, "cat /workspace/app/a.txt")
+        .await
+        .contains("hello\nmore"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.list_snapshots(Some(&id)).await.unwrap().snapshots.len() != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the older sleep snapshot was not retired"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Deleting the sandbox deletes its sleep snapshot and frees its chunks.
+    c.sleep(&id).await.unwrap();
+    c.delete_sandbox(&id).await.unwrap();
+    let objects = node.data_dir.join("objects");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(c
+        .list_snapshots(Some(&id))
+        .await
+        .unwrap()
+        .snapshots
+        .is_empty()
+        && chunk_files(&objects).is_empty())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "sleep snapshot or chunks left behind: {:?} {:?}",
+            c.list_snapshots(Some(&id)).await.unwrap().snapshots,
+            chunk_files(&objects)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn idle_sandboxes_sleep_unless_kept_alive_or_streaming() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let idle = format!("idle-{}", unique());
+    let kept = format!("kept-{}", unique());
+    let streaming = format!("strm-{}", unique());
+    for (id, extra) in [
+        (&idle, serde_json::json!({})),
+        (&kept, serde_json::json!({"keep_alive": true})),
+        (&streaming, serde_json::json!({})),
+    ] {
+        let mut body = serde_json::json!({"sleep_after": "2s"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        c.put_sandbox(id, &create(body)).await.unwrap();
+    }
+    sh(c, &idle, "echo kept > /workspace/f").await;
+    // An open stream counts as activity.
+    let p = c
+        .start_process(
+            &streaming,
+            &serde_json::from_value(serde_json::json!({"command": "sleep 30"})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let stream = c.follow_logs(&streaming, &p.id, None).await.unwrap();
+    assert!(wait_state(c, &idle, SandboxState::Sleeping, Duration::from_secs(20)).await);
+    assert_eq!(state(c, &kept).await, SandboxState::Running);
+    assert_eq!(state(c, &streaming).await, SandboxState::Running);
+    drop(stream);
+    assert!(
+        wait_state(
+            c,
+            &streaming,
+            SandboxState::Sleeping,
+            Duration::from_secs(20)
+        )
+        .await
+    );
+    assert_eq!(sh(c, &idle, "cat /workspace/f").await, "kept\n");
+    assert_eq!(state(c, &kept).await, SandboxState::Running);
+}
+
+#[tokio::test]
+async fn persist_none_wakes_fresh_and_persist_dirs_keeps_only_those() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let none = format!("pnone-{}", unique());
+    let dirs = format!("pdirs-{}", unique());
+    c.put_sandbox(&none, &create(serde_json::json!({"persist": "none"})))
+        .await
+        .unwrap();
+    c.put_sandbox(
+        &dirs,
+        &create(serde_json::json!({"persist": {"dirs": ["/workspace/"]}})),
+    )
+    .await
+    .unwrap();
+    for id in [&none, &dirs] {
+        sh(
+            c,
+            id,
+            "mkdir -p /workspace && echo w > /workspace/w && echo r > /root/r",
+        )
+        .await;
+        c.sleep(id).await.unwrap();
+    }
+    assert!(c
+        .list_snapshots(Some(&none))
+        .await
+        .unwrap()
+        .snapshots
+        .is_empty());
+    assert_eq!(
+        sh(c, &none, "ls /workspace/w /root/r 2>/dev/null; true").await,
+        "",
+        "persist none wakes fresh"
+    );
+    assert_eq!(
+        sh(
+            c,
+            &dirs,
+            "cat /workspace/w; test -e /root/r && echo r-kept || echo r-gone"
+        )
+        .await,
+        "w\nr-gone\n"
+    );
+}
+
+#[tokio::test]
+async fn restore_replaces_files_and_fork_makes_independent_copies() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("rst-{}", unique());
+    sh(c, &id, "mkdir -p /workspace && echo 1 > /workspace/a").await;
+    let snap = c
+        .create_snapshot(
+            &id,
+            &CreateSnapshotRequest {
+                name: Some("before".into()),
+                dirs: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (snap.sandbox.as_str(), snap.origin.as_str()),
+        (id.as_str(), "user")
+    );
+    assert_eq!(snap.name.as_deref(), Some("before"));
+    assert_eq!(c.get_snapshot(&snap.id).await.unwrap().id, snap.id);
+    sh(
+        c,
+        &id,
+        "echo 2 > /workspace/a && echo new > /workspace/b && rm -rf /usr/share/doc",
+    )
+    .await;
+    let sb = c.restore(&id, &snap.id).await.unwrap();
+    assert_eq!(sb.state, SandboxState::Running);
+    assert_eq!(
+        sh(
+            c,
+            &id,
+            "cat /workspace/a; ls /workspace; test -d /usr/share/doc && echo doc"
+        )
+        .await,
+        "1\na\ndoc\n"
+    );
+
+    // Fork: one snapshot, four sandboxes, each its own copy.
+    let out = c
+        .fork(
+            &id,
+            &ForkRequest {
+                count: 4,
+                ids: None,
+            },
+        )
+        .await
+        .unwrap();
+    let ids: Vec<String> = out.sandboxes.iter().map(|s| s.id.clone()).collect();
+    assert_eq!(
+        ids,
+        (1..=4)
+            .map(|i| format!("{id}-fork-{i}"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(out.snapshot.origin, "fork");
+    for (i, f) in ids.iter().enumerate() {
+        sh(c, f, &format!("echo {i} >> /workspace/a")).await;
+    }
+    for (i, f) in ids.iter().enumerate() {
+        assert_eq!(sh(c, f, "cat /workspace/a").await, format!("1\n{i}\n"));
+    }
+    assert_eq!(sh(c, &id, "cat /workspace/a").await, "1\n");
+    // A new sandbox from the user snapshot; the same PUT again is idempotent, another
+    // snapshot for an existing sandbox is a conflict.
+    let from = format!("from-{}", unique());
+    let req = create(serde_json::json!({"from_snapshot": snap.id}));
+    assert!(c.put_sandbox(&from, &req).await.unwrap().1);
+    assert!(!c.put_sandbox(&from, &req).await.unwrap().1);
+    assert_eq!(sh(c, &from, "cat /workspace/a").await, "1\n");
+    let e = c
+        .put_sandbox(
+            &from,
+            &create(serde_json::json!({"from_snapshot": out.snapshot.id})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_err(e).1, ErrorCode::Conflict);
+    // Forking onto an existing id fails as a whole: no partial fork is left.
+    let e = c
+        .fork(
+            &id,
+            &ForkRequest {
+                count: 2,
+                ids: Some(vec![from.clone(), format!("fresh-{}", unique())]),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_err(e).1, ErrorCode::Conflict);
+    // Named snapshots outlive their sandbox.
+    c.delete_sandbox(&id).await.unwrap();
+    assert_eq!(c.get_snapshot(&snap.id).await.unwrap().id, snap.id);
+    c.delete_snapshot(&snap.id).await.unwrap();
+    assert_eq!(
+        api_err(c.get_snapshot(&snap.id).await.unwrap_err()).1,
+        ErrorCode::SnapshotNotFound
+    );
+}
+
+#[tokio::test]
+async fn snapshot_errors_are_clear_and_change_nothing() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("serr-{}", unique());
+    sh(c, &id, "mkdir -p /workspace && head -c 2000000 /dev/urandom > /workspace/r && echo v1 > /workspace/v").await;
+    let snap = c
+        .create_snapshot(&id, &CreateSnapshotRequest::default())
+        .await
+        .unwrap();
+
+    let (status, code, _) = api_err(c.restore(&id, "snap-missing").await.unwrap_err());
+    assert_eq!((status, code), (404, ErrorCode::SnapshotNotFound));
+    let (status, _, _) = api_err(c.restore(&id, "../x").await.unwrap_err());
+    assert_eq!(status, 400);
+    let e = c
+        .fork(
+            &id,
+            &ForkRequest {
+                count: 0,
+                ids: None,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_err(e).0, 400);
+    let e = c
+        .create_snapshot(
+            &id,
+            &CreateSnapshotRequest {
+                name: None,
+                dirs: Some(vec!["rel".into()]),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_err(e).0, 400);
+    let ghost = format!("ghost-{}", unique());
+    let e = c
+        .put_sandbox(
+            &ghost,
+            &create(serde_json::json!({"from_snapshot": "snap-nope"})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_err(e).1, ErrorCode::SnapshotNotFound);
+    assert_eq!(
+        api_err(c.get_sandbox(&ghost).await.unwrap_err()).1,
+        ErrorCode::SandboxNotFound
+    );
+
+    // A second node sharing the object store, with an empty chunk cache, sees a damaged chunk
+    // before it changes anything.
+    let objects = node.data_dir.join("objects");
+    let other = Node::start_with(
+        "127.0.0.1:0",
+        &["--object-store", objects.to_str().unwrap()],
+    )
+    .await;
+    let oc = &other.client;
+    let victim = chunk_files(&objects)
+        .into_iter()
+        .next()
+        .expect("chunks stored");
+    let mut bytes = std::fs::read(&victim).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&victim, &bytes).unwrap();
+    let fresh = format!("dmg-{}", unique());
+    let (status, _, details) = api_err(
+        oc.put_sandbox(
+            &fresh,
+            &create(serde_json::json!({"from_snapshot": snap.id})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(status, 500);
+    assert_eq!(details.unwrap()["damaged"], true);
+    assert_eq!(
+        api_err(oc.get_sandbox(&fresh).await.unwrap_err()).1,
+        ErrorCode::SandboxNotFound
+    );
+    assert!(other.containers().is_empty(), "no half-restored container");
+    let target = format!("tgt-{}", unique());
+    sh(oc, &target, "echo mine > /root/mine").await;
+    assert_eq!(
+        api_err(oc.restore(&target, &snap.id).await.unwrap_err()).0,
+        500
+    );
+    assert_eq!(
+        sh(oc, &target, "cat /root/mine").await,
+        "mine\n",
+        "untouched"
+    );
+    // A missing chunk likewise.
+    std::fs::remove_file(&victim).unwrap();
+    let e = oc.restore(&target, &snap.id).await.unwrap_err();
+    assert!(e.to_string().contains("missing"), "{e}");
+    // The node that wrote it still restores from its verified local cache.
+    sh(c, &id, "echo v2 > /workspace/v").await;
+    c.restore(&id, &snap.id).await.unwrap();
+    assert_eq!(sh(c, &id, "cat /workspace/v").await, "v1\n");
+}

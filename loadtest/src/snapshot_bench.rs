@@ -1,0 +1,162 @@
+//! Snapshot, restore, fork and wake against baselines measured in the same run on the same
+//! disk: `tar | zstd -3` and `zstd -d | tar` of the same workspace, and a cold create.
+
+use crate::node::BenchNode;
+use crate::report::{percentiles, Row, Table};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use warren_api::snapshot::{CreateSnapshotRequest, ForkRequest};
+
+/// A ~200 MiB workspace of mixed files: 100 × 1 MiB random (incompressible), 2000 small
+/// text files (~48 MiB, base64), one 50 MiB repetitive log.
+const MAKE_WORKSPACE: &str = "set -e; mkdir -p /workspace/ws/bin /workspace/ws/src; \
+    for i in $(seq 1 100); do head -c 1048576 /dev/urandom > /workspace/ws/bin/$i; done; \
+    for i in $(seq 1 2000); do head -c 18000 /dev/urandom | base64 > /workspace/ws/src/$i.txt; done; \
+    yes 'GET /api/items 200 12ms user=alice region=eu' | head -c 52428800 > /workspace/ws/big.log; \
+    du -sm /workspace/ws | cut -f1";
+
+fn sh(script: &str) -> anyhow::Result<Duration> {
+    let t = Instant::now();
+    let out = Command::new("bash").args(["-c", script]).output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(t.elapsed())
+}
+
+pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> anyhow::Result<()> {
+    let c = &node.client;
+    let id = "bench-snap";
+    let r = c.sh(id, MAKE_WORKSPACE).await?;
+    anyhow::ensure!(
+        r.exit_code == 0,
+        "making the workspace failed: {}",
+        r.stderr
+    );
+    let mib = r.stdout.trim().to_string();
+    // The baseline works on a copy of the same files on the host's disk.
+    let dir = format!("/tmp/warren-bench-ws-{}", std::process::id());
+    sh(&format!("rm -rf {dir} && mkdir -p {dir}/restore"))?;
+    sh(&format!(
+        "docker cp {}:/workspace/ws {dir}/ws",
+        node.container(id)
+    ))?;
+    let (mut snap_t, mut tar_t, mut restore_t, mut untar_t) = (vec![], vec![], vec![], vec![]);
+    let mut snaps = Vec::new();
+    for _ in 0..rounds {
+        // Later rounds find every chunk stored already (only the first uploads); each still
+        // reads, archives, chunks, hashes and compresses the whole workspace.
+        let t = Instant::now();
+        let s = c
+            .create_snapshot(id, &CreateSnapshotRequest::default())
+            .await?;
+        snap_t.push(t.elapsed());
+        tar_t.push(sh(&format!(
+            "tar -C {dir} -cf - ws | zstd -3 -q -T1 -o {dir}/ws.tar.zst -f"
+        ))?);
+        let t = Instant::now();
+        c.restore(id, &s.id).await?;
+        restore_t.push(t.elapsed());
+        untar_t.push(sh(&format!(
+            "rm -rf {dir}/restore/ws && zstd -d -q -c {dir}/ws.tar.zst | tar -C {dir}/restore -xf -"
+        ))?);
+        snaps.push(s);
+    }
+    let first = snaps.first().expect("at least one round");
+    table.add(Row {
+        name: format!("snapshot {mib} MiB workspace"),
+        n: snap_t.len(),
+        ours: percentiles(&snap_t),
+        baseline_name: "tar | zstd -3 (same files)".into(),
+        baseline: percentiles(&tar_t),
+        target: "p50 <= 1.5x".into(),
+    });
+    table.add(Row {
+        name: format!("restore {mib} MiB (fresh container)"),
+        n: restore_t.len(),
+        ours: percentiles(&restore_t),
+        baseline_name: "zstd -d | tar -x".into(),
+        baseline: percentiles(&untar_t),
+        target: "p50 <= 1.5x".into(),
+    });
+
+    // Fork 4 vs one restore of the same snapshot.
+    let mut fork_t = Vec::new();
+    for round in 0..rounds {
+        let ids: Vec<String> = (0..4).map(|i| format!("bench-fork-{round}-{i}")).collect();
+        let t = Instant::now();
+        c.fork(
+            id,
+            &ForkRequest {
+                count: 4,
+                ids: Some(ids.clone()),
+            },
+        )
+        .await?;
+        fork_t.push(t.elapsed());
+        for f in &ids {
+            c.delete_sandbox(f).await?;
+        }
+    }
+    table.add(Row {
+        name: format!("fork 4 of {mib} MiB"),
+        n: fork_t.len(),
+        ours: percentiles(&fork_t),
+        baseline_name: "one restore (above)".into(),
+        baseline: percentiles(&restore_t),
+        target: "p50 <= 2x".into(),
+    });
+
+    // Bytes a second snapshot stores after a 1 MiB change.
+    let r = c
+        .sh(id, "head -c 1048576 /dev/urandom > /workspace/ws/bin/new")
+        .await?;
+    anyhow::ensure!(r.exit_code == 0, "change failed");
+    let second = c
+        .create_snapshot(id, &CreateSnapshotRequest::default())
+        .await?;
+    table.note(format!(
+        "snapshot of {mib} MiB: {:.1} MiB archive, {:.1} MiB stored compressed; after a 1 MiB change the next snapshot stored {:.2} MiB new (target < 5 MiB)",
+        first.size_bytes as f64 / 1048576.0,
+        first.new_bytes as f64 / 1048576.0,
+        second.new_bytes as f64 / 1048576.0
+    ));
+    c.delete_sandbox(id).await?;
+    let _ = sh(&format!("rm -rf {dir}"));
+    wake(node, rounds.max(5), table).await
+}
+
+/// Wake from sleep (a small workspace) vs get-or-create of a new id, both with a first exec.
+async fn wake(node: &BenchNode, n: usize, table: &mut Table) -> anyhow::Result<()> {
+    let c = &node.client;
+    let id = "bench-wake";
+    c.sh(id, "mkdir -p /workspace && echo state > /workspace/f")
+        .await?;
+    let (mut wake_t, mut cold_t) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        c.sleep(id).await?;
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let t = Instant::now();
+        let r = c.sh(id, "cat /workspace/f").await?;
+        wake_t.push(t.elapsed());
+        anyhow::ensure!(r.stdout == "state\n", "woke without its file");
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let cold = format!("bench-wcold-{i}");
+        let t = Instant::now();
+        c.sh(&cold, "true").await?;
+        cold_t.push(t.elapsed());
+        c.delete_sandbox(&cold).await?;
+    }
+    table.add(Row {
+        name: "wake from sleep + first exec".into(),
+        n: wake_t.len(),
+        ours: percentiles(&wake_t),
+        baseline_name: "cold create + first exec".into(),
+        baseline: percentiles(&cold_t),
+        target: "report".into(),
+    });
+    c.delete_sandbox(id).await?;
+    Ok(())
+}

@@ -1,0 +1,548 @@
+//! Snapshots, restore, sleep and wake: a sandbox's files leave a container as an archive
+//! in the snapshot store and come back into a fresh container from it.
+//!
+//! What is saved is what the container changed relative to its image (the engine lists the
+//! paths; the guest archives them), plus the list of image paths it deleted. Restoring means
+//! a fresh container of the snapshot's image, the deletions, then the archive unpacked —
+//! and only after every chunk was fetched and verified, so a damaged snapshot fails before
+//! anything changes.
+
+use super::{guest_error, not_found, SandboxManager, Slot};
+use crate::guest::client::{full, BoxError, GuestBody};
+use crate::runtime::ChangeKind;
+use crate::sandbox::lifecycle::{self, Event};
+use crate::sandbox::record::SandboxRecord;
+use futures_util::TryStreamExt;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
+use std::sync::Arc;
+use std::time::Instant;
+use warren_api::sandbox::{Persist, PersistMode, Sandbox, SandboxState};
+use warren_api::snapshot::{CreateSnapshotRequest, PackRequest, RemovePathsRequest, Snapshot};
+use warren_api::time::now_rfc3339;
+use warren_api::{ApiError, ErrorCode};
+use warren_storage::snapshots::{
+    new_snapshot_id, Manifest, NewSnapshot, Prepared, SnapshotError, SnapshotOrigin,
+};
+
+/// Paths never saved: the guest's own mounts and the kernel's filesystems.
+const NEVER_SAVED: &[&str] = &["/.warren", "/proc", "/sys", "/dev"];
+
+/// Whether `path` is `dir` or inside it.
+fn under(path: &str, dir: &str) -> bool {
+    dir == "/" || path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
+}
+
+/// Directories as saved: without trailing slashes, sorted, no duplicates; `/` means all.
+pub fn normalize_dirs(dirs: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = dirs
+        .iter()
+        .map(|d| d.trim_end_matches('/').to_string())
+        .collect();
+    if out.iter().any(|d| d.is_empty()) {
+        return Vec::new();
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+pub fn to_api(m: &Manifest) -> Snapshot {
+    Snapshot {
+        id: m.id.clone(),
+        sandbox: m.sandbox.clone(),
+        name: m.name.clone(),
+        created_at: m.created_at.clone(),
+        size_bytes: m.size_bytes,
+        dirs: m.dirs.clone(),
+        image: m.image.clone(),
+        origin: match m.origin {
+            SnapshotOrigin::User => "user",
+            SnapshotOrigin::Fork => "fork",
+            SnapshotOrigin::Sleep => "sleep",
+        }
+        .to_string(),
+        stored_bytes: m.stored_bytes,
+        new_bytes: m.new_bytes,
+    }
+}
+
+/// The one place where snapshot errors become API errors.
+pub fn snapshot_error(e: SnapshotError) -> ApiError {
+    match &e {
+        SnapshotError::NotFound(id) => ApiError::new(
+            ErrorCode::SnapshotNotFound,
+            format!("snapshot {id} not found"),
+        ),
+        SnapshotError::Invalid(m) => ApiError::invalid(m.clone()),
+        SnapshotError::Damaged { id, .. } | SnapshotError::Format { id, .. } => {
+            ApiError::internal(e.to_string())
+                .with_details(serde_json::json!({ "snapshot": id, "damaged": true }))
+        }
+        SnapshotError::Store(_) => ApiError::new(ErrorCode::Unavailable, e.to_string()),
+        SnapshotError::Source(_) | SnapshotError::Cache(_) => ApiError::internal(e.to_string()),
+    }
+}
+
+fn tar_body(prepared: Prepared) -> GuestBody {
+    let stream = prepared
+        .into_stream()
+        .map_ok(Frame::data)
+        .map_err(|e| Box::new(e) as BoxError);
+    StreamBody::new(stream).boxed_unsync()
+}
+
+impl SandboxManager {
+    /// One call to the guest whose non-2xx answers become the guest's own API error.
+    async fn guest_call(
+        &self,
+        rec: &SandboxRecord,
+        path: &str,
+        content_type: &str,
+        body: GuestBody,
+    ) -> Result<http::Response<Incoming>, ApiError> {
+        let req = http::Request::post(path)
+            .header(http::header::CONTENT_TYPE, content_type)
+            .body(body)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let resp = self
+            .guests
+            .send(&rec.guest_key(), req)
+            .await
+            .map_err(|e| guest_error(&rec.id, e))?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let status = resp.status();
+        let bytes = resp
+            .into_body()
+            .collect()
+            .await
+            .map(|c| c.to_bytes())
+            .unwrap_or_default();
+        Err(
+            serde_json::from_slice::<ApiError>(&bytes).unwrap_or_else(|_| {
+                ApiError::internal(format!("the guest of {} answered {status}", rec.id))
+            }),
+        )
+    }
+
+    async fn guest_json(
+        &self,
+        rec: &SandboxRecord,
+        path: &str,
+        body: Vec<u8>,
+    ) -> Result<(), ApiError> {
+        let resp = self
+            .guest_call(rec, path, "application/json", full(body))
+            .await?;
+        let _ = resp.into_body().collect().await;
+        Ok(())
+    }
+
+    /// Saves what the running sandbox changed (under `dirs`, or everything) as a snapshot.
+    async fn capture(
+        &self,
+        rec: &SandboxRecord,
+        origin: SnapshotOrigin,
+        name: Option<String>,
+        dirs: &[String],
+        quiesce: bool,
+    ) -> Result<Manifest, ApiError> {
+        let started = Instant::now();
+        let changes = self.runtime.changes(&rec.id).await?;
+        let keep = |p: &str| {
+            !NEVER_SAVED.iter().any(|n| under(p, n))
+                && (dirs.is_empty() || dirs.iter().any(|d| under(p, d)))
+        };
+        let (mut saved, mut deleted) = (Vec::new(), Vec::new());
+        for c in changes.into_iter().filter(|c| keep(&c.path)) {
+            match c.kind {
+                ChangeKind::Deleted => deleted.push(c.path),
+                ChangeKind::Added | ChangeKind::Modified => saved.push(c.path),
+            }
+        }
+        // Parents sort before their children, so the archive creates directories first.
+        saved.sort();
+        deleted.sort();
+        let request = serde_json::to_vec(&PackRequest {
+            paths: saved,
+            quiesce,
+        })
+        .expect("serializes");
+        let resp = self
+            .guest_call(rec, "/archive/pack", "application/json", full(request))
+            .await?;
+        let reader = tokio_util::io::StreamReader::new(
+            resp.into_body()
+                .into_data_stream()
+                .map_err(std::io::Error::other),
+        );
+        let new = NewSnapshot {
+            id: new_snapshot_id(),
+            sandbox: rec.id.clone(),
+            name,
+            origin,
+            created_at: now_rfc3339(),
+            image: rec.image.clone(),
+            dirs: dirs.to_vec(),
+            deleted,
+        };
+        let m = self
+            .snapshots
+            .write(new, reader)
+            .await
+            .map_err(snapshot_error)?;
+        self.metrics
+            .snapshots
+            .with_label_values(&["capture"])
+            .observe(started.elapsed().as_secs_f64());
+        tracing::info!(sandbox_id = %rec.id, snapshot = %m.id, bytes = m.size_bytes, new_bytes = m.new_bytes,
+            ms = started.elapsed().as_millis() as u64, "snapshot written");
+        Ok(m)
+    }
+
+    /// Fetches and verifies every chunk of a snapshot into the local cache.
+    async fn prepare(&self, snapshot: &str) -> Result<Prepared, ApiError> {
+        let m = self
+            .snapshots
+            .manifest(snapshot)
+            .await
+            .map_err(snapshot_error)?;
+        self.snapshots.prepare(&m).await.map_err(snapshot_error)
+    }
+
+    /// Starts a fresh container for `rec` (none may exist) and puts the snapshot's files in
+    /// it. On failure the container goes again: never a half-restored sandbox.
+    pub(super) async fn start_fresh(
+        &self,
+        rec: &mut SandboxRecord,
+        prepared: Option<Prepared>,
+    ) -> Result<(), ApiError> {
+        // Session state and logs of an earlier container do not belong to the new one.
+        let run_dir = self.cfg.run_root().join(rec.run_key());
+        let _ = std::fs::remove_dir_all(&run_dir);
+        self.start_container(rec, true).await?;
+        let Some(prepared) = prepared else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let applied = async {
+            let deleted = &prepared.manifest().deleted;
+            if !deleted.is_empty() {
+                let body = serde_json::to_vec(&RemovePathsRequest {
+                    paths: deleted.clone(),
+                })
+                .expect("serializes");
+                self.guest_json(rec, "/archive/remove", body).await?;
+            }
+            let resp = self
+                .guest_call(
+                    rec,
+                    "/archive/unpack",
+                    "application/x-tar",
+                    tar_body(prepared),
+                )
+                .await?;
+            let _ = resp.into_body().collect().await;
+            Ok::<(), ApiError>(())
+        }
+        .await;
+        if let Err(e) = applied {
+            tracing::warn!(sandbox_id = %rec.id, error = %e, "restoring files failed; removing the container");
+            let _ = self.runtime.remove(&rec.id).await;
+            return Err(e);
+        }
+        self.metrics
+            .snapshots
+            .with_label_values(&["apply"])
+            .observe(started.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// Prepares the snapshot a new or recovering sandbox starts from, if it has one.
+    pub(super) async fn prepare_for(
+        &self,
+        rec: &SandboxRecord,
+    ) -> Result<Option<Prepared>, ApiError> {
+        match &rec.snapshot {
+            Some(s) => self.prepare(s).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// `POST /v1/sandboxes/{id}/snapshots` (and the snapshot of a fork).
+    pub async fn snapshot(
+        self: &Arc<Self>,
+        id: &str,
+        req: &CreateSnapshotRequest,
+        origin: SnapshotOrigin,
+    ) -> Result<Snapshot, ApiError> {
+        req.validate()?;
+        self.ensure(id).await?;
+        let slot = self.slot(id);
+        let _g = slot.lock.lock().await;
+        let rec = running(&slot, id)?;
+        let dirs = normalize_dirs(req.dirs.as_deref().unwrap_or_default());
+        let m = self
+            .capture(&rec, origin, req.name.clone(), &dirs, false)
+            .await?;
+        Ok(to_api(&m))
+    }
+
+    /// `POST /v1/sandboxes/{id}/restore`: the sandbox's files become the snapshot's (a fresh
+    /// container of the snapshot's image); running processes and sessions end.
+    pub async fn restore(self: &Arc<Self>, id: &str, snapshot: &str) -> Result<Sandbox, ApiError> {
+        warren_api::ids::validate_sandbox_id(id)?;
+        if self.get(id).is_none() {
+            self.ensure(id).await?;
+        }
+        let slot = self.slot(id);
+        let _g = slot.lock.lock().await;
+        slot.touch();
+        let mut rec = slot.record().ok_or_else(|| not_found(id))?;
+        // Everything is fetched and verified before the current container is touched.
+        let prepared = self.prepare(snapshot).await?;
+        let previous = rec.snapshot.replace(snapshot.to_string());
+        rec.image = prepared.manifest().image.clone();
+        let event = if rec.state == SandboxState::Sleeping {
+            Event::Waking
+        } else {
+            Event::Recovering
+        };
+        rec.state =
+            lifecycle::next(rec.state, event).map_err(|e| ApiError::internal(e.to_string()))?;
+        self.save(&rec)?;
+        slot.set(Some(rec.clone()));
+        self.runtime.remove(id).await?;
+        let result = self.start_fresh(&mut rec, Some(prepared)).await;
+        self.finish_start(&slot, rec, &result)?;
+        self.retire_snapshot(id, previous, snapshot).await;
+        result.map(|_| slot.api().expect("record present"))
+    }
+
+    /// Records the outcome of a start under the slot lock.
+    pub(super) fn finish_start(
+        &self,
+        slot: &Arc<Slot>,
+        mut rec: SandboxRecord,
+        result: &Result<(), ApiError>,
+    ) -> Result<SandboxRecord, ApiError> {
+        let event = if result.is_ok() {
+            Event::Started
+        } else {
+            Event::StartFailed
+        };
+        rec.state =
+            lifecycle::next(rec.state, event).map_err(|e| ApiError::internal(e.to_string()))?;
+        self.save(&rec)?;
+        slot.set(Some(rec.clone()));
+        self.update_gauge();
+        Ok(rec)
+    }
+
+    /// `POST /v1/sandboxes/{id}/sleep`.
+    pub async fn sleep(self: &Arc<Self>, id: &str) -> Result<Sandbox, ApiError> {
+        warren_api::ids::validate_sandbox_id(id)?;
+        if self.get(id).is_none() {
+            self.ensure(id).await?;
+        }
+        let slot = self.slot(id);
+        let _g = slot.lock.lock().await;
+        let rec = slot.record().ok_or_else(|| not_found(id))?;
+        match rec.state {
+            SandboxState::Sleeping => {}
+            SandboxState::Running => self.sleep_locked(&slot, rec).await?,
+            other => {
+                return Err(ApiError::new(
+                    ErrorCode::Conflict,
+                    format!("sandbox {id} is {} and cannot sleep", other.as_str()),
+                ))
+            }
+        }
+        Ok(slot.api().expect("record present"))
+    }
+
+    /// Saves per `persist`, removes the container, and marks the sandbox sleeping.
+    pub(super) async fn sleep_locked(
+        &self,
+        slot: &Arc<Slot>,
+        mut rec: SandboxRecord,
+    ) -> Result<(), ApiError> {
+        let started = Instant::now();
+        let dirs = match &rec.persist {
+            Persist::Mode(PersistMode::Disk) => Some(Vec::new()),
+            Persist::Dirs { dirs } => Some(normalize_dirs(dirs)),
+            Persist::Mode(PersistMode::None) => None,
+        };
+        let previous = rec.snapshot.clone();
+        if let Some(dirs) = dirs {
+            let m = self
+                .capture(&rec, SnapshotOrigin::Sleep, None, &dirs, true)
+                .await?;
+            // Saved before the container goes: a crash in between recovers from it.
+            rec.snapshot = Some(m.id);
+            self.save(&rec)?;
+            slot.set(Some(rec.clone()));
+        }
+        self.runtime.remove(&rec.id).await?;
+        let _ = std::fs::remove_dir_all(self.cfg.run_root().join(rec.run_key()));
+        rec.state = lifecycle::next(rec.state, Event::Slept)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        self.save(&rec)?;
+        slot.set(Some(rec.clone()));
+        self.update_gauge();
+        if let Some(keep) = rec.snapshot.as_deref() {
+            self.retire_snapshot(&rec.id, previous, keep).await;
+        }
+        self.metrics
+            .snapshots
+            .with_label_values(&["sleep"])
+            .observe(started.elapsed().as_secs_f64());
+        tracing::info!(sandbox_id = %rec.id, ms = started.elapsed().as_millis() as u64, "sandbox asleep");
+        Ok(())
+    }
+
+    /// Wakes a sleeping sandbox under its slot lock: its files come back from its snapshot.
+    /// If the snapshot cannot be read, nothing changes and the sandbox stays asleep.
+    pub(super) async fn wake_locked(
+        &self,
+        slot: &Arc<Slot>,
+        mut rec: SandboxRecord,
+    ) -> Result<SandboxRecord, ApiError> {
+        let started = Instant::now();
+        let prepared = self.prepare_for(&rec).await?;
+        rec.state = lifecycle::next(rec.state, Event::Waking)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        self.save(&rec)?;
+        slot.set(Some(rec.clone()));
+        let result = self.start_fresh(&mut rec, prepared).await;
+        let rec = self.finish_start(slot, rec, &result)?;
+        result?;
+        self.metrics
+            .snapshots
+            .with_label_values(&["wake"])
+            .observe(started.elapsed().as_secs_f64());
+        tracing::info!(sandbox_id = %rec.id, ms = started.elapsed().as_millis() as u64, "sandbox awake");
+        Ok(rec)
+    }
+
+    /// Deletes the sandbox's earlier sleep snapshot once a newer one, or another snapshot,
+    /// holds its files; chunks only it used are collected in the background.
+    pub(super) async fn retire_snapshot(&self, id: &str, previous: Option<String>, keep: &str) {
+        if let Some(previous) = previous.filter(|p| p != keep) {
+            self.retire(id, &previous).await;
+        }
+    }
+
+    /// Deletes `snapshot` if it is a sleep snapshot of sandbox `id` (other snapshots stay),
+    /// then collects garbage in the background. Failures are logged: the sandbox is fine,
+    /// the store merely keeps some bytes longer (see `sweep_sleep_snapshots`).
+    pub(super) async fn retire(&self, id: &str, snapshot: &str) {
+        match self.snapshots.manifest(snapshot).await {
+            Ok(m) if m.origin == SnapshotOrigin::Sleep && m.sandbox == id => {
+                if let Err(e) = self.snapshots.delete(snapshot).await {
+                    tracing::warn!(sandbox_id = %id, snapshot = %snapshot, error = %e, "could not delete an old sleep snapshot");
+                    return;
+                }
+            }
+            _ => return,
+        }
+        self.collect_garbage_later();
+    }
+
+    pub(super) fn collect_garbage_later(&self) {
+        let (store, grace, gc) = (
+            self.snapshots.clone(),
+            self.cfg.snapshot_gc_grace,
+            self.gc_lock.clone(),
+        );
+        tokio::spawn(async move { collect_garbage(&store, grace, &gc).await });
+    }
+
+    /// Deletes sleep snapshots of this node's sandboxes that are not their current one (left
+    /// behind when the node died between writing a new sleep snapshot and deleting the old).
+    pub(super) async fn sweep_sleep_snapshots(&self) {
+        let current: std::collections::HashMap<String, Option<String>> = self
+            .slots
+            .lock()
+            .expect("slots lock")
+            .iter()
+            .filter_map(|(id, s)| s.record().map(|r| (id.clone(), r.snapshot)))
+            .collect();
+        let all = match self.snapshots.list(None).await {
+            Ok(all) => all,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list snapshots to sweep old sleep snapshots");
+                return;
+            }
+        };
+        for m in all.iter().filter(|m| m.origin == SnapshotOrigin::Sleep) {
+            if let Some(cur) = current.get(&m.sandbox) {
+                if cur.as_deref() != Some(m.id.as_str()) {
+                    self.retire(&m.sandbox, &m.id).await;
+                }
+            }
+        }
+    }
+
+    pub fn snapshot_store(&self) -> &warren_storage::snapshots::SnapshotStore {
+        &self.snapshots
+    }
+
+    /// Deletes a snapshot and collects the chunks only it used (`DELETE /v1/snapshots/{sid}`).
+    pub async fn delete_snapshot(&self, snapshot: &str) -> Result<(), ApiError> {
+        self.snapshots
+            .delete(snapshot)
+            .await
+            .map_err(snapshot_error)?;
+        self.collect_garbage_later();
+        Ok(())
+    }
+}
+
+/// One collection at a time per node.
+pub(super) async fn collect_garbage(
+    store: &warren_storage::snapshots::SnapshotStore,
+    grace: std::time::Duration,
+    lock: &tokio::sync::Mutex<()>,
+) {
+    let _g = lock.lock().await;
+    match store.collect_garbage(grace).await {
+        Ok(r) => tracing::debug!(
+            deleted = r.deleted_chunks,
+            bytes = r.deleted_bytes,
+            kept = r.kept_chunks,
+            deferred = r.deferred,
+            "snapshot chunks collected"
+        ),
+        Err(e) => tracing::warn!(error = %e, "collecting snapshot chunks failed"),
+    }
+}
+
+fn running(slot: &Arc<Slot>, id: &str) -> Result<SandboxRecord, ApiError> {
+    slot.record()
+        .filter(|r| r.state == SandboxState::Running)
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::Unavailable,
+                format!("sandbox {id} changed state meanwhile; retry"),
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dirs_and_prefixes() {
+        assert!(under("/workspace/a", "/workspace"));
+        assert!(under("/workspace", "/workspace"));
+        assert!(!under("/workspace2", "/workspace"));
+        assert!(under("/x", "/"));
+        let d = normalize_dirs(&["/b/".into(), "/a".into(), "/b".into()]);
+        assert_eq!(d, vec!["/a", "/b"]);
+        assert!(normalize_dirs(&["/".into()]).is_empty());
+    }
+}

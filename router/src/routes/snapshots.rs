@@ -1,0 +1,184 @@
+//! Snapshots, restore, fork and sleep.
+//!
+//! Sandbox-scoped calls run on the sandbox's owner (routed like every sandbox call). The
+//! snapshot catalog lives in the object store that all nodes share, so `/v1/snapshots` is
+//! served by whichever node receives it. A fork's new sandboxes are created through this
+//! node's own router, so each lands on its own owner like any other new sandbox.
+
+use crate::error::ApiResult;
+use crate::state::AppState;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bytes::Bytes;
+use futures_util::future::join_all;
+use http_body_util::BodyExt;
+use tower::ServiceExt;
+use warren_api::error::parse_json;
+use warren_api::sandbox::Sandbox;
+use warren_api::snapshot::{
+    CreateSnapshotRequest, ForkRequest, ForkResponse, RestoreRequest, SnapshotList,
+    SnapshotListQuery,
+};
+use warren_api::ApiError;
+use warren_node::sandbox::manager::{snapshot_error, snapshot_to_api};
+use warren_storage::snapshots::{validate_snapshot_id, SnapshotOrigin};
+
+pub async fn create(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let req: CreateSnapshotRequest = parse_json(&body)?;
+    let snap = state.mgr.snapshot(&id, &req, SnapshotOrigin::User).await?;
+    Ok((http::StatusCode::CREATED, Json(snap)).into_response())
+}
+
+pub async fn restore(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Sandbox>> {
+    let req: RestoreRequest = parse_json(&body)?;
+    validate_snapshot_id(&req.snapshot).map_err(ApiError::invalid)?;
+    Ok(Json(state.mgr.restore(&id, &req.snapshot).await?))
+}
+
+pub async fn sleep(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Sandbox>> {
+    Ok(Json(state.mgr.sleep(&id).await?))
+}
+
+/// One snapshot, then `count` new sandboxes started from it in parallel. All or nothing:
+/// if one cannot be created, the others are deleted again and the error is returned.
+pub async fn fork(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: http::HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let req: ForkRequest = parse_json(&body)?;
+    let targets = req.target_ids(&id)?;
+    let snap = state
+        .mgr
+        .snapshot(&id, &CreateSnapshotRequest::default(), SnapshotOrigin::Fork)
+        .await?;
+    let auth = headers.get(http::header::AUTHORIZATION).cloned();
+    let create_body =
+        serde_json::to_vec(&serde_json::json!({ "from_snapshot": snap.id })).expect("serializes");
+    let results = join_all(targets.iter().map(|t| {
+        call_self(
+            &state,
+            http::Method::PUT,
+            format!("/v1/sandboxes/{t}"),
+            auth.clone(),
+            create_body.clone(),
+        )
+    }))
+    .await;
+    let mut sandboxes = Vec::new();
+    let mut failure = None;
+    for r in results {
+        match r.and_then(|b| parse_json::<Sandbox>(&b)) {
+            Ok(s) => sandboxes.push(s),
+            Err(e) => failure = failure.or(Some(e)),
+        }
+    }
+    if let Some(e) = failure {
+        join_all(sandboxes.iter().map(|s| {
+            call_self(
+                &state,
+                http::Method::DELETE,
+                format!("/v1/sandboxes/{}", s.id),
+                auth.clone(),
+                Vec::new(),
+            )
+        }))
+        .await;
+        return Err(e.into());
+    }
+    let out = ForkResponse {
+        snapshot: snap,
+        sandboxes,
+    };
+    Ok((http::StatusCode::CREATED, Json(out)).into_response())
+}
+
+/// A request through this node's own router (placement, forwarding and all).
+async fn call_self(
+    state: &AppState,
+    method: http::Method,
+    path: String,
+    auth: Option<http::HeaderValue>,
+    body: Vec<u8>,
+) -> Result<Bytes, ApiError> {
+    let app = state
+        .self_app
+        .get()
+        .cloned()
+        .ok_or_else(|| ApiError::internal("the router is not ready"))?;
+    let mut req = http::Request::builder()
+        .method(method)
+        .uri(&path)
+        .header(http::header::CONTENT_TYPE, "application/json");
+    if let Some(a) = auth {
+        req = req.header(http::header::AUTHORIZATION, a);
+    }
+    let req = req
+        .body(axum::body::Body::from(body))
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let resp = app
+        .oneshot(req)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let status = resp.status();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .to_bytes();
+    if status.is_success() {
+        Ok(bytes)
+    } else {
+        Err(serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| ApiError::internal(format!("{path} answered {status}"))))
+    }
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    Query(q): Query<SnapshotListQuery>,
+) -> ApiResult<Json<SnapshotList>> {
+    if let Some(s) = &q.sandbox {
+        warren_api::ids::validate_sandbox_id(s)?;
+    }
+    let all = state
+        .mgr
+        .snapshot_store()
+        .list(q.sandbox.as_deref())
+        .await
+        .map_err(snapshot_error)?;
+    Ok(Json(SnapshotList {
+        snapshots: all.iter().map(snapshot_to_api).collect(),
+    }))
+}
+
+pub async fn get(State(state): State<AppState>, Path(sid): Path<String>) -> ApiResult<Response> {
+    validate_snapshot_id(&sid).map_err(ApiError::invalid)?;
+    let m = state
+        .mgr
+        .snapshot_store()
+        .manifest(&sid)
+        .await
+        .map_err(snapshot_error)?;
+    Ok(Json(snapshot_to_api(&m)).into_response())
+}
+
+pub async fn delete(State(state): State<AppState>, Path(sid): Path<String>) -> ApiResult<Response> {
+    validate_snapshot_id(&sid).map_err(ApiError::invalid)?;
+    state.mgr.delete_snapshot(&sid).await?;
+    Ok(http::StatusCode::NO_CONTENT.into_response())
+}
