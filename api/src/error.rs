@@ -198,6 +198,17 @@ impl fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
+impl ApiError {
+    /// The error a non-2xx response carries: its JSON body, or, when the body is not one,
+    /// `INTERNAL` naming the status and the start of what was sent.
+    pub fn from_response(status: u16, body: &[u8]) -> ApiError {
+        serde_json::from_slice(body).unwrap_or_else(|_| {
+            let text = String::from_utf8_lossy(&body[..body.len().min(512)]);
+            ApiError::internal(format!("HTTP {status}: {}", text.trim()))
+        })
+    }
+}
+
 /// Parses a JSON request body, mapping any syntax or shape error to 400 `INVALID_ARGUMENT`.
 pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     if body.iter().all(|b| b.is_ascii_whitespace()) {
@@ -209,6 +220,16 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn error_responses_read_back() {
+        let e = ApiError::new(ErrorCode::SnapshotNotFound, "gone");
+        assert_eq!(ApiError::from_response(404, e.to_json().as_bytes()), e);
+        let other = ApiError::from_response(502, b"<html>bad gateway</html>");
+        assert_eq!(other.code, ErrorCode::Internal);
+        assert_eq!(other.message, "HTTP 502: <html>bad gateway</html>");
+    }
+
     use super::*;
 
     #[test]

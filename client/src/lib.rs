@@ -124,12 +124,7 @@ impl Client {
         }
         let status = resp.status().as_u16();
         let body = resp.bytes().await?;
-        let error = serde_json::from_slice::<ApiError>(&body).unwrap_or_else(|_| {
-            ApiError::new(
-                warren_api::ErrorCode::Internal,
-                String::from_utf8_lossy(&body).into_owned(),
-            )
-        });
+        let error = ApiError::from_response(status, &body);
         Err(Error::Api { status, error })
     }
 

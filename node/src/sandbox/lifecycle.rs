@@ -25,6 +25,13 @@ pub struct InvalidTransition {
     pub event: Event,
 }
 
+impl From<InvalidTransition> for warren_api::ApiError {
+    /// A transition the lifecycle forbids is a bug in the manager, never the caller's fault.
+    fn from(e: InvalidTransition) -> Self {
+        warren_api::ApiError::internal(e.to_string())
+    }
+}
+
 pub fn next(from: SandboxState, event: Event) -> Result<SandboxState, InvalidTransition> {
     use Event::*;
     use SandboxState::*;

@@ -414,8 +414,7 @@ impl SandboxManager {
         match result {
             Ok(()) => {
                 let mut rec = rec;
-                rec.state = lifecycle::next(rec.state, Event::Started)
-                    .map_err(|e| ApiError::internal(e.to_string()))?;
+                rec.state = lifecycle::next(rec.state, Event::Started)?;
                 self.save(&rec)?;
                 slot.set(Some(rec.clone()));
                 self.update_gauge();
@@ -502,8 +501,7 @@ impl SandboxManager {
         slot: &Arc<Slot>,
         mut rec: SandboxRecord,
     ) -> Result<SandboxRecord, ApiError> {
-        rec.state = lifecycle::next(rec.state, Event::Recovering)
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+        rec.state = lifecycle::next(rec.state, Event::Recovering)?;
         // Whatever answers next is a new guest process.
         rec.generation += 1;
         slot.set(Some(rec.clone()));

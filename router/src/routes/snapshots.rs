@@ -143,8 +143,7 @@ async fn call_self(
     if status.is_success() {
         Ok(bytes)
     } else {
-        Err(serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| ApiError::internal(format!("{path} answered {status}"))))
+        Err(ApiError::from_response(status.as_u16(), &bytes))
     }
 }
 

@@ -120,11 +120,7 @@ impl SandboxManager {
             .await
             .map(|c| c.to_bytes())
             .unwrap_or_default();
-        Err(
-            serde_json::from_slice::<ApiError>(&bytes).unwrap_or_else(|_| {
-                ApiError::internal(format!("the guest of {} answered {status}", rec.id))
-            }),
-        )
+        Err(ApiError::from_response(status.as_u16(), &bytes))
     }
 
     async fn guest_json(
@@ -310,8 +306,7 @@ impl SandboxManager {
         } else {
             Event::Recovering
         };
-        rec.state =
-            lifecycle::next(rec.state, event).map_err(|e| ApiError::internal(e.to_string()))?;
+        rec.state = lifecycle::next(rec.state, event)?;
         self.save(&rec)?;
         slot.set(Some(rec.clone()));
         self.runtime.remove(id).await?;
@@ -333,8 +328,7 @@ impl SandboxManager {
         } else {
             Event::StartFailed
         };
-        rec.state =
-            lifecycle::next(rec.state, event).map_err(|e| ApiError::internal(e.to_string()))?;
+        rec.state = lifecycle::next(rec.state, event)?;
         self.save(&rec)?;
         slot.set(Some(rec.clone()));
         self.update_gauge();
@@ -387,8 +381,7 @@ impl SandboxManager {
         }
         self.runtime.remove(&rec.id).await?;
         let _ = std::fs::remove_dir_all(self.cfg.run_root().join(rec.run_key()));
-        rec.state = lifecycle::next(rec.state, Event::Slept)
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+        rec.state = lifecycle::next(rec.state, Event::Slept)?;
         self.save(&rec)?;
         slot.set(Some(rec.clone()));
         self.update_gauge();
@@ -412,8 +405,7 @@ impl SandboxManager {
     ) -> Result<SandboxRecord, ApiError> {
         let started = Instant::now();
         let prepared = self.prepare_for(&rec).await?;
-        rec.state = lifecycle::next(rec.state, Event::Waking)
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+        rec.state = lifecycle::next(rec.state, Event::Waking)?;
         self.save(&rec)?;
         slot.set(Some(rec.clone()));
         let result = self.start_fresh(&mut rec, prepared).await;
