@@ -52,11 +52,13 @@ fn chunk_files(objects: &std::path::Path) -> Vec<std::path::PathBuf> {
 const WRITE_FILES: &str = "mkdir -p /workspace/app && echo hello > /workspace/app/a.txt \
     && head -c 3000000 /dev/urandom > /workspace/app/blob && sha256sum /workspace/app/blob \
     && ln -s a.txt /workspace/app/link && chmod 700 /workspace/app && echo root > /root/note \
-    && rm /etc/debian_version";
+    && rm /etc/debian_version && rm -rf /usr/share/doc && mkdir /usr/share/doc \
+    && echo mine > /usr/share/doc/only";
 
 const CHECK_FILES: &str = "cat /workspace/app/a.txt /root/note && readlink /workspace/app/link \
     && stat -c %a /workspace/app && sha256sum /workspace/app/blob \
-    && (test -e /etc/debian_version && echo debian_version back || echo debian_version gone)";
+    && (test -e /etc/debian_version && echo debian_version back || echo debian_version gone) \
+    && ls /usr/share/doc";
 
 #[tokio::test]
 async fn sleep_then_any_call_wakes_with_the_same_files() {
@@ -73,6 +75,8 @@ async fn sleep_then_any_call_wakes_with_the_same_files() {
     let before = sh(c, &id, CHECK_FILES).await;
     assert!(before.contains(sum.split_whitespace().next().unwrap()));
     assert!(before.contains("debian_version gone"));
+    // A directory removed and made again holds only what was put in it.
+    assert!(before.ends_with("debian_version gone\nonly\n"), "{before}");
 
     let sb = c.sleep(&id).await.unwrap();
     assert_eq!(sb.state, SandboxState::Sleeping);

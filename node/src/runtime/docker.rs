@@ -22,6 +22,7 @@ use bollard::Docker;
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::Mutex;
@@ -598,9 +599,31 @@ impl ContainerRuntime for Arc<DockerRuntime> {
 
     async fn changes(&self, sandbox_id: &str) -> Result<Vec<FsChange>, RuntimeError> {
         use bollard::models::ChangeType;
+        let name = self.container_name(sandbox_id);
+        // overlay2: list the upper directory (as much work as there are changes).
+        let upper = self
+            .docker
+            .inspect_container(&name, None)
+            .await
+            .ok()
+            .and_then(|c| c.graph_driver)
+            .filter(|g| g.name == "overlay2")
+            .and_then(|g| g.data.get("UpperDir").cloned());
+        if let Some(upper) = upper {
+            let listed =
+                tokio::task::spawn_blocking(move || super::upper_dir::changes(Path::new(&upper)))
+                    .await
+                    .map_err(|e| RuntimeError::Other(e.to_string()))?;
+            match listed {
+                Ok(changes) => return Ok(changes),
+                Err(e) => {
+                    tracing::warn!(sandbox_id, error = %e, "cannot list the upper directory; asking Docker for the changes")
+                }
+            }
+        }
         let changes = self
             .docker
-            .container_changes(&self.container_name(sandbox_id))
+            .container_changes(&name)
             .await
             .map_err(|e| RuntimeError::Docker(e.to_string()))?
             .unwrap_or_default();

@@ -4,6 +4,7 @@
 pub mod docker;
 pub mod firewall;
 pub mod subnets;
+pub mod upper_dir;
 
 use async_trait::async_trait;
 use std::collections::BTreeMap;
