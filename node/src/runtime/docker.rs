@@ -597,6 +597,17 @@ impl ContainerRuntime for Arc<DockerRuntime> {
         out
     }
 
+    async fn set_cpus(&self, sandbox_id: &str, cpus: f64) -> Result<(), RuntimeError> {
+        let body = bollard::models::ContainerUpdateBody {
+            nano_cpus: Some((cpus * 1e9) as i64),
+            ..Default::default()
+        };
+        self.docker
+            .update_container(&self.container_name(sandbox_id), body)
+            .await
+            .map_err(docker_err)
+    }
+
     async fn changes(&self, sandbox_id: &str) -> Result<Vec<FsChange>, RuntimeError> {
         use bollard::models::ChangeType;
         let name = self.container_name(sandbox_id);

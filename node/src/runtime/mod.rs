@@ -99,6 +99,8 @@ pub trait ContainerRuntime: Send + Sync {
     async fn list(&self) -> Result<Vec<ContainerInfo>, RuntimeError>;
     /// The last lines the container printed (for error messages).
     async fn logs_tail(&self, sandbox_id: &str, lines: usize) -> String;
+    /// Changes the CPU limit of a running container (`cpus` in CPUs).
+    async fn set_cpus(&self, sandbox_id: &str, cpus: f64) -> Result<(), RuntimeError>;
     /// The paths the container added, modified or deleted relative to its image.
     async fn changes(&self, sandbox_id: &str) -> Result<Vec<FsChange>, RuntimeError>;
     /// Whether per-container disk limits are enforced by this engine.

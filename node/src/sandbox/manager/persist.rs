@@ -223,6 +223,11 @@ impl SandboxManager {
             return Ok(());
         };
         let started = Instant::now();
+        // Unpacking is the node's work, done inside the sandbox: it runs with the machine's
+        // CPUs, and the sandbox's own limit applies before anyone else can use it.
+        let machine = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let lifted =
+            machine > rec.resources.cpus && self.runtime.set_cpus(&rec.id, machine).await.is_ok();
         let applied = async {
             let deleted = &prepared.manifest().deleted;
             if !deleted.is_empty() {
@@ -241,6 +246,9 @@ impl SandboxManager {
                 )
                 .await?;
             let _ = resp.into_body().collect().await;
+            if lifted {
+                self.runtime.set_cpus(&rec.id, rec.resources.cpus).await?;
+            }
             Ok::<(), ApiError>(())
         }
         .await;
