@@ -9,6 +9,25 @@ fn create(json: serde_json::Value) -> CreateSandboxRequest {
 }
 
 #[tokio::test]
+async fn the_largest_instance_type_runs_on_a_small_machine() {
+    let node = Node::start().await;
+    let id = format!("big-{}", unique());
+    let (sb, created) = node
+        .client
+        .put_sandbox(
+            &id,
+            &create(serde_json::json!({"instance_type": "standard-4"})),
+        )
+        .await
+        .unwrap();
+    assert!(created);
+    // The record keeps what was asked; the limit is capped at what the machine has.
+    assert_eq!(sb.resources.cpus, 4.0);
+    let r = node.client.sh(&id, "nproc").await.unwrap();
+    assert_eq!(r.exit_code, 0, "{}", r.stderr);
+}
+
+#[tokio::test]
 async fn put_get_list_delete() {
     let node = Node::start().await;
     let c = &node.client;

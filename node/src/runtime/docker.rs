@@ -43,6 +43,13 @@ struct NetState {
     next_hint: u32,
 }
 
+/// A CPU limit for Docker: never more than the machine has (Docker refuses that, and a
+/// sandbox could not use more anyway), so every instance type works on small machines.
+fn nano_cpus(cpus: f64) -> i64 {
+    let machine = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    (cpus.min(machine) * 1e9) as i64
+}
+
 fn docker_err(e: BollardError) -> RuntimeError {
     RuntimeError::Docker(e.to_string())
 }
@@ -284,7 +291,7 @@ impl DockerRuntime {
                 ),
                 format!("{}:{GUEST_RUN_IN_CONTAINER}:rw", spec.run_dir.display()),
             ]),
-            nano_cpus: Some((spec.resources.cpus * 1e9) as i64),
+            nano_cpus: Some(nano_cpus(spec.resources.cpus)),
             memory: Some(mem),
             memory_swap: Some(mem),
             pids_limit: Some(spec.resources.pids as i64),
@@ -599,7 +606,7 @@ impl ContainerRuntime for Arc<DockerRuntime> {
 
     async fn set_cpus(&self, sandbox_id: &str, cpus: f64) -> Result<(), RuntimeError> {
         let body = bollard::models::ContainerUpdateBody {
-            nano_cpus: Some((cpus * 1e9) as i64),
+            nano_cpus: Some(nano_cpus(cpus)),
             ..Default::default()
         };
         self.docker
