@@ -45,7 +45,7 @@ pub struct SandboxManager {
     metrics: NodeMetrics,
     snapshots: SnapshotStore,
     /// One garbage collection of snapshot chunks at a time.
-    gc_lock: Arc<tokio::sync::Mutex<()>>,
+    gc: Arc<persist::GcState>,
 }
 
 struct Slot {
@@ -153,7 +153,7 @@ impl SandboxManager {
             slots: Mutex::new(HashMap::new()),
             metrics,
             snapshots: SnapshotStore::new(objects, cache),
-            gc_lock: Arc::new(tokio::sync::Mutex::new(())),
+            gc: Arc::default(),
         });
         mgr.adopt().await?;
         idle::spawn(&mgr);
@@ -346,6 +346,16 @@ impl SandboxManager {
         }
     }
 
+    /// The host directory mounted as the sandbox's guest run directory.
+    fn run_dir(&self, id: &str) -> PathBuf {
+        self.cfg.run_root().join(super::record::run_key(id))
+    }
+
+    /// Removes the run directory (sockets, session state, logs of a container that is gone).
+    fn clear_run_dir(&self, id: &str) {
+        let _ = std::fs::remove_dir_all(self.run_dir(id));
+    }
+
     fn save(&self, rec: &SandboxRecord) -> Result<(), ApiError> {
         self.store
             .save(rec)
@@ -359,7 +369,7 @@ impl SandboxManager {
             resources: rec.resources,
             env: rec.env.clone(),
             guest_binary: self.guest_binary.clone(),
-            run_dir: self.cfg.run_root().join(rec.run_key()),
+            run_dir: self.run_dir(&rec.id),
         }
     }
 
@@ -427,7 +437,7 @@ impl SandboxManager {
             }
             Err(e) => {
                 let _ = self.runtime.remove(id).await;
-                let _ = std::fs::remove_dir_all(self.cfg.run_root().join(rec.run_key()));
+                self.clear_run_dir(id);
                 let _ = self.store.delete(id);
                 slot.set(None);
                 self.metrics
@@ -442,7 +452,7 @@ impl SandboxManager {
     /// Creates (or restarts) the container and waits for its guest.
     async fn start_container(&self, rec: &mut SandboxRecord, fresh: bool) -> Result<(), ApiError> {
         rec.generation += 1;
-        let run_dir = self.cfg.run_root().join(rec.run_key());
+        let run_dir = self.run_dir(&rec.id);
         std::fs::create_dir_all(&run_dir)
             .map_err(|e| ApiError::internal(format!("cannot create run dir: {e}")))?;
         {
@@ -567,7 +577,7 @@ impl SandboxManager {
         };
         let _g = slot.lock.lock().await;
         self.runtime.remove(id).await?;
-        let _ = std::fs::remove_dir_all(self.cfg.run_root().join(super::record::run_key(id)));
+        self.clear_run_dir(id);
         // Its sleep snapshot goes with it; snapshots taken on purpose stay.
         if let Some(s) = slot.record().and_then(|r| r.snapshot) {
             self.retire(id, &s).await;

@@ -15,6 +15,7 @@ use crate::sandbox::record::SandboxRecord;
 use futures_util::TryStreamExt;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use warren_api::sandbox::{Persist, PersistMode, Sandbox, SandboxState};
@@ -216,8 +217,7 @@ impl SandboxManager {
         prepared: Option<Prepared>,
     ) -> Result<(), ApiError> {
         // Session state and logs of an earlier container do not belong to the new one.
-        let run_dir = self.cfg.run_root().join(rec.run_key());
-        let _ = std::fs::remove_dir_all(&run_dir);
+        self.clear_run_dir(&rec.id);
         self.start_container(rec, true).await?;
         let Some(prepared) = prepared else {
             return Ok(());
@@ -388,7 +388,7 @@ impl SandboxManager {
             slot.set(Some(rec.clone()));
         }
         self.runtime.remove(&rec.id).await?;
-        let _ = std::fs::remove_dir_all(self.cfg.run_root().join(rec.run_key()));
+        self.clear_run_dir(&rec.id);
         rec.state = lifecycle::next(rec.state, Event::Slept)?;
         self.save(&rec)?;
         slot.set(Some(rec.clone()));
@@ -451,13 +451,32 @@ impl SandboxManager {
         self.collect_garbage_later();
     }
 
+    /// Runs a collection soon. Requests coalesce: while one waits to start, more are
+    /// covered by it, so a burst of deletions costs one pass over the store, not one each.
     pub(super) fn collect_garbage_later(&self) {
+        if self.gc.queued.swap(true, Ordering::SeqCst) {
+            return;
+        }
         let (store, grace, gc) = (
             self.snapshots.clone(),
             self.cfg.snapshot_gc_grace,
-            self.gc_lock.clone(),
+            self.gc.clone(),
         );
-        tokio::spawn(async move { collect_garbage(&store, grace, &gc).await });
+        tokio::spawn(async move {
+            let _running = gc.lock.lock().await;
+            // From here on, a new request queues another pass (it may miss this one's listing).
+            gc.queued.store(false, Ordering::SeqCst);
+            match store.collect_garbage(grace).await {
+                Ok(r) => tracing::debug!(
+                    deleted = r.deleted_chunks,
+                    bytes = r.deleted_bytes,
+                    kept = r.kept_chunks,
+                    deferred = r.deferred,
+                    "snapshot chunks collected"
+                ),
+                Err(e) => tracing::warn!(error = %e, "collecting snapshot chunks failed"),
+            }
+        });
     }
 
     /// Deletes sleep snapshots of this node's sandboxes that are not their current one (left
@@ -501,23 +520,12 @@ impl SandboxManager {
     }
 }
 
-/// One collection at a time per node.
-pub(super) async fn collect_garbage(
-    store: &warren_storage::snapshots::SnapshotStore,
-    grace: std::time::Duration,
-    lock: &tokio::sync::Mutex<()>,
-) {
-    let _g = lock.lock().await;
-    match store.collect_garbage(grace).await {
-        Ok(r) => tracing::debug!(
-            deleted = r.deleted_chunks,
-            bytes = r.deleted_bytes,
-            kept = r.kept_chunks,
-            deferred = r.deferred,
-            "snapshot chunks collected"
-        ),
-        Err(e) => tracing::warn!(error = %e, "collecting snapshot chunks failed"),
-    }
+/// Garbage collection of snapshot chunks on this node: one pass at a time, at most one
+/// waiting.
+#[derive(Default)]
+pub(super) struct GcState {
+    lock: tokio::sync::Mutex<()>,
+    queued: AtomicBool,
 }
 
 fn running(slot: &Arc<Slot>, id: &str) -> Result<SandboxRecord, ApiError> {
