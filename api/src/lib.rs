@@ -13,6 +13,8 @@ pub mod sandbox;
 pub mod session;
 pub mod snapshot;
 pub mod sse;
+pub mod terminal;
+pub mod ticket;
 pub mod time;
 
 pub use error::{ApiError, ErrorCode};

@@ -14,4 +14,5 @@ mod e2e {
     mod processes;
     mod sessions;
     mod snapshots;
+    mod terminals;
 }

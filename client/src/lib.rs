@@ -5,8 +5,10 @@ mod files;
 mod processes;
 mod snapshots;
 mod stream;
+mod terminals;
 
 pub use stream::EventStream;
+pub use terminals::{TerminalEvent, TerminalSocket};
 
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;

@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod middleware;
 pub mod routes;
 pub mod state;
+pub mod tickets;
 
 pub use state::AppState;
 

@@ -58,6 +58,24 @@ pub async fn require_api_key(State(state): State<AppState>, req: Request, next: 
                 .or_else(|| v.strip_prefix("bearer "))
         })
         .map(str::trim);
+    if presented.is_none() {
+        if let Some(ticket) = ticket_of(req.uri().query()) {
+            let redeemed = match (req.method() == http::Method::GET)
+                .then(|| crate::tickets::scope_of(req.uri().path()))
+                .flatten()
+            {
+                Some((sandbox, scope)) => state.tickets.redeem(&ticket, sandbox, scope),
+                None => Err(ApiError::new(
+                    ErrorCode::Unauthorized,
+                    "tickets open only terminals, watches and process logs; send the API key",
+                )),
+            };
+            return match redeemed {
+                Ok(()) => next.run(req).await,
+                Err(e) => ApiErrorResponse(e).into_response(),
+            };
+        }
+    }
     let ok = presented.is_some_and(|p| bool::from(p.as_bytes().ct_eq(state.api_key.as_bytes())));
     if !ok {
         let msg = if presented.is_none() {
@@ -68,4 +86,10 @@ pub async fn require_api_key(State(state): State<AppState>, req: Request, next: 
         return ApiErrorResponse(ApiError::new(ErrorCode::Unauthorized, msg)).into_response();
     }
     next.run(req).await
+}
+
+fn ticket_of(query: Option<&str>) -> Option<String> {
+    form_urlencoded::parse(query?.as_bytes())
+        .find(|(k, _)| k == "ticket")
+        .map(|(_, v)| v.into_owned())
 }

@@ -15,6 +15,7 @@ pub struct AppState {
     pub metrics: crate::metrics::RouterMetrics,
     /// This node's own router, for calls that must be routed like a client's (fork).
     pub self_app: Arc<std::sync::OnceLock<axum::Router>>,
+    pub tickets: Arc<crate::tickets::Tickets>,
 }
 
 impl AppState {
@@ -25,11 +26,13 @@ impl AppState {
         registry: prometheus::Registry,
     ) -> prometheus::Result<Self> {
         let metrics = crate::metrics::RouterMetrics::register(&registry)?;
+        let api_key: Arc<str> = api_key.into();
         Ok(AppState {
             node_id: mgr.config().node_id.as_str().into(),
             mgr,
             cluster,
-            api_key: api_key.into(),
+            tickets: Arc::new(crate::tickets::Tickets::new(api_key.clone())),
+            api_key,
             registry,
             metrics,
             self_app: Arc::new(std::sync::OnceLock::new()),

@@ -22,6 +22,8 @@ pub mod reaper;
 pub mod server;
 pub mod sessions;
 pub mod shell;
+pub mod terminal;
+pub mod terminal_api;
 pub mod waits;
 
 use std::collections::BTreeMap;
@@ -51,9 +53,11 @@ pub fn base_env() -> BTreeMap<String, String> {
 pub fn guest(run_dir: PathBuf, reaper: Arc<reaper::Reaper>) -> Arc<server::Guest> {
     let sessions = sessions::Sessions::new(reaper, run_dir.join("sessions"), base_env());
     let processes = processes::Processes::new(sessions.clone(), run_dir.join("procs"));
+    let terminals = terminal::Terminals::new(sessions.reaper().clone(), base_env());
     Arc::new(server::Guest {
         sessions,
         processes,
+        terminals,
         run_dir,
         started_at: warren_api::time::now_rfc3339(),
     })

@@ -3,7 +3,8 @@
 use crate::http::{self, Request, Response};
 use crate::processes::Processes;
 use crate::sessions::Sessions;
-use crate::{archive, exec, files, fsops, git, procs_api};
+use crate::terminal::Terminals;
+use crate::{archive, exec, files, fsops, git, procs_api, terminal_api};
 use hyper::Method;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -19,6 +20,7 @@ use warren_api::ApiError;
 pub struct Guest {
     pub sessions: Arc<Sessions>,
     pub processes: Arc<Processes>,
+    pub terminals: Arc<Terminals>,
     pub run_dir: PathBuf,
     pub started_at: String,
 }
@@ -139,6 +141,12 @@ async fn dispatch(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
             fsops::move_path(&body.from, &body.to, body.overwrite).await?;
             Ok(http::json(200, &PathResponse { path: body.to }))
         }
+        (&Method::GET, ["terminals"]) => Ok(terminal_api::list(&g)),
+        (&Method::GET, ["terminals", name]) => {
+            let name = name.to_string();
+            terminal_api::open(g, &name, req).await
+        }
+        (&Method::DELETE, ["terminals", name]) => terminal_api::close(&g, name).await,
         (&Method::POST, ["archive", "pack"]) => archive::pack(req).await,
         (&Method::POST, ["archive", "remove"]) => archive::remove(req).await,
         (&Method::POST, ["archive", "unpack"]) => archive::unpack(req).await,
@@ -169,7 +177,8 @@ pub async fn serve(g: Arc<Guest>, listener: tokio::net::UnixListener) {
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .with_upgrades();
             let _ = conn.await;
         });
     }

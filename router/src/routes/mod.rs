@@ -5,6 +5,8 @@ mod health;
 mod proxy;
 pub(crate) mod sandboxes;
 mod snapshots;
+mod terminals;
+mod tickets;
 pub(crate) mod validate;
 
 use crate::cluster;
@@ -28,6 +30,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sandboxes/{id}/restore", post(snapshots::restore))
         .route("/v1/sandboxes/{id}/fork", post(snapshots::fork))
         .route("/v1/sandboxes/{id}/sleep", post(snapshots::sleep))
+        .route(
+            "/v1/sandboxes/{id}/terminals/{name}",
+            get(terminals::open).delete(terminals::close),
+        )
         .route("/v1/sandboxes/{id}/{*rest}", any(proxy::forward))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -40,6 +46,7 @@ pub fn router(state: AppState) -> Router {
             "/v1/snapshots/{sid}",
             get(snapshots::get).delete(snapshots::delete),
         )
+        .route("/v1/tickets", post(tickets::create))
         .route("/v1/cluster", get(cluster::api::get))
         .route("/v1/cluster/nodes/{node}/drain", post(cluster::api::drain))
         .route("/v1/cluster/nodes/{node}", delete(cluster::api::remove))

@@ -115,6 +115,17 @@ pub fn classify(method: &Method, rest: &str, query: Option<&str>) -> Result<Body
             validate_name("session", sid).map(|_| BodyKind::Empty)
         }
         (&Method::PATCH, ["env"]) => Ok(BodyKind::Json(env)),
+        (&Method::GET, ["terminals"]) => Ok(BodyKind::Empty),
+        (&Method::GET, ["terminals", name]) => {
+            validate_name("terminal", name)?;
+            let q: warren_api::terminal::TerminalQuery =
+                serde_urlencoded::from_str(query.unwrap_or_default())
+                    .map_err(|e| ApiError::invalid(format!("invalid query string: {e}")))?;
+            q.validate().map(|_| BodyKind::Empty)
+        }
+        (&Method::DELETE, ["terminals", name]) => {
+            validate_name("terminal", name).map(|_| BodyKind::Empty)
+        }
         (&Method::POST, ["processes"]) => Ok(BodyKind::Json(process)),
         (&Method::GET, ["processes"]) => Ok(BodyKind::Empty),
         (&Method::GET, ["processes", p]) => validate_name("process", p).map(|_| BodyKind::Empty),
