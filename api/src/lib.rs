@@ -16,6 +16,7 @@ pub mod sse;
 pub mod terminal;
 pub mod ticket;
 pub mod time;
+pub mod watch;
 
 pub use error::{ApiError, ErrorCode};
 

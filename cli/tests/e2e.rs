@@ -15,4 +15,5 @@ mod e2e {
     mod sessions;
     mod snapshots;
     mod terminals;
+    mod watch;
 }

@@ -6,6 +6,7 @@ mod processes;
 mod snapshots;
 mod stream;
 mod terminals;
+mod watch;
 
 pub use stream::EventStream;
 pub use terminals::{TerminalEvent, TerminalSocket};

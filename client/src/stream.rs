@@ -11,6 +11,12 @@ pub struct EventStream<T> {
     inner: Pin<Box<dyn Stream<Item = Result<T>> + Send>>,
 }
 
+impl<T> std::fmt::Debug for EventStream<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventStream").finish_non_exhaustive()
+    }
+}
+
 impl<T: DeserializeOwned + Send + 'static> EventStream<T> {
     /// Sends the request with `Accept: text/event-stream` and parses `data:` lines as JSON.
     pub async fn open(rb: reqwest::RequestBuilder) -> Result<Self> {

@@ -102,6 +102,11 @@ impl SseSender {
     pub fn is_closed(&self) -> bool {
         self.tx.is_closed()
     }
+
+    /// Resolves once the client has gone away.
+    pub async fn closed(&self) {
+        self.tx.closed().await
+    }
 }
 
 /// An SSE response and the sender that feeds it. Quiet streams get a keepalive comment

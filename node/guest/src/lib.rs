@@ -25,6 +25,7 @@ pub mod shell;
 pub mod terminal;
 pub mod terminal_api;
 pub mod waits;
+pub mod watch;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -115,6 +115,9 @@ pub fn classify(method: &Method, rest: &str, query: Option<&str>) -> Result<Body
             validate_name("session", sid).map(|_| BodyKind::Empty)
         }
         (&Method::PATCH, ["env"]) => Ok(BodyKind::Json(env)),
+        (&Method::GET, ["watch"]) => {
+            warren_api::watch::WatchQuery::parse(query).map(|_| BodyKind::Empty)
+        }
         (&Method::GET, ["terminals"]) => Ok(BodyKind::Empty),
         (&Method::GET, ["terminals", name]) => {
             validate_name("terminal", name)?;
