@@ -171,6 +171,15 @@ pub struct NodeArgs {
     /// Unreferenced snapshot chunks younger than this are kept.
     #[arg(long, default_value_t = 3600)]
     pub snapshot_gc_grace_s: u64,
+    /// Domain of preview URLs (`{port}-{id}-{token}.DOMAIN`).
+    #[arg(long, default_value = "localhost")]
+    pub preview_domain: String,
+    /// Scheme of preview URLs (https when a TLS proxy fronts the nodes).
+    #[arg(long, default_value = "http")]
+    pub preview_scheme: String,
+    /// Port written in preview URLs (default: the API listener's; 0: none).
+    #[arg(long)]
+    pub preview_port: Option<u16>,
 }
 
 impl NodeArgs {
@@ -204,6 +213,9 @@ impl NodeArgs {
             object_store: self.object_store.clone(),
             chunk_cache_mb: self.chunk_cache_mb,
             snapshot_gc_grace_s: self.snapshot_gc_grace_s,
+            preview_domain: self.preview_domain.clone(),
+            preview_scheme: self.preview_scheme.clone(),
+            preview_port: self.preview_port,
         };
         s.check()?;
         Ok(s)

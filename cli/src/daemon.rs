@@ -121,6 +121,8 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     }
     cfg.chunk_cache_bytes = s.chunk_cache_mb << 20;
     cfg.snapshot_gc_grace = std::time::Duration::from_secs(s.snapshot_gc_grace_s);
+    cfg.preview.domain = s.preview_domain.trim_matches('.').to_ascii_lowercase();
+    cfg.preview.scheme = s.preview_scheme.clone();
 
     let subnets = SubnetPool {
         pool,
@@ -147,6 +149,11 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     let listener = tokio::net::TcpListener::bind(&s.listen)
         .await
         .with_context(|| format!("cannot listen on {}", s.listen))?;
+    cfg.preview.public_port = match s.preview_port {
+        Some(0) => None,
+        Some(p) => Some(p),
+        None => Some(listener.local_addr()?.port()),
+    };
     let api_addr = s
         .advertise_api
         .clone()

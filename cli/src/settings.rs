@@ -61,6 +61,16 @@ pub struct Settings {
     /// Unreferenced snapshot chunks younger than this are kept.
     #[serde(default = "default_gc_grace")]
     pub snapshot_gc_grace_s: u64,
+    /// Domain of preview URLs: requests for `{port}-{id}-{token}.DOMAIN` at any node reach
+    /// that port in the sandbox (default `localhost`).
+    #[serde(default = "default_preview_domain")]
+    pub preview_domain: String,
+    /// Scheme written in preview URLs (`http`, or `https` behind a TLS proxy).
+    #[serde(default = "default_preview_scheme")]
+    pub preview_scheme: String,
+    /// Port written in preview URLs (default: the API listener's; 0: none).
+    #[serde(default)]
+    pub preview_port: Option<u16>,
 }
 
 fn default_region() -> String {
@@ -101,6 +111,12 @@ fn default_chunk_cache_mb() -> u64 {
 }
 fn default_gc_grace() -> u64 {
     3600
+}
+fn default_preview_domain() -> String {
+    "localhost".into()
+}
+fn default_preview_scheme() -> String {
+    "http".into()
 }
 
 impl Settings {

@@ -11,6 +11,7 @@ mod e2e {
     mod files;
     mod git;
     mod lifecycle;
+    mod preview;
     mod processes;
     mod sessions;
     mod snapshots;

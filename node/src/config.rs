@@ -38,6 +38,28 @@ pub struct NodeConfig {
     pub snapshot_gc_grace: Duration,
     /// How often idle sandboxes are looked for (they sleep after their `sleep_after`).
     pub idle_check_every: Duration,
+    /// Preview URLs: `{scheme}://{port}-{id}-{token}.{domain}[:{public port}]/`.
+    pub preview: PreviewConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreviewConfig {
+    /// Names under this domain are preview requests (`localhost` works locally: browsers and
+    /// curl resolve `*.localhost` to the loopback address).
+    pub domain: String,
+    pub scheme: String,
+    /// The port in preview URLs (the public listener's), none for 80/443 behind a proxy.
+    pub public_port: Option<u16>,
+}
+
+impl Default for PreviewConfig {
+    fn default() -> Self {
+        PreviewConfig {
+            domain: "localhost".into(),
+            scheme: "http".into(),
+            public_port: None,
+        }
+    }
 }
 
 impl NodeConfig {
@@ -53,6 +75,7 @@ impl NodeConfig {
             chunk_cache_bytes: 10 << 30,
             snapshot_gc_grace: Duration::from_secs(3600),
             idle_check_every: Duration::from_secs(1),
+            preview: PreviewConfig::default(),
             node_id: node_id.into(),
             region: "local".into(),
             data_dir,

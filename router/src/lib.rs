@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod error;
 pub mod metrics;
 pub mod middleware;
+pub mod preview;
 pub mod routes;
 pub mod state;
 pub mod tickets;

@@ -385,3 +385,76 @@ async fn snapshots_fork_and_wake_work_from_any_node() {
         assert!(listed.snapshots.iter().any(|s| s.id == out.snapshot.id));
     }
 }
+
+#[tokio::test]
+async fn terminals_watches_and_previews_work_through_a_forwarding_node() {
+    use super::preview::{node_addr, preview_client, start_server, ws_echo};
+    use super::terminals::{read_until, size};
+    let c = TestCluster::start(3, 1).await;
+    assert!(
+        c.wait(Duration::from_secs(30), |v| voters(v).len() == 3)
+            .await
+    );
+    let id = format!("csurf-{}", unique());
+    let (_, owner_name) = ran_on(&c, 0, &id).await;
+    let owner = c.index_of(&owner_name);
+    let other = (owner + 1) % 3;
+    let via = &c.nodes[other].client;
+
+    // A terminal entering a non-owner: the WebSocket is bridged to the owner.
+    let mut t = via.terminal(&id, "main", &size(90, 30)).await.unwrap();
+    let (_, ready, _) = read_until(&mut t, "", Duration::from_secs(20)).await;
+    assert!(ready.is_some());
+    t.send("stty size; echo via-$((5*5))\n").await.unwrap();
+    let (out, _, _) = read_until(&mut t, "via-25", Duration::from_secs(20)).await;
+    assert!(out.contains("30 90"), "{out:?}");
+
+    // A watch entering a non-owner.
+    let q = warren_api::watch::WatchQuery {
+        path: "/workspace".into(),
+        recursive: true,
+        ..Default::default()
+    };
+    let mut w = via.watch(&id, &q).await.unwrap();
+    via.sh(&id, "echo x > /workspace/seen-through-peer")
+        .await
+        .unwrap();
+    let ev = tokio::time::timeout(Duration::from_secs(10), w.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(&ev, warren_api::watch::WatchEvent::Event { path, .. } if path == "/workspace/seen-through-peer"),
+        "{ev:?}"
+    );
+
+    // A preview URL answered at every node, the owner included.
+    start_server(via, &id, 8100).await;
+    let exposed = via
+        .expose_port(
+            &id,
+            &warren_api::ports::ExposeRequest {
+                port: 8100,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    for n in &c.nodes {
+        let addr = node_addr(&n.url);
+        let url = exposed.url.replace(
+            &format!(":{}/", node_addr(&c.nodes[other].url).port()),
+            &format!(":{}/", addr.port()),
+        );
+        let r = preview_client(&url, addr).get(&url).send().await.unwrap();
+        assert_eq!(r.status(), 200, "entering {}", n.name);
+        assert_eq!(r.text().await.unwrap(), "hello from 8100");
+        assert_eq!(
+            ws_echo(&url, addr, "hi").await,
+            "echo:hi",
+            "entering {}",
+            n.name
+        );
+    }
+}

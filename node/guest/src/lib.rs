@@ -24,6 +24,7 @@ pub mod sessions;
 pub mod shell;
 pub mod terminal;
 pub mod terminal_api;
+pub mod tunnel;
 pub mod waits;
 pub mod watch;
 

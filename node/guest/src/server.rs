@@ -141,6 +141,7 @@ async fn dispatch(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
             fsops::move_path(&body.from, &body.to, body.overwrite).await?;
             Ok(http::json(200, &PathResponse { path: body.to }))
         }
+        (&Method::GET, ["tunnel"]) => crate::tunnel::open(req).await,
         (&Method::GET, ["watch"]) => crate::watch::handle(req).await,
         (&Method::GET, ["terminals"]) => Ok(terminal_api::list(&g)),
         (&Method::GET, ["terminals", name]) => {

@@ -8,6 +8,7 @@
 
 mod idle;
 mod persist;
+mod ports;
 mod upgrade;
 
 pub use persist::{normalize_dirs, snapshot_error, to_api as snapshot_to_api};

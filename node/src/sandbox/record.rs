@@ -37,6 +37,16 @@ pub struct SandboxRecord {
     /// in the connection pool, so that a new guest never gets an old guest's connection.
     #[serde(default)]
     pub generation: u64,
+    /// Exposed ports and their preview tokens.
+    #[serde(default)]
+    pub ports: BTreeMap<u16, PortExposure>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortExposure {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub token: String,
 }
 
 impl SandboxRecord {
@@ -76,6 +86,7 @@ impl SandboxRecord {
             last_active_at: now,
             snapshot: None,
             generation: 0,
+            ports: BTreeMap::new(),
         })
     }
 

@@ -78,7 +78,7 @@ pub async fn try_forward(
 }
 
 /// Copies bytes both ways between the client's upgraded connection and the owner's.
-async fn bridge(client: hyper::upgrade::OnUpgrade, owner: hyper::upgrade::OnUpgrade) {
+pub(crate) async fn bridge(client: hyper::upgrade::OnUpgrade, owner: hyper::upgrade::OnUpgrade) {
     let (client, owner) = match tokio::try_join!(client, owner) {
         Ok(x) => x,
         Err(e) => {

@@ -1,7 +1,8 @@
 //! Route table of the public API.
 
-mod body;
+pub(crate) mod body;
 mod health;
+mod ports;
 mod proxy;
 pub(crate) mod sandboxes;
 mod snapshots;
@@ -34,6 +35,11 @@ pub fn router(state: AppState) -> Router {
             "/v1/sandboxes/{id}/terminals/{name}",
             get(terminals::open).delete(terminals::close),
         )
+        .route(
+            "/v1/sandboxes/{id}/ports",
+            post(ports::expose).get(ports::list),
+        )
+        .route("/v1/sandboxes/{id}/ports/{port}", delete(ports::unexpose))
         .route("/v1/sandboxes/{id}/{*rest}", any(proxy::forward))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -62,6 +68,11 @@ pub fn router(state: AppState) -> Router {
         .merge(v1)
         .fallback(not_found)
         .method_not_allowed_fallback(not_found)
+        // Preview hosts never reach the API (or its authentication).
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::preview::intercept,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             middleware::request_context,

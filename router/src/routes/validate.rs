@@ -54,6 +54,9 @@ fn move_(b: &[u8]) -> Result<(), ApiError> {
     warren_api::files::validate_path(&m.from)?;
     warren_api::files::validate_path(&m.to)
 }
+fn expose(b: &[u8]) -> Result<(), ApiError> {
+    parse_json::<warren_api::ports::ExposeRequest>(b)?.validate()
+}
 fn git(b: &[u8]) -> Result<(), ApiError> {
     parse_json::<GitCheckoutRequest>(b)?.validate()
 }
@@ -117,6 +120,11 @@ pub fn classify(method: &Method, rest: &str, query: Option<&str>) -> Result<Body
         (&Method::PATCH, ["env"]) => Ok(BodyKind::Json(env)),
         (&Method::GET, ["watch"]) => {
             warren_api::watch::WatchQuery::parse(query).map(|_| BodyKind::Empty)
+        }
+        (&Method::POST, ["ports"]) => Ok(BodyKind::Json(expose)),
+        (&Method::GET, ["ports"]) => Ok(BodyKind::Empty),
+        (&Method::DELETE, ["ports", port]) => {
+            super::ports::parse_port(port).map(|_| BodyKind::Empty)
         }
         (&Method::GET, ["terminals"]) => Ok(BodyKind::Empty),
         (&Method::GET, ["terminals", name]) => {

@@ -1,0 +1,235 @@
+//! Preview URLs: a server in the sandbox, exposed, reached by its host name (HTTP, streaming,
+//! redirects with cookies, WebSocket); wrong tokens and silent ports.
+
+use super::harness::{api_err, unique, Node};
+use futures_util::{SinkExt, StreamExt};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::Message;
+use warren_api::ports::ExposeRequest;
+use warren_api::process::{PortMode, StartProcessRequest, WaitPortRequest};
+use warren_api::ErrorCode;
+use warren_client::Client;
+
+pub const SERVER: &str = include_str!("fixtures/preview_server.py");
+
+/// Starts the fixture server on `port` in sandbox `id` and waits until it answers.
+pub async fn start_server(c: &Client, id: &str, port: u16) {
+    c.write_file(id, "/workspace/srv.py", SERVER, None)
+        .await
+        .unwrap();
+    c.start_process(
+        id,
+        &StartProcessRequest {
+            command: Some(format!("python3 /workspace/srv.py {port}")),
+            id: Some(format!("srv{port}")),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    c.wait_port(
+        id,
+        &format!("srv{port}"),
+        &WaitPortRequest {
+            port,
+            mode: PortMode::Tcp,
+            path: None,
+            status_min: None,
+            status_max: None,
+            timeout_ms: Some(20_000),
+        },
+    )
+    .await
+    .unwrap();
+}
+
+/// An HTTP client that sends `url`'s host to `node` (as DNS for `*.localhost` would).
+pub fn preview_client(url: &str, node: SocketAddr) -> reqwest::Client {
+    let host = reqwest::Url::parse(url)
+        .unwrap()
+        .host_str()
+        .unwrap()
+        .to_string();
+    reqwest::Client::builder()
+        .resolve(&host, node)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+pub fn node_addr(url: &str) -> SocketAddr {
+    url.trim_start_matches("http://").parse().unwrap()
+}
+
+/// Sends one WebSocket message through the preview URL and returns the reply.
+pub async fn ws_echo(preview_url: &str, node: SocketAddr, text: &str) -> String {
+    let ws_url = format!("{}ws", preview_url.replacen("http://", "ws://", 1));
+    let tcp = tokio::net::TcpStream::connect(node).await.unwrap();
+    let (mut ws, _) = tokio_tungstenite::client_async(ws_url, tcp).await.unwrap();
+    ws.send(Message::Text(text.to_string().into()))
+        .await
+        .unwrap();
+    let reply = tokio::time::timeout(Duration::from_secs(10), ws.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    reply.into_text().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn preview_urls_proxy_http_streams_redirects_and_websockets() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("prev-{}", unique());
+    start_server(c, &id, 8000).await;
+    let exposed = c
+        .expose_port(
+            &id,
+            &ExposeRequest {
+                port: 8000,
+                name: Some("web".into()),
+                token: None,
+            },
+        )
+        .await
+        .unwrap();
+    let addr = node_addr(&node.url);
+    assert!(
+        exposed.url.starts_with(&format!(
+            "http://8000-{id}-{}.localhost:{}",
+            exposed.token,
+            addr.port()
+        )),
+        "{}",
+        exposed.url
+    );
+    let http = preview_client(&exposed.url, addr);
+    let r = http.get(&exposed.url).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.text().await.unwrap(), "hello from 8000");
+
+    // The service's redirects and every Set-Cookie pass unchanged.
+    let r = http
+        .get(format!("{}redirect", exposed.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 302);
+    assert_eq!(r.headers()["location"], "/target");
+    let cookies: Vec<_> = r.headers().get_all("set-cookie").iter().collect();
+    assert_eq!(cookies.len(), 2, "{cookies:?}");
+
+    let r = http
+        .get(format!("{}headers", exposed.url))
+        .send()
+        .await
+        .unwrap();
+    let text = r.text().await.unwrap();
+    assert!(text.contains("fwd-host=8000-"), "{text}");
+    assert!(text.contains("proto=http"), "{text}");
+
+    // Request bodies go in; streamed bodies come out as they are produced.
+    let r = http
+        .post(format!("{}upload", exposed.url))
+        .body(vec![7u8; 100_000])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.text().await.unwrap(), "got 100000 bytes");
+    let started = std::time::Instant::now();
+    let mut r = http
+        .get(format!("{}stream", exposed.url))
+        .send()
+        .await
+        .unwrap();
+    let first = r.chunk().await.unwrap().unwrap();
+    let first_at = started.elapsed();
+    assert!(String::from_utf8_lossy(&first).contains("part-0"));
+    let mut rest = Vec::new();
+    while let Some(c) = r.chunk().await.unwrap() {
+        rest.extend_from_slice(&c);
+    }
+    assert!(String::from_utf8_lossy(&rest).contains("part-2"));
+    assert!(
+        first_at + Duration::from_millis(500) < started.elapsed(),
+        "the first chunk arrived before the stream ended ({first_at:?} of {:?})",
+        started.elapsed()
+    );
+
+    assert_eq!(ws_echo(&exposed.url, addr, "ping").await, "echo:ping");
+
+    // The list shows it; the same port keeps its token when exposed again.
+    let list = c.ports(&id).await.unwrap();
+    assert_eq!(list.ports.len(), 1);
+    assert_eq!(list.ports[0].name.as_deref(), Some("web"));
+    let again = c
+        .expose_port(
+            &id,
+            &ExposeRequest {
+                port: 8000,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.token, exposed.token);
+
+    // Unexposed: the same URL is refused.
+    c.unexpose_port(&id, 8000).await.unwrap();
+    c.unexpose_port(&id, 8000).await.unwrap();
+    let r = http.get(&exposed.url).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let e: warren_api::ApiError = r.json().await.unwrap();
+    assert_eq!(e.code, ErrorCode::InvalidToken);
+}
+
+#[tokio::test]
+async fn preview_refuses_wrong_tokens_and_reports_silent_ports() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("prev2-{}", unique());
+    let addr = node_addr(&node.url);
+    let exposed = c
+        .expose_port(
+            &id,
+            &ExposeRequest {
+                port: 9000,
+                name: None,
+                token: Some("mytoken123".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(exposed.token, "mytoken123");
+    // Nothing listens on 9000 yet.
+    let http = preview_client(&exposed.url, addr);
+    let r = http.get(&exposed.url).send().await.unwrap();
+    assert_eq!(r.status(), 502);
+    let e: warren_api::ApiError = r.json().await.unwrap();
+    assert_eq!(e.code, ErrorCode::PortNotListening);
+
+    for host in [
+        format!("9000-{id}-wrongtoken1.localhost"),
+        format!("9001-{id}-mytoken123.localhost"),
+        format!("9000-nosuchbox-{}-mytoken123.localhost", unique()),
+    ] {
+        let url = format!("http://{host}:{}/", addr.port());
+        let r = preview_client(&url, addr).get(&url).send().await.unwrap();
+        assert_eq!(r.status(), 404, "{host}");
+        let e: warren_api::ApiError = r.json().await.unwrap();
+        assert_eq!(e.code, ErrorCode::InvalidToken, "{host}");
+    }
+    let e = c
+        .expose_port(
+            &id,
+            &ExposeRequest {
+                port: 0,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_err(e).1, ErrorCode::InvalidArgument);
+}

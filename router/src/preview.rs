@@ -1,0 +1,116 @@
+//! Preview URLs: a request whose Host is `{port}-{id}-{token}.{preview domain}` is not an API
+//! call. Any node takes it, forwards it to the sandbox's owner like any sandbox request, and
+//! the owner checks the token (constant time) and proxies the request through a tunnel the
+//! guest opens to that port: HTTP, streamed bodies and WebSocket (or any upgrade), with the
+//! service's status, headers (redirects, every Set-Cookie) and body passed unchanged.
+
+use crate::cluster::FromPeer;
+use crate::error::ApiErrorResponse;
+use crate::routes::body::GuestResponseBody;
+use crate::state::AppState;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use warren_api::ports::{parse_preview_host, PreviewHost, GUEST_TUNNEL_UPGRADE};
+use warren_api::{ApiError, ErrorCode};
+use warren_consensus::NodeState;
+
+fn err(e: ApiError) -> Response {
+    ApiErrorResponse(e).into_response()
+}
+
+fn target(st: &AppState, req: &Request) -> Option<PreviewHost> {
+    let host = req
+        .headers()
+        .get(http::header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| req.uri().host())?;
+    parse_preview_host(host, &st.mgr.config().preview.domain)
+}
+
+pub async fn intercept(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(t) = target(&st, &req) else {
+        return next.run(req).await;
+    };
+    let cl = &st.cluster.cluster;
+    let from_peer = req.extensions().get::<FromPeer>().is_some();
+    match cl.read(|s| s.placements.get(&t.sandbox).cloned()) {
+        Some(p) if p.node != cl.id => {
+            if from_peer {
+                return err(ApiError::new(
+                    ErrorCode::Unavailable,
+                    format!("sandbox {} is owned by another node; retry", t.sandbox),
+                ));
+            }
+            let Some(node) = cl.read(|s| s.nodes.get(&p.node).cloned()) else {
+                return err(ApiError::new(
+                    ErrorCode::Unavailable,
+                    format!("the owner of {} left the cluster", t.sandbox),
+                ));
+            };
+            if node.state == NodeState::Down {
+                return err(ApiError::new(
+                    ErrorCode::Unavailable,
+                    format!("the owner of {}, node {}, is down", t.sandbox, node.name),
+                ));
+            }
+            crate::cluster::forward::forward(cl.peers(), &node, req).await
+        }
+        _ => match proxy(&st, &t, req).await {
+            Ok(r) => r,
+            Err(e) => err(e),
+        },
+    }
+}
+
+/// Runs the request against the port inside the sandbox (on the owner).
+async fn proxy(st: &AppState, t: &PreviewHost, mut req: Request) -> Result<Response, ApiError> {
+    st.mgr.check_preview(&t.sandbox, t.port, &t.token)?;
+    let tunnel = st
+        .mgr
+        .upgrade(
+            &t.sandbox,
+            &format!("/tunnel?port={}", t.port),
+            GUEST_TUNNEL_UPGRADE,
+        )
+        .await?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, Body>(tunnel)
+        .await
+        .map_err(bad_gateway)?;
+    tokio::spawn(async move {
+        let _ = conn.with_upgrades().await;
+    });
+    let headers = req.headers_mut();
+    if let Some(host) = headers.get(http::header::HOST).cloned() {
+        headers.insert("x-forwarded-host", host);
+    }
+    let scheme = &st.mgr.config().preview.scheme;
+    if let Ok(v) = http::HeaderValue::from_str(scheme) {
+        headers.insert("x-forwarded-proto", v);
+    }
+    let client_upgrade = req
+        .headers()
+        .contains_key(http::header::UPGRADE)
+        .then(|| hyper::upgrade::on(&mut req));
+    let mut resp = sender.send_request(req).await.map_err(bad_gateway)?;
+    let activity = st.mgr.activity(&t.sandbox);
+    if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+        if let Some(client) = client_upgrade {
+            let service = hyper::upgrade::on(&mut resp);
+            tokio::spawn(async move {
+                crate::cluster::forward::bridge(client, service).await;
+                drop(activity);
+            });
+            return Ok(resp.map(Body::new));
+        }
+    }
+    Ok(resp.map(|b| Body::new(GuestResponseBody::new(b, false, activity))))
+}
+
+fn bad_gateway(e: hyper::Error) -> ApiError {
+    ApiError::new(
+        ErrorCode::BadGateway,
+        format!("the service in the sandbox broke the connection: {e}"),
+    )
+}
