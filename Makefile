@@ -11,10 +11,14 @@ MUSL := x86_64-unknown-linux-musl
 GUEST_DEBUG := $(TARGET_DIR)/$(MUSL)/debug/warren-guest
 GUEST_RELEASE := $(TARGET_DIR)/$(MUSL)/release/warren-guest
 
-.PHONY: dev test verify bench setup guest guest-release build fmt clippy image clean-sandboxes
+.PHONY: dev test verify bench setup setup-test guest guest-release build fmt clippy image clean-sandboxes
 
 setup:
 	deploy/host-setup.sh
+
+# The tests also drive the web page in headless Chromium.
+setup-test:
+	deploy/host-setup.sh --with-browser
 
 image:
 	deploy/image/build-local.sh
@@ -32,7 +36,7 @@ dev: setup guest-release
 	$(CARGO) build --release -p warren-cli
 	WARREN_GUEST_BIN=$(GUEST_RELEASE) $(TARGET_DIR)/release/warren dev
 
-test: setup guest
+test: setup-test guest
 	WARREN_GUEST_BIN=$(abspath $(GUEST_DEBUG)) $(CARGO) nextest run --workspace --no-fail-fast
 
 fmt:

@@ -2,9 +2,11 @@
 # Prepares a Debian host for building and running warren. Idempotent; each step is skipped
 # when already done. Used by `make dev`, `make test` and .ci/run.
 #
-#   deploy/host-setup.sh [--no-docker] [--no-image]
+#   deploy/host-setup.sh [--no-docker] [--no-image] [--with-browser]
 #
-# Steps: Debian build packages (musl-tools, libclang-dev, pkg-config, iptables, git), the
+# Steps: Debian build packages (musl-tools, libclang-dev, pkg-config, iptables, git, and
+# Node.js with npm, which bundle the web page's xterm.js; Chromium with --with-browser, for
+# the browser tests), the
 # Rust musl target, a running Docker daemon (docker.io installed and dockerd started when
 # none answers; its pid goes to $WARREN_DOCKERD_PIDFILE so a CI run can stop what it
 # started), and the sandbox base image (built locally with debootstrap when missing).
@@ -12,10 +14,12 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 want_docker=1
 want_image=1
+want_browser=0
 for a in "$@"; do
   case "$a" in
     --no-docker) want_docker=0; want_image=0 ;;
     --no-image) want_image=0 ;;
+    --with-browser) want_browser=1 ;;
     *) echo "unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -28,6 +32,11 @@ command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v iptables >/dev/null || missing+=(iptables)
 command -v git >/dev/null || missing+=(git)
 command -v curl >/dev/null || missing+=(curl)
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
+if [ "$want_browser" = 1 ]; then
+  command -v chromium >/dev/null || missing+=(chromium)
+fi
 [ -e /usr/lib/llvm-14/lib/libclang.so ] || ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || missing+=(libclang-dev)
 if [ "$want_docker" = 1 ]; then
   command -v dockerd >/dev/null || missing+=(docker.io)

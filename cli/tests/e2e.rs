@@ -17,4 +17,5 @@ mod e2e {
     mod snapshots;
     mod terminals;
     mod watch;
+    mod web;
 }

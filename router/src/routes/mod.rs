@@ -9,6 +9,7 @@ mod snapshots;
 mod terminals;
 mod tickets;
 pub(crate) mod validate;
+mod web;
 
 use crate::cluster;
 use crate::error::ApiErrorResponse;
@@ -62,6 +63,8 @@ pub fn router(state: AppState) -> Router {
             middleware::require_api_key,
         ));
     Router::new()
+        .route("/", get(web::index))
+        .route("/ui/{name}", get(web::file))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(health::metrics))
         .route("/internal/v1/join", post(cluster::join::join))

@@ -1,0 +1,42 @@
+//! The web page in a real headless Chromium (web/e2e/terminal.mjs, playwright-core): sign in,
+//! list, a terminal that shows typed output and replays it after a reload.
+
+use super::harness::{unique, Node};
+use std::process::Command;
+
+#[tokio::test]
+async fn web_page_terminal_works_in_headless_chromium() {
+    let node = Node::start().await;
+    let id = format!("web-{}", unique());
+    node.client.sh(&id, "true").await.unwrap();
+    // The page is served by the node without credentials.
+    let page = reqwest::get(format!("{}/", node.url)).await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("/ui/xterm.js"));
+    let xterm = reqwest::get(format!("{}/ui/xterm.js", node.url))
+        .await
+        .unwrap();
+    assert_eq!(xterm.status(), 200);
+
+    let web = concat!(env!("CARGO_MANIFEST_DIR"), "/../web");
+    let script = format!("{web}/e2e/terminal.mjs");
+    let (url, key) = (node.url.clone(), node.key.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg(script)
+            .env("WARREN_URL", url)
+            .env("WARREN_API_KEY", key)
+            .env("SANDBOX", id)
+            .output()
+            .expect("node runs (deploy/host-setup.sh installs Node.js and Chromium)")
+    })
+    .await
+    .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("browser terminal test passed"), "{text}");
+}

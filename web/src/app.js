@@ -1,0 +1,249 @@
+// The warren web page: sign in with an API key, list sandboxes, open terminals.
+// Terminals are WebSockets opened with a single-use ticket (browsers cannot set headers on
+// a WebSocket); a dropped socket reconnects on its own, from the cursor of the last byte it
+// showed, so nothing is printed twice and nothing is lost.
+"use strict";
+
+const KEY = "warren.api_key";
+const $ = (id) => document.getElementById(id);
+
+function apiKey() {
+  return sessionStorage.getItem(KEY);
+}
+
+async function api(method, path, body) {
+  const resp = await fetch(path, {
+    method,
+    headers: {
+      authorization: "Bearer " + apiKey(),
+      ...(body ? { "content-type": "application/json" } : {}),
+    },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await resp.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!resp.ok) {
+    const err = new Error((data && data.message) || resp.statusText);
+    err.status = resp.status;
+    err.code = data && data.code;
+    throw err;
+  }
+  return data;
+}
+
+function show(section) {
+  for (const id of ["sign-in", "sandboxes", "terminal-view"]) {
+    $(id).hidden = id !== section;
+  }
+  $("sign-out").hidden = section === "sign-in";
+}
+
+// ---- sign in -------------------------------------------------------------------------
+
+$("sign-in-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  sessionStorage.setItem(KEY, $("api-key").value.trim());
+  try {
+    await api("GET", "/v1/sandboxes?limit=1");
+    $("sign-in-error").textContent = "";
+    route();
+  } catch (err) {
+    sessionStorage.removeItem(KEY);
+    $("sign-in-error").textContent =
+      err.status === 401 ? "That API key is not valid." : "Sign-in failed: " + err.message;
+  }
+});
+
+$("sign-out").addEventListener("click", () => {
+  sessionStorage.removeItem(KEY);
+  location.hash = "#/";
+  route();
+});
+
+// ---- sandboxes -----------------------------------------------------------------------
+
+async function listSandboxes() {
+  show("sandboxes");
+  const rows = $("sandbox-rows");
+  try {
+    const list = await api("GET", "/v1/sandboxes?limit=500");
+    rows.replaceChildren(
+      ...list.sandboxes.map((s) => {
+        const tr = document.createElement("tr");
+        for (const v of [s.id, s.state, s.node, s.region, s.image]) {
+          const td = document.createElement("td");
+          td.textContent = v;
+          tr.appendChild(td);
+        }
+        const td = document.createElement("td");
+        const a = document.createElement("a");
+        a.href = `#/terminal/${encodeURIComponent(s.id)}/main`;
+        a.textContent = "terminal";
+        td.appendChild(a);
+        tr.appendChild(td);
+        return tr;
+      }),
+    );
+    $("list-error").textContent = "";
+  } catch (err) {
+    if (err.status === 401) return signOutAndAsk();
+    $("list-error").textContent = "Cannot list sandboxes: " + err.message;
+  }
+}
+
+$("open-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const id = $("open-id").value.trim();
+  const name = $("open-name").value.trim() || "main";
+  location.hash = `#/terminal/${encodeURIComponent(id)}/${encodeURIComponent(name)}`;
+});
+
+// ---- terminal ------------------------------------------------------------------------
+
+let current = null;
+
+class TerminalView {
+  constructor(sandbox, name) {
+    this.sandbox = sandbox;
+    this.name = name;
+    this.cursor = null; // bytes of output shown so far (terminal cursor)
+    this.closed = false;
+    this.exited = false;
+    this.retry = 0;
+    this.term = new Terminal({ cursorBlink: true, scrollback: 5000, convertEol: false });
+    this.fit = new FitAddon.FitAddon();
+    this.term.loadAddon(this.fit);
+    const el = $("terminal");
+    el.replaceChildren();
+    this.term.open(el);
+    this.fit.fit();
+    this.term.onData((d) => this.send(new TextEncoder().encode(d)));
+    this.term.onBinary((d) => this.send(Uint8Array.from(d, (c) => c.charCodeAt(0))));
+    this.term.onResize(({ cols, rows }) => this.control({ type: "resize", cols, rows }));
+    this.onWindowResize = () => this.fit.fit();
+    window.addEventListener("resize", this.onWindowResize);
+    this.connect();
+  }
+
+  status(text) {
+    $("terminal-status").textContent = text;
+  }
+
+  send(bytes) {
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(bytes);
+  }
+
+  control(msg) {
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
+  }
+
+  async connect() {
+    if (this.closed) return;
+    this.status("connecting…");
+    let ticket;
+    try {
+      ticket = await api("POST", "/v1/tickets", { sandbox: this.sandbox, scope: "terminal" });
+    } catch (err) {
+      if (err.status === 401) return signOutAndAsk();
+      return this.reconnectLater("cannot get a ticket: " + err.message);
+    }
+    const proto = location.protocol === "https:" ? "wss:" : "ws:";
+    const q = new URLSearchParams({
+      cols: this.term.cols,
+      rows: this.term.rows,
+      ticket: ticket.ticket,
+    });
+    if (this.cursor !== null) q.set("since", this.cursor);
+    const url = `${proto}//${location.host}/v1/sandboxes/${encodeURIComponent(this.sandbox)}` +
+      `/terminals/${encodeURIComponent(this.name)}?${q}`;
+    const ws = new WebSocket(url);
+    ws.binaryType = "arraybuffer";
+    this.ws = ws;
+    let replaying = true;
+    ws.onmessage = (ev) => {
+      if (typeof ev.data === "string") {
+        const msg = JSON.parse(ev.data);
+        if (msg.type === "ready") {
+          replaying = false;
+          this.cursor = msg.cursor;
+          this.retry = 0;
+          this.status("connected");
+          this.term.focus();
+        } else if (msg.type === "exit") {
+          this.exited = true;
+          this.cursor = null;
+          this.status(`shell exited with ${msg.code} — press Enter for a new one`);
+          const sub = this.term.onData(() => {
+            sub.dispose();
+            this.exited = false;
+            this.term.reset();
+            this.connect();
+          });
+        } else if (msg.type === "error") {
+          this.term.write(`\r\n\x1b[31m[warren: ${msg.message}]\x1b[0m\r\n`);
+        }
+        return;
+      }
+      const bytes = new Uint8Array(ev.data);
+      this.term.write(bytes);
+      if (!replaying && this.cursor !== null) this.cursor += bytes.length;
+    };
+    ws.onclose = () => {
+      if (this.ws !== ws || this.closed || this.exited) return;
+      this.reconnectLater("disconnected");
+    };
+  }
+
+  reconnectLater(why) {
+    const delay = Math.min(8000, 250 * 2 ** this.retry++);
+    this.status(`${why}; reconnecting in ${(delay / 1000).toFixed(1)} s`);
+    setTimeout(() => this.connect(), delay);
+  }
+
+  close() {
+    this.closed = true;
+    window.removeEventListener("resize", this.onWindowResize);
+    if (this.ws) this.ws.close();
+    this.term.dispose();
+  }
+}
+
+function openTerminal(sandbox, name) {
+  show("terminal-view");
+  $("terminal-title").textContent = `${sandbox} · ${name}`;
+  if (current && current.sandbox === sandbox && current.name === name) return;
+  if (current) current.close();
+  current = new TerminalView(sandbox, name);
+}
+
+// ---- routing -------------------------------------------------------------------------
+
+function signOutAndAsk() {
+  sessionStorage.removeItem(KEY);
+  route();
+}
+
+function route() {
+  if (!apiKey()) {
+    if (current) current.close();
+    current = null;
+    show("sign-in");
+    $("api-key").focus();
+    return;
+  }
+  const m = location.hash.match(/^#\/terminal\/([^/]+)\/([^/]+)$/);
+  if (m) {
+    openTerminal(decodeURIComponent(m[1]), decodeURIComponent(m[2]));
+  } else {
+    if (current) current.close();
+    current = null;
+    listSandboxes();
+  }
+}
+
+window.addEventListener("hashchange", route);
+fetch("/healthz")
+  .then((r) => r.json())
+  .then((h) => ($("node").textContent = `node ${h.node || ""}`))
+  .catch(() => {});
+route();
