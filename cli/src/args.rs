@@ -69,6 +69,23 @@ pub enum Command {
     Fork(ForkArgs),
     /// Save a sandbox (per its persist setting) and stop it; the next call wakes it.
     Sleep { id: String },
+    /// Expose a port inside a sandbox; prints its preview URL.
+    Expose(ExposeArgs),
+    /// Revoke a port's preview URL.
+    Unexpose { id: String, port: u16 },
+    /// List a sandbox's exposed ports.
+    Ports { id: String },
+}
+
+#[derive(Args, Debug)]
+pub struct ExposeArgs {
+    pub id: String,
+    pub port: u16,
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Your own token (8-63 of a-z0-9); one is generated otherwise.
+    #[arg(long)]
+    pub token: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]

@@ -120,9 +120,13 @@ impl Drop for BenchCluster {
     }
 }
 
-/// `exec true` entering the owner vs entering another node, interleaved.
-pub async fn forwarding_overhead(n: usize, table: &mut Table) -> anyhow::Result<()> {
-    let c = BenchCluster::start(3).await?;
+/// `exec true` entering the owner vs entering another node, interleaved. Returns the index
+/// of the owner of the sandbox it used (`bench-fwd`).
+pub async fn forwarding_overhead(
+    c: &BenchCluster,
+    n: usize,
+    table: &mut Table,
+) -> anyhow::Result<usize> {
     let id = "bench-fwd";
     let r = c.clients[0]
         .request(reqwest::Method::POST, &format!("/v1/sandboxes/{id}/exec"))
@@ -168,5 +172,5 @@ pub async fn forwarding_overhead(n: usize, table: &mut Table) -> anyhow::Result<
         baseline: percentiles(&direct),
         target: format!("+{:.2} ms at p50 (target <= +1 ms)", f50 - d50),
     });
-    Ok(())
+    Ok(owner)
 }

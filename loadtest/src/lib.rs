@@ -10,3 +10,4 @@ pub mod placement_bench;
 pub mod report;
 pub mod scenarios;
 pub mod snapshot_bench;
+pub mod surface_bench;

@@ -4,11 +4,12 @@
 //! samples, default 10), WARREN_BENCH_BURST (concurrent creates, default 20),
 //! WARREN_BENCH_COMMITS (placement commits, default 500), WARREN_BENCH_SIM_IDS (ids in the
 //! placement simulation, default 1 000 000), WARREN_BENCH_SNAPSHOT_ROUNDS (snapshot, restore
-//! and fork rounds on a ~200 MiB workspace, default 3).
+//! and fork rounds on a ~200 MiB workspace, default 3), WARREN_BENCH_SURFACE (keystroke echo
+//! and watch samples, default 200).
 
 use warren_loadtest::{
     cluster_node, commit_bench, node::BenchNode, placement_bench, report::Table, scenarios,
-    snapshot_bench,
+    snapshot_bench, surface_bench,
 };
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -25,6 +26,7 @@ async fn main() -> anyhow::Result<()> {
     let burst_n = env_usize("WARREN_BENCH_BURST", 20).clamp(1, 200);
     let commits_n = env_usize("WARREN_BENCH_COMMITS", 500).clamp(10, 10_000);
     let snap_rounds = env_usize("WARREN_BENCH_SNAPSHOT_ROUNDS", 3).clamp(1, 20);
+    let surface_n = env_usize("WARREN_BENCH_SURFACE", 200).clamp(10, 5000);
     let sim_ids = env_usize("WARREN_BENCH_SIM_IDS", 1_000_000).clamp(1000, 5_000_000);
     let mut table = Table::default();
     {
@@ -37,9 +39,14 @@ async fn main() -> anyhow::Result<()> {
         scenarios::cold_create(&node, cold_n, &mut table).await?;
         scenarios::burst_create(&node, burst_n, &mut table).await?;
         snapshot_bench::snapshots(&node, snap_rounds, &mut table).await?;
+        surface_bench::watch_latency(&node, surface_n, &mut table).await?;
     }
     eprintln!("bench: three-node cluster");
-    cluster_node::forwarding_overhead(warm_n, &mut table).await?;
+    {
+        let cluster = cluster_node::BenchCluster::start(3).await?;
+        let owner = cluster_node::forwarding_overhead(&cluster, warm_n, &mut table).await?;
+        surface_bench::terminal_echo(&cluster, owner, surface_n, &mut table).await?;
+    }
     commit_bench::commit_latency(commits_n, &mut table).await?;
     placement_bench::lookup_cost(&mut table);
     placement_bench::simulate(sim_ids, &mut table);

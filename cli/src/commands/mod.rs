@@ -4,6 +4,7 @@ mod cluster;
 pub(crate) mod dev;
 mod exec;
 mod files;
+mod ports;
 mod procs;
 mod sandbox;
 mod snapshots;
@@ -33,6 +34,9 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Restore { id, snapshot } => snapshots::restore(&conn, &id, &snapshot).await,
         Command::Fork(a) => snapshots::fork(&conn, a).await,
         Command::Sleep { id } => snapshots::sleep(&conn, &id).await,
+        Command::Expose(a) => ports::expose(&conn, a).await,
+        Command::Unexpose { id, port } => ports::unexpose(&conn, &id, port).await,
+        Command::Ports { id } => ports::ports(&conn, &id).await,
     }
 }
 
