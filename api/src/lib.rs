@@ -8,6 +8,7 @@ pub mod exec;
 pub mod files;
 pub mod git;
 pub mod ids;
+pub mod interpreter;
 pub mod ports;
 pub mod process;
 pub mod sandbox;

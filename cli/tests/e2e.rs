@@ -10,6 +10,7 @@ mod e2e {
     mod exec;
     mod files;
     mod git;
+    mod interpreter;
     mod lifecycle;
     mod preview;
     mod processes;

@@ -2,6 +2,7 @@
 //! SSE event streams. Depends only on `warren-api` and an HTTP client; never on node code.
 
 mod files;
+mod interpreter;
 mod ports;
 mod processes;
 mod snapshots;

@@ -5,11 +5,12 @@
 //! WARREN_BENCH_COMMITS (placement commits, default 500), WARREN_BENCH_SIM_IDS (ids in the
 //! placement simulation, default 1 000 000), WARREN_BENCH_SNAPSHOT_ROUNDS (snapshot, restore
 //! and fork rounds on a ~200 MiB workspace, default 3), WARREN_BENCH_SURFACE (keystroke echo
-//! and watch samples, default 200).
+//! and watch samples, default 200), WARREN_BENCH_INTERP (interpreter round trips, default
+//! 200).
 
 use warren_loadtest::{
-    cluster_node, commit_bench, node::BenchNode, placement_bench, report::Table, scenarios,
-    snapshot_bench, surface_bench,
+    cluster_node, commit_bench, interpreter_bench, node::BenchNode, placement_bench, report::Table,
+    scenarios, snapshot_bench, surface_bench,
 };
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -27,6 +28,7 @@ async fn main() -> anyhow::Result<()> {
     let commits_n = env_usize("WARREN_BENCH_COMMITS", 500).clamp(10, 10_000);
     let snap_rounds = env_usize("WARREN_BENCH_SNAPSHOT_ROUNDS", 3).clamp(1, 20);
     let surface_n = env_usize("WARREN_BENCH_SURFACE", 200).clamp(10, 5000);
+    let interp_n = env_usize("WARREN_BENCH_INTERP", 200).clamp(10, 5000);
     let sim_ids = env_usize("WARREN_BENCH_SIM_IDS", 1_000_000).clamp(1000, 5_000_000);
     let mut table = Table::default();
     {
@@ -40,6 +42,7 @@ async fn main() -> anyhow::Result<()> {
         scenarios::burst_create(&node, burst_n, &mut table).await?;
         snapshot_bench::snapshots(&node, snap_rounds, &mut table).await?;
         surface_bench::watch_latency(&node, surface_n, &mut table).await?;
+        interpreter_bench::round_trip(&node, interp_n, &mut table).await?;
     }
     eprintln!("bench: three-node cluster");
     {

@@ -14,6 +14,7 @@ pub mod files;
 pub mod fsops;
 pub mod git;
 pub mod http;
+pub mod interpreter;
 pub mod logstore;
 pub mod processes;
 pub mod procs_api;
@@ -56,10 +57,12 @@ pub fn guest(run_dir: PathBuf, reaper: Arc<reaper::Reaper>) -> Arc<server::Guest
     let sessions = sessions::Sessions::new(reaper, run_dir.join("sessions"), base_env());
     let processes = processes::Processes::new(sessions.clone(), run_dir.join("procs"));
     let terminals = terminal::Terminals::new(sessions.reaper().clone(), base_env());
+    let interpreter = interpreter::Interpreter::new(run_dir.join("interpreter"));
     Arc::new(server::Guest {
         sessions,
         processes,
         terminals,
+        interpreter,
         run_dir,
         started_at: warren_api::time::now_rfc3339(),
     })

@@ -69,6 +69,7 @@ async fn run(run_dir: PathBuf) {
     // Orderly stop: shells and processes get TERM, then whatever is left gets KILL.
     let _ = std::fs::remove_file(&socket);
     g.sessions.kill_all().await;
+    g.interpreter.kill_all().await;
     if std::process::id() == 1 {
         // SAFETY: as init of the container's pid namespace, -1 means "every other process here".
         unsafe { libc::kill(-1, libc::SIGTERM) };

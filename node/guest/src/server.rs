@@ -21,6 +21,7 @@ pub struct Guest {
     pub sessions: Arc<Sessions>,
     pub processes: Arc<Processes>,
     pub terminals: Arc<Terminals>,
+    pub interpreter: Arc<crate::interpreter::Interpreter>,
     pub run_dir: PathBuf,
     pub started_at: String,
 }
@@ -149,6 +150,13 @@ async fn dispatch(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
             terminal_api::open(g, &name, req).await
         }
         (&Method::DELETE, ["terminals", name]) => terminal_api::close(&g, name).await,
+        (&Method::POST, ["contexts"]) => crate::interpreter::create(g, req).await,
+        (&Method::GET, ["contexts"]) => Ok(crate::interpreter::list(&g)),
+        (&Method::DELETE, ["contexts", cid]) => crate::interpreter::delete(&g, cid).await,
+        (&Method::POST, ["contexts", cid, "run"]) => {
+            let cid = cid.to_string();
+            crate::interpreter::run(g, &cid, req).await
+        }
         (&Method::POST, ["archive", "pack"]) => archive::pack(req).await,
         (&Method::POST, ["archive", "remove"]) => archive::remove(req).await,
         (&Method::POST, ["archive", "unpack"]) => archive::unpack(req).await,

@@ -7,6 +7,7 @@ use warren_api::exec::ExecRequest;
 use warren_api::files::{parse_mode, MkdirRequest, MoveRequest};
 use warren_api::git::GitCheckoutRequest;
 use warren_api::ids::validate_name;
+use warren_api::interpreter::{CreateContextRequest, RunCodeRequest};
 use warren_api::process::{
     parse_signal, StartProcessRequest, WaitExitRequest, WaitLogRequest, WaitPortRequest,
 };
@@ -56,6 +57,14 @@ fn move_(b: &[u8]) -> Result<(), ApiError> {
 }
 fn expose(b: &[u8]) -> Result<(), ApiError> {
     parse_json::<warren_api::ports::ExposeRequest>(b)?.validate()
+}
+fn context(b: &[u8]) -> Result<(), ApiError> {
+    parse_json::<CreateContextRequest>(b)?
+        .validate()
+        .map(|_| ())
+}
+fn run_code(b: &[u8]) -> Result<(), ApiError> {
+    parse_json::<RunCodeRequest>(b)?.validate()
 }
 fn git(b: &[u8]) -> Result<(), ApiError> {
     parse_json::<GitCheckoutRequest>(b)?.validate()
@@ -118,6 +127,14 @@ pub fn classify(method: &Method, rest: &str, query: Option<&str>) -> Result<Body
             validate_name("session", sid).map(|_| BodyKind::Empty)
         }
         (&Method::PATCH, ["env"]) => Ok(BodyKind::Json(env)),
+        (&Method::POST, ["contexts"]) => Ok(BodyKind::Json(context)),
+        (&Method::GET, ["contexts"]) => Ok(BodyKind::Empty),
+        (&Method::DELETE, ["contexts", cid]) => {
+            validate_name("context", cid).map(|_| BodyKind::Empty)
+        }
+        (&Method::POST, ["contexts", cid, "run"]) => {
+            validate_name("context", cid).map(|_| BodyKind::Json(run_code))
+        }
         (&Method::GET, ["watch"]) => {
             warren_api::watch::WatchQuery::parse(query).map(|_| BodyKind::Empty)
         }
@@ -217,6 +234,34 @@ mod tests {
             ErrorCode::NotFound
         );
         assert!(classify(&Method::GET, "fs/stat", None).is_err());
+    }
+
+    #[test]
+    fn interpreter_requests_are_checked_before_the_sandbox_starts() {
+        let BodyKind::Json(create) = classify(&Method::POST, "contexts", None).unwrap() else {
+            panic!()
+        };
+        assert!(create(br#"{"language": "python"}"#).is_ok());
+        assert_eq!(
+            create(br#"{"language": "cobol"}"#).unwrap_err().code,
+            ErrorCode::UnsupportedLanguage
+        );
+        let BodyKind::Json(run) = classify(&Method::POST, "contexts/ctx-1/run", None).unwrap()
+        else {
+            panic!()
+        };
+        assert!(run(br#"{"code": "1+1"}"#).is_ok());
+        assert_eq!(
+            run(br#"{"code": "1+1", "timeout_ms": 0}"#)
+                .unwrap_err()
+                .code,
+            ErrorCode::InvalidArgument
+        );
+        assert!(classify(&Method::DELETE, "contexts/../x", None).is_err());
+        assert!(matches!(
+            classify(&Method::GET, "contexts", None),
+            Ok(BodyKind::Empty)
+        ));
     }
 
     #[test]
