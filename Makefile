@@ -16,9 +16,9 @@ GUEST_RELEASE := $(TARGET_DIR)/$(MUSL)/release/warren-guest
 setup:
 	deploy/host-setup.sh
 
-# The tests also drive the web page in headless Chromium.
+# The tests also drive the web page in headless Chromium and use moto's S3 server.
 setup-test:
-	deploy/host-setup.sh --with-browser
+	deploy/host-setup.sh --test-deps
 
 image:
 	deploy/image/build-local.sh

@@ -2,11 +2,11 @@
 # Prepares a Debian host for building and running warren. Idempotent; each step is skipped
 # when already done. Used by `make dev`, `make test` and .ci/run.
 #
-#   deploy/host-setup.sh [--no-docker] [--no-image] [--with-browser]
+#   deploy/host-setup.sh [--no-docker] [--no-image] [--test-deps]
 #
 # Steps: Debian build packages (musl-tools, libclang-dev, pkg-config, iptables, git, and
-# Node.js with npm, which bundle the web page's xterm.js; Chromium with --with-browser, for
-# the browser tests), the
+# Node.js with npm, which bundle the web page's xterm.js; with --test-deps also Chromium
+# for the browser tests and moto's S3 server for the object-store tests), the
 # Rust musl target, a running Docker daemon (docker.io installed and dockerd started when
 # none answers; its pid goes to $WARREN_DOCKERD_PIDFILE so a CI run can stop what it
 # started), and the sandbox base image (built locally with debootstrap when missing).
@@ -14,12 +14,12 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 want_docker=1
 want_image=1
-want_browser=0
+want_test_deps=0
 for a in "$@"; do
   case "$a" in
     --no-docker) want_docker=0; want_image=0 ;;
     --no-image) want_image=0 ;;
-    --with-browser) want_browser=1 ;;
+    --test-deps) want_test_deps=1 ;;
     *) echo "unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -34,8 +34,9 @@ command -v git >/dev/null || missing+=(git)
 command -v curl >/dev/null || missing+=(curl)
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
-if [ "$want_browser" = 1 ]; then
+if [ "$want_test_deps" = 1 ]; then
   command -v chromium >/dev/null || missing+=(chromium)
+  python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 fi
 [ -e /usr/lib/llvm-14/lib/libclang.so ] || ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || missing+=(libclang-dev)
 if [ "$want_docker" = 1 ]; then
@@ -48,6 +49,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "host-setup: installing ${missing[*]}"
   as_root apt-get update -q >/dev/null
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
+fi
+
+# moto's S3 server for the object-store tests, in its own virtualenv (Debian's Python
+# refuses system-wide pip installs).
+moto_venv=/var/cache/warren/tools/moto
+if [ "$want_test_deps" = 1 ] && ! command -v moto_server >/dev/null && [ ! -x "$moto_venv/bin/moto_server" ]; then
+  echo "host-setup: installing moto[server] into $moto_venv"
+  as_root mkdir -p "$(dirname "$moto_venv")"
+  as_root python3 -m venv "$moto_venv"
+  as_root "$moto_venv/bin/pip" install -q "moto[server]"
 fi
 
 if ! command -v cargo >/dev/null; then

@@ -14,6 +14,7 @@ mod e2e {
     mod lifecycle;
     mod preview;
     mod processes;
+    mod s3;
     mod sessions;
     mod snapshots;
     mod terminals;

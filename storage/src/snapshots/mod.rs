@@ -13,6 +13,7 @@
 mod cache;
 mod chunk;
 mod error;
+mod location;
 mod manifest;
 mod store;
 
@@ -22,4 +23,5 @@ pub use manifest::{
     new_snapshot_id, validate_snapshot_id, ChunkRef, Manifest, NewSnapshot, SnapshotOrigin,
     MANIFEST_FORMAT,
 };
-pub use store::{open_object_store, GcReport, Prepared, SnapshotStore};
+pub use location::open_object_store;
+pub use store::{GcReport, Prepared, SnapshotStore};

@@ -26,25 +26,6 @@ pub struct SnapshotStore {
     cache: Arc<ChunkCache>,
 }
 
-/// Opens an object store from a location: `file:///abs/dir` or an absolute path (a local
-/// directory, created when missing), or `memory://` (for tests).
-pub fn open_object_store(location: &str) -> Result<Arc<dyn ObjectStore>, SnapshotError> {
-    if location == "memory://" {
-        return Ok(Arc::new(object_store::memory::InMemory::new()));
-    }
-    let dir = location.strip_prefix("file://").unwrap_or(location);
-    if !dir.starts_with('/') {
-        return Err(SnapshotError::Invalid(format!(
-            "unsupported object store {location:?}: use file:///absolute/dir or an absolute path"
-        )));
-    }
-    std::fs::create_dir_all(dir).map_err(SnapshotError::Source)?;
-    let fs = object_store::local::LocalFileSystem::new_with_prefix(dir)
-        .map_err(SnapshotError::Store)?
-        .with_automatic_cleanup(true);
-    Ok(Arc::new(fs))
-}
-
 /// The outcome of a garbage collection.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GcReport {
