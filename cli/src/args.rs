@@ -197,6 +197,10 @@ pub struct NodeArgs {
     /// Port written in preview URLs (default: the API listener's; 0: none).
     #[arg(long)]
     pub preview_port: Option<u16>,
+    /// Snapshot running, active sandboxes this often (their recovery point if this node
+    /// fails); 0: never.
+    #[arg(long, default_value_t = 600)]
+    pub checkpoint_every_s: u64,
 }
 
 impl NodeArgs {
@@ -233,6 +237,7 @@ impl NodeArgs {
             preview_domain: self.preview_domain.clone(),
             preview_scheme: self.preview_scheme.clone(),
             preview_port: self.preview_port,
+            checkpoint_every_s: self.checkpoint_every_s,
         };
         s.check()?;
         Ok(s)

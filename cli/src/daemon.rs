@@ -123,6 +123,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     cfg.snapshot_gc_grace = std::time::Duration::from_secs(s.snapshot_gc_grace_s);
     cfg.preview.domain = s.preview_domain.trim_matches('.').to_ascii_lowercase();
     cfg.preview.scheme = s.preview_scheme.clone();
+    cfg.checkpoint_every = std::time::Duration::from_secs(s.checkpoint_every_s);
 
     let subnets = SubnetPool {
         pool,
@@ -242,6 +243,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     });
     let state = warren_router::AppState::new(mgr, ctx, &api_key, registry)?;
     warren_router::serve_peers(&state);
+    warren_router::cluster::migrate::spawn(state.clone());
     if let Some(ca) = bootstrap_ca {
         cluster
             .bootstrap(ca)

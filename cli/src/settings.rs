@@ -71,6 +71,11 @@ pub struct Settings {
     /// Port written in preview URLs (default: the API listener's; 0: none).
     #[serde(default)]
     pub preview_port: Option<u16>,
+    /// Running sandboxes active since their last checkpoint are snapshotted this often and
+    /// the snapshot recorded in the cluster: what survivors restore if this node fails.
+    /// 0: never (a failed node's sandboxes then come back from their last sleep, or fresh).
+    #[serde(default = "default_checkpoint_every")]
+    pub checkpoint_every_s: u64,
 }
 
 fn default_region() -> String {
@@ -111,6 +116,9 @@ fn default_chunk_cache_mb() -> u64 {
 }
 fn default_gc_grace() -> u64 {
     3600
+}
+fn default_checkpoint_every() -> u64 {
+    600
 }
 fn default_preview_domain() -> String {
     "localhost".into()

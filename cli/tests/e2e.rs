@@ -12,6 +12,7 @@ mod e2e {
     mod git;
     mod interpreter;
     mod lifecycle;
+    mod migration;
     mod preview;
     mod processes;
     mod s3;

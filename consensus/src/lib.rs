@@ -23,6 +23,7 @@ pub mod types;
 
 pub use cluster::{Cluster, ClusterConfig, ClusterError};
 pub use state::{
-    ClusterState, Command, CommandResult, NodeId, NodeRecord, NodeState, Placement, PlacementState,
+    ClusterState, Command, CommandResult, Handoff, NodeId, NodeRecord, NodeState, Placement,
+    PlacementState,
 };
 pub use types::{Peer, TypeConfig};

@@ -39,6 +39,18 @@ pub enum PlacementState {
     /// The named node runs (or creates) the sandbox.
     #[default]
     Active,
+    /// The named node is saving the sandbox to hand it to another node: requests wait.
+    Migrating,
+}
+
+/// What a new owner needs to continue a sandbox: its record (opaque to the cluster), the
+/// snapshot its files come back from, and whether it was running (then it is started at
+/// once; otherwise it arrives asleep).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Handoff {
+    pub record: String,
+    pub snapshot: Option<String>,
+    pub resume: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,6 +61,10 @@ pub struct Placement {
     pub epoch: u64,
     #[serde(default)]
     pub state: PlacementState,
+    /// The latest handoff: written by a move, and by the owner's periodic checkpoints so that
+    /// survivors can bring the sandbox back if its node fails.
+    #[serde(default)]
+    pub handoff: Option<Handoff>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,6 +99,25 @@ pub enum Command {
     Unplace {
         sandbox: String,
         epoch: u64,
+    },
+    /// The owner starts moving a sandbox away (epoch must match): state `Migrating`.
+    BeginMove {
+        sandbox: String,
+        epoch: u64,
+    },
+    /// Hands a sandbox to `node` (epoch must match): state `Active` there, with `handoff`
+    /// (the placement keeps its previous handoff when `None`).
+    Move {
+        sandbox: String,
+        expected_epoch: u64,
+        node: NodeId,
+        handoff: Option<Handoff>,
+    },
+    /// The owner's latest recovery point (epoch must match; the epoch does not change).
+    Checkpoint {
+        sandbox: String,
+        epoch: u64,
+        handoff: Handoff,
     },
 }
 
@@ -204,6 +239,7 @@ impl ClusterState {
                     node: *node,
                     epoch: current + 1,
                     state: PlacementState::Active,
+                    handoff: None,
                 };
                 self.placements.insert(sandbox.clone(), p.clone());
                 CommandResult::Placement {
@@ -221,6 +257,57 @@ impl ClusterState {
                 }
                 CommandResult::Done
             }
+            Command::BeginMove { sandbox, epoch } => self.change(sandbox, *epoch, |p| {
+                p.state = PlacementState::Migrating;
+                p.epoch += 1;
+            }),
+            Command::Move {
+                sandbox,
+                expected_epoch,
+                node,
+                handoff,
+            } => {
+                if !self.nodes.contains_key(node) {
+                    return CommandResult::Rejected {
+                        reason: format!("no node {node}"),
+                    };
+                }
+                self.change(sandbox, *expected_epoch, |p| {
+                    p.node = *node;
+                    p.state = PlacementState::Active;
+                    p.epoch += 1;
+                    if handoff.is_some() {
+                        p.handoff = handoff.clone();
+                    }
+                })
+            }
+            Command::Checkpoint {
+                sandbox,
+                epoch,
+                handoff,
+            } => self.change(sandbox, *epoch, |p| p.handoff = Some(handoff.clone())),
+        }
+    }
+
+    /// Applies `f` to the placement of `sandbox` if its epoch is `epoch`.
+    fn change(
+        &mut self,
+        sandbox: &str,
+        epoch: u64,
+        f: impl FnOnce(&mut Placement),
+    ) -> CommandResult {
+        match self.placements.get_mut(sandbox) {
+            Some(p) if p.epoch == epoch => {
+                f(p);
+                CommandResult::Placement {
+                    placement: Some(p.clone()),
+                    applied: true,
+                }
+            }
+            other => CommandResult::Placement {
+                placement: other.cloned(),
+                applied: false,
+            },
         }
     }
 }
@@ -286,7 +373,8 @@ mod tests {
                     sandbox: "x".into(),
                     node: 1,
                     epoch: 1,
-                    state: PlacementState::Active
+                    state: PlacementState::Active,
+                    handoff: None,
                 }),
                 applied: true
             }
@@ -300,7 +388,8 @@ mod tests {
                     sandbox: "x".into(),
                     node: 1,
                     epoch: 1,
-                    state: PlacementState::Active
+                    state: PlacementState::Active,
+                    handoff: None,
                 }),
                 applied: false
             }
@@ -325,5 +414,62 @@ mod tests {
             s.apply(&place(9, 0)),
             CommandResult::Rejected { .. }
         ));
+    }
+
+    #[test]
+    fn moves_are_fenced_by_the_epoch_and_carry_the_handoff() {
+        let mut s = ClusterState::default();
+        s.apply(&reg("a"));
+        s.apply(&reg("b"));
+        s.apply(&Command::Place {
+            sandbox: "x".into(),
+            node: 1,
+            expected_epoch: 0,
+        });
+        let h = Handoff {
+            record: "{}".into(),
+            snapshot: Some("snap-1".into()),
+            resume: true,
+        };
+        let cp = |epoch| Command::Checkpoint {
+            sandbox: "x".into(),
+            epoch,
+            handoff: h.clone(),
+        };
+        assert!(matches!(
+            s.apply(&cp(7)),
+            CommandResult::Placement { applied: false, .. }
+        ));
+        assert!(matches!(
+            s.apply(&cp(1)),
+            CommandResult::Placement { applied: true, .. }
+        ));
+        assert_eq!(s.placements["x"].epoch, 1, "a checkpoint does not fence");
+        s.apply(&Command::BeginMove {
+            sandbox: "x".into(),
+            epoch: 1,
+        });
+        assert_eq!(s.placements["x"].state, PlacementState::Migrating);
+        let mv = |expected_epoch| Command::Move {
+            sandbox: "x".into(),
+            expected_epoch,
+            node: 2,
+            handoff: None,
+        };
+        assert!(matches!(
+            s.apply(&mv(1)),
+            CommandResult::Placement { applied: false, .. }
+        ));
+        assert!(matches!(
+            s.apply(&mv(2)),
+            CommandResult::Placement { applied: true, .. }
+        ));
+        let p = &s.placements["x"];
+        assert_eq!((p.node, p.epoch, p.state), (2, 3, PlacementState::Active));
+        assert_eq!(
+            p.handoff.as_ref(),
+            Some(&h),
+            "the last checkpoint travels with it"
+        );
     }
 }

@@ -40,6 +40,9 @@ pub struct NodeConfig {
     pub idle_check_every: Duration,
     /// Preview URLs: `{scheme}://{port}-{id}-{token}.{domain}[:{public port}]/`.
     pub preview: PreviewConfig,
+    /// Running sandboxes active since their last checkpoint are snapshotted this often (the
+    /// recovery point if their node fails); zero: never.
+    pub checkpoint_every: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +79,7 @@ impl NodeConfig {
             snapshot_gc_grace: Duration::from_secs(3600),
             idle_check_every: Duration::from_secs(1),
             preview: PreviewConfig::default(),
+            checkpoint_every: Duration::from_secs(600),
             node_id: node_id.into(),
             region: "local".into(),
             data_dir,

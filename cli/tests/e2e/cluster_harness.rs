@@ -78,6 +78,11 @@ impl TestNode {
 impl TestCluster {
     /// Starts `n` nodes spread over `regions` regions; returns once all are members.
     pub async fn start(n: usize, regions: usize) -> TestCluster {
+        TestCluster::start_with(n, regions, "").await
+    }
+
+    /// Like [`start`](Self::start), with more settings (TOML lines) for every node.
+    pub async fn start_with(n: usize, regions: usize, extra: &str) -> TestCluster {
         let prefix = format!("c{}", &unique()[..6]);
         let dir = PathBuf::from(format!("/tmp/wc-{prefix}"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -103,7 +108,7 @@ impl TestCluster {
                     "name = \"{name}\"\nregion = \"{region}\"\ndata_dir = \"{}\"\nlisten = \"127.0.0.1:{}\"\n\
                      peer_listen = \"127.0.0.1:{}\"\n{join}join_token = \"{token}\"\napi_key_file = \"{}\"\n\
                      guest_bin = \"{}\"\nspare_networks = 1\nheartbeat_ms = 100\ndown_after_ms = 4000\nlease_ms = 2000\n\
-                     object_store = \"{}\"\nsnapshot_gc_grace_s = 0\n",
+                     object_store = \"{}\"\nsnapshot_gc_grace_s = 0\n{extra}\n",
                     data_dir.display(),
                     free_tcp_port(),
                     free_udp_port(),

@@ -81,16 +81,22 @@ async fn s3_snapshots_survive_a_store_outage_and_wake_from_s3() {
         .unwrap();
 
     // The store goes down during the next snapshot: it fails, nothing half-written remains.
-    c.sh(&id, "echo two > /workspace/d/f && echo new > /workspace/d/g")
-        .await
-        .unwrap();
+    c.sh(
+        &id,
+        "echo two > /workspace/d/f && echo new > /workspace/d/g",
+    )
+    .await
+    .unwrap();
     proxy.set_up(false);
     let e = c
         .create_snapshot(&id, &CreateSnapshotRequest::default())
         .await
         .unwrap_err();
     let (status, _, _) = api_err(e);
-    assert!(status >= 500, "a store outage is a server-side error: {status}");
+    assert!(
+        status >= 500,
+        "a store outage is a server-side error: {status}"
+    );
     proxy.set_up(true);
     let listed = c.list_snapshots(Some(&id)).await.unwrap().snapshots;
     assert_eq!(

@@ -159,11 +159,18 @@ pub async fn unpack(req: Request) -> Result<Response, ApiError> {
         .into_body()
         .into_data_stream()
         .map_err(std::io::Error::other);
-    let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
-    let (entries, bytes) = tokio::task::spawn_blocking(move || extract(reader, Path::new("/")))
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?
-        .map_err(|e| ApiError::internal(format!("cannot unpack the snapshot: {e}")))?;
+    let mut reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
+    let (entries, bytes) = tokio::task::spawn_blocking(move || {
+        let r = extract(&mut reader, Path::new("/"));
+        if r.is_err() {
+            // Read the rest, so the node gets this answer instead of a broken connection.
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
+        }
+        r
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))?
+    .map_err(|e| ApiError::internal(format!("cannot unpack the snapshot: {e}")))?;
     Ok(http::json(
         200,
         &serde_json::json!({ "entries": entries, "bytes": bytes }),

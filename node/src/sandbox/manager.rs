@@ -7,9 +7,12 @@
 //! sandbox take no lock and touch no Docker API: they go straight to the guest's socket.
 
 mod idle;
+mod migrate;
 mod persist;
 mod ports;
 mod upgrade;
+
+pub use migrate::HandoffData;
 
 pub use persist::{normalize_dirs, snapshot_error, to_api as snapshot_to_api};
 
@@ -48,6 +51,8 @@ pub struct SandboxManager {
     snapshots: SnapshotStore,
     /// One garbage collection of snapshot chunks at a time.
     gc: Arc<persist::GcState>,
+    /// Sandboxes deleted here lately: never taken over again from a stale handoff.
+    deleted: Mutex<HashMap<String, Instant>>,
 }
 
 struct Slot {
@@ -156,6 +161,7 @@ impl SandboxManager {
             metrics,
             snapshots: SnapshotStore::new(objects, cache),
             gc: Arc::default(),
+            deleted: Mutex::new(HashMap::new()),
         });
         mgr.adopt().await?;
         idle::spawn(&mgr);
@@ -588,6 +594,11 @@ impl SandboxManager {
             .delete(id)
             .map_err(|e| ApiError::internal(format!("cannot delete record: {e}")))?;
         slot.set(None);
+        {
+            let mut deleted = self.deleted.lock().expect("deleted lock");
+            deleted.retain(|_, at| at.elapsed() < migrate::TOMBSTONE);
+            deleted.insert(id.to_string(), Instant::now());
+        }
         drop(_g);
         let mut slots = self.slots.lock().expect("slots lock");
         // Forget the slot unless another request holds it (it may be re-creating the id).

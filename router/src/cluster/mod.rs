@@ -4,6 +4,7 @@
 pub mod api;
 pub mod forward;
 pub mod join;
+pub mod migrate;
 pub mod peer_server;
 pub mod route;
 

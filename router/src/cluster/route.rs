@@ -19,7 +19,7 @@ use http_body_util::BodyExt;
 use std::time::Duration;
 use warren_api::{ApiError, ErrorCode};
 use warren_consensus::placement::choose_owner_excluding;
-use warren_consensus::{Command, CommandResult, NodeId, NodeState};
+use warren_consensus::{Command, CommandResult, NodeId, NodeState, PlacementState};
 
 /// The sandbox id of `/v1/sandboxes/{id}` and `/v1/sandboxes/{id}/…`, and whether the path is
 /// the sandbox itself.
@@ -35,6 +35,9 @@ fn err(e: ApiError) -> Response {
     ApiErrorResponse(e).into_response()
 }
 
+/// How long a request waits for a sandbox that is moving between nodes.
+const MOVE_WAIT: Duration = Duration::from_secs(60);
+
 /// Largest sandbox-creating PUT body read here before it goes on.
 const MAX_PUT_BODY: usize = 1024 * 1024;
 
@@ -49,7 +52,28 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
     let cl = &st.cluster.cluster;
     let from_peer = req.extensions().get::<FromPeer>().is_some();
     let method = req.method().clone();
-    match cl.read(|s| s.placements.get(&id).cloned()) {
+    let mut placement = cl.read(|s| s.placements.get(&id).cloned());
+    if placement
+        .as_ref()
+        .is_some_and(|p| p.state == PlacementState::Migrating)
+    {
+        // Moving to another node: wait for the move (bounded), then follow it.
+        let moved = cl
+            .wait_for(MOVE_WAIT, |s| {
+                s.placements
+                    .get(&id)
+                    .is_none_or(|p| p.state != PlacementState::Migrating)
+            })
+            .await;
+        if !moved {
+            return err(ApiError::new(
+                ErrorCode::Unavailable,
+                format!("sandbox {id} is moving between nodes; retry"),
+            ));
+        }
+        placement = cl.read(|s| s.placements.get(&id).cloned());
+    }
+    match placement {
         Some(p) if from_peer && p.node != cl.id => {
             // A stale entry node sent it here; one hop only.
             err(ApiError::new(
@@ -219,6 +243,26 @@ async fn serve_local(st: &AppState, id: &str, req: Request, next: Next) -> Respo
             ErrorCode::Unavailable,
             "this node has lost contact with the cluster majority and does not serve its sandboxes until it is back",
         ));
+    }
+    // Handed to this node and not taken over yet (the migration loop does it within a
+    // second): do it now, so the request finds the sandbox.
+    if st.mgr.get(id).is_none() {
+        let handoff = cl.read(|s| {
+            s.placements
+                .get(id)
+                .filter(|p| p.node == cl.id)
+                .and_then(|p| p.handoff.clone())
+        });
+        if let Some(h) = handoff {
+            let h = warren_node::sandbox::manager::HandoffData {
+                record: h.record,
+                snapshot: h.snapshot,
+                resume: h.resume,
+            };
+            if let Err(e) = st.mgr.take_over(id, &h).await {
+                return err(e);
+            }
+        }
     }
     let delete = req.method() == Method::DELETE
         && sandbox_of(req.uri().path()).is_some_and(|(_, whole)| whole);

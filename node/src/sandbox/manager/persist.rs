@@ -138,7 +138,7 @@ impl SandboxManager {
     }
 
     /// Saves what the running sandbox changed (under `dirs`, or everything) as a snapshot.
-    async fn capture(
+    pub(super) async fn capture(
         &self,
         rec: &SandboxRecord,
         origin: SnapshotOrigin,

@@ -1,0 +1,179 @@
+//! Sandboxes moving between nodes: drain, and a failed owner's sandboxes coming back on
+//! survivors from their last checkpoint (and the failed node's copy removed when it returns).
+
+use super::cluster_harness::TestCluster;
+use super::harness::unique;
+use reqwest::Method;
+use std::time::{Duration, Instant};
+use warren_api::sandbox::SandboxState;
+
+/// The node that answers for `sandbox` (creating it through node `i` if needed).
+async fn owner_of(c: &TestCluster, i: usize, sandbox: &str) -> String {
+    let r = c.nodes[i]
+        .client
+        .request(Method::POST, &format!("/v1/sandboxes/{sandbox}/exec"))
+        .json(&serde_json::json!({"command": "true"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    r.headers()["x-warren-node"].to_str().unwrap().to_string()
+}
+
+/// Ids owned by node `name`, created through node `via` (new ids until `n` land there).
+async fn ids_on(c: &TestCluster, via: usize, name: &str, n: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for _ in 0..60 {
+        let id = format!("mv-{}", unique());
+        if owner_of(c, via, &id).await == name {
+            out.push(id);
+            if out.len() == n {
+                return out;
+            }
+        } else {
+            c.nodes[via].client.delete_sandbox(&id).await.unwrap();
+        }
+    }
+    panic!("no ids landed on {name}");
+}
+
+/// Waits until `sandbox` is served by a node other than `from` (seen from node `via`).
+async fn wait_moved(c: &TestCluster, via: usize, sandbox: &str, from: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Ok(s) = c.nodes[via].client.get_sandbox(sandbox).await {
+            if s.node != from && !s.node.is_empty() {
+                return s.node;
+            }
+        }
+        assert!(Instant::now() < deadline, "{sandbox} did not leave {from}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test]
+async fn migration_drain_moves_running_and_sleeping_sandboxes_with_their_files() {
+    let c = TestCluster::start(3, 1).await;
+    let x = c.nodes[0].name.clone();
+    let ids = ids_on(&c, 1, &x, 2).await;
+    let (running, sleeping) = (&ids[0], &ids[1]);
+    let client = &c.nodes[1].client;
+    for id in &ids {
+        let r = client
+            .sh(id, &format!("mkdir -p /workspace/d && echo {id} > /workspace/d/f && head -c 2000000 /dev/urandom > /workspace/d/r && sha256sum /workspace/d/r > /workspace/sum"))
+            .await
+            .unwrap();
+        assert_eq!(r.exit_code, 0, "{}", r.stderr);
+    }
+    client.sleep(sleeping).await.unwrap();
+
+    let r = client
+        .request(Method::POST, &format!("/v1/cluster/nodes/{x}/drain"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+
+    let new_owner = wait_moved(&c, 2, running, &x).await;
+    // A running sandbox resumes on its new node by itself (no request needed).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while c.nodes[2].client.get_sandbox(running).await.unwrap().state != SandboxState::Running {
+        assert!(
+            Instant::now() < deadline,
+            "the moved sandbox did not resume"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let r = c.nodes[2]
+        .client
+        .sh(
+            running,
+            "cat /workspace/d/f; sha256sum -c /workspace/sum >/dev/null && echo intact",
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.stdout, format!("{running}\nintact\n"));
+    let served_by = owner_of(&c, 2, running).await;
+    assert_eq!(served_by, new_owner);
+    assert_ne!(served_by, x);
+    assert_eq!(
+        c.containers_of(running),
+        1,
+        "one container, on the new node"
+    );
+
+    wait_moved(&c, 2, sleeping, &x).await;
+    let s = c.nodes[2].client.get_sandbox(sleeping).await.unwrap();
+    assert_eq!(
+        s.state,
+        SandboxState::Sleeping,
+        "a sleeping sandbox moves asleep"
+    );
+    let r = c.nodes[2]
+        .client
+        .sh(sleeping, "cat /workspace/d/f")
+        .await
+        .unwrap();
+    assert_eq!(
+        r.stdout,
+        format!("{sleeping}\n"),
+        "wakes on the new node with its files"
+    );
+    assert_ne!(owner_of(&c, 2, sleeping).await, x);
+}
+
+#[tokio::test]
+async fn migration_after_kill_9_survivors_serve_the_last_checkpoint() {
+    let mut c = TestCluster::start_with(3, 1, "checkpoint_every_s = 1").await;
+    let leader = c.leader().await;
+    let victim = (leader + 1) % 3;
+    let x = c.nodes[victim].name.clone();
+    let via = (victim + 1) % 3;
+    let id = ids_on(&c, via, &x, 1).await.remove(0);
+    let client = c.nodes[via].client.clone();
+    client
+        .sh(
+            &id,
+            "mkdir -p /workspace/d && echo checkpointed > /workspace/d/f",
+        )
+        .await
+        .unwrap();
+    // Wait for a checkpoint taken after the write.
+    let written = warren_api::time::now_rfc3339();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let snaps = client.list_snapshots(Some(&id)).await.unwrap().snapshots;
+        if snaps.iter().any(|s| s.created_at > written) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no checkpoint was taken");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    c.kill(victim);
+    let other = (victim + 2) % 3;
+    wait_moved(&c, other, &id, &x).await;
+    let r = c.nodes[other]
+        .client
+        .sh(&id, "cat /workspace/d/f")
+        .await
+        .unwrap();
+    assert_eq!(r.stdout, "checkpointed\n");
+
+    // The failed node comes back: its stale copy goes, one container remains.
+    c.restart(victim);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while c.containers_of(&id) != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the returning node kept its stale copy"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let r = c.nodes[victim]
+        .client
+        .sh(&id, "cat /workspace/d/f")
+        .await
+        .unwrap();
+    assert_eq!(r.stdout, "checkpointed\n");
+}

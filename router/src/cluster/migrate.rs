@@ -1,0 +1,296 @@
+//! Moving sandboxes between nodes: one loop per node, once a second.
+//!
+//! * **Out.** A sandbox here whose rendezvous winner is another up node (a node joined, or
+//!   this one drains) moves: `BeginMove` (requests wait), the node saves it as a sleep does,
+//!   `Move` to the winner with the handoff, then this node forgets its copy.
+//! * **In.** A placement naming this node with a handoff it does not hold yet is taken over:
+//!   it arrives asleep, and starts at once if it was running.
+//! * **Failover** (leader only). Placements of a node marked down move to survivors with
+//!   their last checkpoint's handoff.
+//! * **Checkpoints.** Running sandboxes active since their last checkpoint are snapshotted
+//!   every `checkpoint_every` and the handoff is recorded in their placement, bounding what a
+//!   node failure can lose; a sandbox not yet checkpointed gets its record published at once.
+//! * **Leftovers.** A copy here of a sandbox another node owns (after a failover this node
+//!   missed) is removed.
+
+use crate::state::AppState;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use warren_consensus::placement::{choose_owner, choose_owner_excluding};
+use warren_consensus::{
+    ClusterState, Command, CommandResult, Handoff, NodeId, NodeState, Placement, PlacementState,
+};
+use warren_node::sandbox::manager::HandoffData;
+
+const TICK: Duration = Duration::from_secs(1);
+
+fn to_raft(h: HandoffData) -> Handoff {
+    Handoff {
+        record: h.record,
+        snapshot: h.snapshot,
+        resume: h.resume,
+    }
+}
+
+fn from_raft(h: &Handoff) -> HandoffData {
+    HandoffData {
+        record: h.record.clone(),
+        snapshot: h.snapshot.clone(),
+        resume: h.resume,
+    }
+}
+
+/// Runs the loop until the process ends.
+pub fn spawn(st: AppState) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut checkpoints: HashMap<String, (Instant, u64)> = HashMap::new();
+        loop {
+            tokio::time::sleep(TICK).await;
+            tick(&st, &mut checkpoints).await;
+        }
+    })
+}
+
+async fn applied(st: &AppState, cmd: Command) -> Option<Placement> {
+    match st.cluster.cluster.propose(cmd).await {
+        Ok(CommandResult::Placement {
+            placement,
+            applied: true,
+        }) => placement,
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(error = %e, "placement change not committed");
+            None
+        }
+    }
+}
+
+async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) {
+    let cl = &st.cluster.cluster;
+    let me = cl.id;
+    let local = st.mgr.local_ids();
+    let state: ClusterState = cl.read(|s| s.clone());
+
+    // Leftovers: another node owns these now.
+    for id in &local {
+        if let Some(p) = state.placements.get(id) {
+            if p.node != me {
+                if let Err(e) = st.mgr.discard(id).await {
+                    tracing::warn!(sandbox_id = %id, error = %e, "cannot remove a copy another node owns");
+                }
+            }
+        }
+    }
+    // In: handed to this node.
+    for (id, p) in &state.placements {
+        if p.node == me && p.state == PlacementState::Active && !local.contains(id) {
+            if let Some(h) = &p.handoff {
+                if let Err(e) = st.mgr.take_over(id, &from_raft(h)).await {
+                    tracing::warn!(sandbox_id = %id, error = %e, "cannot take over a sandbox");
+                }
+            }
+        }
+    }
+    // Changes to placements need this node's view to be current.
+    if !cl.has_lease() {
+        return;
+    }
+    if cl.is_leader() {
+        fail_over(st, &state).await;
+    }
+    for id in &local {
+        let Some(p) = state.placements.get(id) else {
+            continue;
+        };
+        if p.node != me {
+            continue;
+        }
+        if p.state == PlacementState::Migrating {
+            // A move of ours that did not finish (this node restarted in between): it stays.
+            applied(
+                st,
+                Command::Move {
+                    sandbox: id.clone(),
+                    expected_epoch: p.epoch,
+                    node: me,
+                    handoff: None,
+                },
+            )
+            .await;
+            continue;
+        }
+        let region = st.mgr.region_of(id).unwrap_or_default();
+        let draining = state
+            .nodes
+            .get(&me)
+            .is_some_and(|n| n.state != NodeState::Up);
+        let target = if draining {
+            choose_owner_excluding(&state, id, &region, &[me])
+        } else {
+            choose_owner(&state, id, &region).filter(|w| *w != me)
+        };
+        if let Some(target) = target {
+            move_out(st, id, p, target).await;
+            checkpoints.remove(id);
+            continue;
+        }
+        checkpoint(st, id, p, checkpoints).await;
+    }
+    checkpoints.retain(|id, _| local.contains(id));
+}
+
+/// Moves one sandbox of this node to `target`.
+async fn move_out(st: &AppState, id: &str, p: &Placement, target: NodeId) {
+    let me = st.cluster.cluster.id;
+    let Some(moving) = applied(
+        st,
+        Command::BeginMove {
+            sandbox: id.to_string(),
+            epoch: p.epoch,
+        },
+    )
+    .await
+    else {
+        return;
+    };
+    let started = Instant::now();
+    let back_here = Command::Move {
+        sandbox: id.to_string(),
+        expected_epoch: moving.epoch,
+        node: me,
+        handoff: None,
+    };
+    let handoff = match st.mgr.hand_off(id).await {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::warn!(sandbox_id = %id, error = %e, "cannot save a sandbox to move it; it stays");
+            applied(st, back_here).await;
+            return;
+        }
+    };
+    let moved = applied(
+        st,
+        Command::Move {
+            sandbox: id.to_string(),
+            expected_epoch: moving.epoch,
+            node: target,
+            handoff: Some(to_raft(handoff)),
+        },
+    )
+    .await;
+    if moved.is_none() {
+        // Still ours (asleep): the next request wakes it here.
+        applied(st, back_here).await;
+        return;
+    }
+    if let Err(e) = st.mgr.discard(id).await {
+        tracing::warn!(sandbox_id = %id, error = %e, "moved, but the local copy could not be removed");
+    }
+    tracing::info!(sandbox_id = %id, to = target, ms = started.elapsed().as_millis() as u64, "sandbox moved");
+}
+
+/// Leader: placements on nodes marked down go to survivors, with their last handoff.
+async fn fail_over(st: &AppState, state: &ClusterState) {
+    let down: Vec<NodeId> = state
+        .nodes
+        .values()
+        .filter(|n| n.state == NodeState::Down)
+        .map(|n| n.id)
+        .collect();
+    if down.is_empty() {
+        return;
+    }
+    for (id, p) in &state.placements {
+        if !down.contains(&p.node) {
+            continue;
+        }
+        let region = p
+            .handoff
+            .as_ref()
+            .and_then(|h| serde_json::from_str::<serde_json::Value>(&h.record).ok())
+            .and_then(|r| r.get("region")?.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let Some(target) = choose_owner_excluding(state, id, &region, &down) else {
+            continue;
+        };
+        if applied(
+            st,
+            Command::Move {
+                sandbox: id.clone(),
+                expected_epoch: p.epoch,
+                node: target,
+                handoff: None,
+            },
+        )
+        .await
+        .is_some()
+        {
+            tracing::warn!(sandbox_id = %id, from = p.node, to = target, snapshot = ?p.handoff.as_ref().and_then(|h| h.snapshot.clone()), "sandbox failed over");
+        }
+    }
+}
+
+/// Publishes a first handoff at once, then a snapshot every `checkpoint_every` while the
+/// sandbox is active.
+async fn checkpoint(
+    st: &AppState,
+    id: &str,
+    p: &Placement,
+    checkpoints: &mut HashMap<String, (Instant, u64)>,
+) {
+    // Alone, no node could take the sandbox over: local sleep and recovery suffice.
+    if st.cluster.cluster.read(|s| s.nodes.len()) < 2 {
+        return;
+    }
+    if p.handoff.is_none() {
+        if let Some(h) = st.mgr.handoff_now(id) {
+            applied(
+                st,
+                Command::Checkpoint {
+                    sandbox: id.to_string(),
+                    epoch: p.epoch,
+                    handoff: to_raft(h),
+                },
+            )
+            .await;
+        }
+        // Activity at any time before counts for the first checkpoint.
+        checkpoints.insert(id.to_string(), (Instant::now(), 0));
+        return;
+    }
+    let every = st.mgr.config().checkpoint_every;
+    if every.is_zero() {
+        return;
+    }
+    let (at, at_ms) = *checkpoints
+        .entry(id.to_string())
+        .or_insert((Instant::now(), 0));
+    let active_since = st.mgr.last_active_ms(id).is_some_and(|a| a > at_ms);
+    if at.elapsed() < every || !active_since {
+        return;
+    }
+    checkpoints.insert(id.to_string(), (Instant::now(), now_ms()));
+    match st.mgr.checkpoint(id).await {
+        Ok(Some((h, previous))) => {
+            let current = h.snapshot.clone().unwrap_or_default();
+            let recorded = applied(
+                st,
+                Command::Checkpoint {
+                    sandbox: id.to_string(),
+                    epoch: p.epoch,
+                    handoff: to_raft(h),
+                },
+            )
+            .await;
+            if recorded.is_some() {
+                st.mgr.retire_replaced(id, previous, &current).await;
+            }
+        }
+        Ok(None) => {}
+        Err(e) => tracing::warn!(sandbox_id = %id, error = %e, "checkpoint failed"),
+    }
+}
+
+fn now_ms() -> u64 {
+    warren_api::time::unix_millis(std::time::SystemTime::now())
+}
