@@ -31,7 +31,10 @@ impl Moto {
             .expect("moto_server runs (deploy/host-setup.sh --test-deps installs it)");
         let m = Moto { child, port };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
             assert!(Instant::now() < deadline, "moto_server did not start");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -51,7 +54,6 @@ impl Moto {
             .unwrap();
         assert!(r.status().is_success(), "create bucket: {}", r.status());
     }
-
 }
 
 /// The object-store location of `bucket/prefix` on an S3 server at `port` of loopback.

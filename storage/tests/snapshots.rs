@@ -180,7 +180,12 @@ async fn the_s3_store_round_trips_deduplicates_and_collects_garbage() {
     let server = moto::Moto::start().await;
     server.bucket("warren-snapshots").await;
     let dir = tempfile::tempdir().unwrap();
-    let objects = open_object_store(&moto::location(server.port, "warren-snapshots", "cluster-a")).unwrap();
+    let objects = open_object_store(&moto::location(
+        server.port,
+        "warren-snapshots",
+        "cluster-a",
+    ))
+    .unwrap();
     let cache = ChunkCache::open(&dir.path().join("cache"), 64 << 20).unwrap();
     let store = SnapshotStore::new(objects, cache);
 
@@ -206,7 +211,12 @@ async fn the_s3_store_round_trips_deduplicates_and_collects_garbage() {
 
     // Read through a second store with an empty cache: every chunk comes from S3.
     let cold = SnapshotStore::new(
-        open_object_store(&moto::location(server.port, "warren-snapshots", "cluster-a")).unwrap(),
+        open_object_store(&moto::location(
+            server.port,
+            "warren-snapshots",
+            "cluster-a",
+        ))
+        .unwrap(),
         ChunkCache::open(&dir.path().join("cold-cache"), 64 << 20).unwrap(),
     );
     assert_eq!(read_back(&cold, &second.id).await.unwrap(), changed);

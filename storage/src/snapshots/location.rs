@@ -55,7 +55,11 @@ fn open_s3(location: &str, rest: &str) -> Result<Arc<dyn ObjectStore>, SnapshotE
             }
             "region" => b.with_region(v),
             "virtual_hosted" => b.with_virtual_hosted_style_request(v == "true"),
-            other => return Err(invalid(format!("unknown setting {other:?} (endpoint, region, virtual_hosted)"))),
+            other => {
+                return Err(invalid(format!(
+                    "unknown setting {other:?} (endpoint, region, virtual_hosted)"
+                )))
+            }
         };
     }
     // A few quick retries: a store that stays down fails the snapshot in seconds (the

@@ -19,9 +19,9 @@ mod store;
 
 pub use cache::ChunkCache;
 pub use error::SnapshotError;
+pub use location::open_object_store;
 pub use manifest::{
     new_snapshot_id, validate_snapshot_id, ChunkRef, Manifest, NewSnapshot, SnapshotOrigin,
     MANIFEST_FORMAT,
 };
-pub use location::open_object_store;
 pub use store::{GcReport, Prepared, SnapshotStore};
