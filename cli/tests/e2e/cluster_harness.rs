@@ -20,6 +20,11 @@ pub struct TestNode {
 pub struct TestCluster {
     pub nodes: Vec<TestNode>,
     dir: PathBuf,
+    prefix: String,
+    key: String,
+    token: String,
+    /// More settings (TOML lines) for every node.
+    extra: String,
 }
 
 fn free_udp_port() -> u16 {
@@ -88,47 +93,16 @@ impl TestCluster {
         std::fs::create_dir_all(&dir).unwrap();
         let key = format!("wk_{}", unique());
         std::fs::write(dir.join("api-key"), &key).unwrap();
-        let token = format!("wj_{}", unique());
         let mut cluster = TestCluster {
             nodes: Vec::new(),
-            dir: dir.clone(),
+            dir,
+            prefix,
+            key,
+            token: format!("wj_{}", unique()),
+            extra: extra.to_string(),
         };
         for i in 0..n {
-            let name = format!("{prefix}n{}", i + 1);
-            let region = format!("r{}", i % regions + 1);
-            let data_dir = dir.join(&name);
-            let join = match cluster.nodes.first() {
-                Some(seed) => format!("join = \"{}\"\n", seed.url),
-                None => String::new(),
-            };
-            let config = dir.join(format!("{name}.toml"));
-            std::fs::write(
-                &config,
-                format!(
-                    "name = \"{name}\"\nregion = \"{region}\"\ndata_dir = \"{}\"\nlisten = \"127.0.0.1:{}\"\n\
-                     peer_listen = \"127.0.0.1:{}\"\n{join}join_token = \"{token}\"\napi_key_file = \"{}\"\n\
-                     guest_bin = \"{}\"\nspare_networks = 1\nheartbeat_ms = 100\ndown_after_ms = 4000\nlease_ms = 2000\n\
-                     object_store = \"{}\"\nsnapshot_gc_grace_s = 0\n{extra}\n",
-                    data_dir.display(),
-                    free_tcp_port(),
-                    free_udp_port(),
-                    dir.join("api-key").display(),
-                    guest_bin(),
-                    dir.join("objects").display(),
-                ),
-            )
-            .unwrap();
-            let mut node = TestNode {
-                name,
-                config,
-                url: String::new(),
-                client: Client::new("http://127.0.0.1:1", &key).unwrap(),
-                child: None,
-                stopped: false,
-            };
-            node.spawn();
-            node.client = Client::new(&node.url, &key).unwrap();
-            cluster.nodes.push(node);
+            cluster.spawn_node(&format!("r{}", i % regions + 1));
         }
         let want = n;
         let formed = |c: &serde_json::Value| {
@@ -142,6 +116,62 @@ impl TestCluster {
             "cluster of {n} did not form"
         );
         cluster
+    }
+
+    /// Starts one more node (in `region`) that joins through the first; returns its index
+    /// once the cluster lists it as up.
+    pub async fn add_node(&mut self, region: &str) -> usize {
+        self.spawn_node(region);
+        let want = self.nodes.len();
+        let formed = |c: &serde_json::Value| {
+            c["nodes"]
+                .as_array()
+                .is_some_and(|a| a.len() == want && a.iter().all(|x| x["state"] == "up"))
+        };
+        assert!(
+            self.wait(Duration::from_secs(60), formed).await,
+            "the new node did not join"
+        );
+        want - 1
+    }
+
+    fn spawn_node(&mut self, region: &str) {
+        let name = format!("{}n{}", self.prefix, self.nodes.len() + 1);
+        let data_dir = self.dir.join(&name);
+        let join = match self.nodes.first() {
+            Some(seed) => format!("join = \"{}\"\n", seed.url),
+            None => String::new(),
+        };
+        let config = self.dir.join(format!("{name}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "name = \"{name}\"\nregion = \"{region}\"\ndata_dir = \"{}\"\nlisten = \"127.0.0.1:{}\"\n\
+                 peer_listen = \"127.0.0.1:{}\"\n{join}join_token = \"{}\"\napi_key_file = \"{}\"\n\
+                 guest_bin = \"{}\"\nspare_networks = 1\nheartbeat_ms = 100\ndown_after_ms = 4000\nlease_ms = 2000\n\
+                 object_store = \"{}\"\nsnapshot_gc_grace_s = 0\n{}\n",
+                data_dir.display(),
+                free_tcp_port(),
+                free_udp_port(),
+                self.token,
+                self.dir.join("api-key").display(),
+                guest_bin(),
+                self.dir.join("objects").display(),
+                self.extra,
+            ),
+        )
+        .unwrap();
+        let mut node = TestNode {
+            name,
+            config,
+            url: String::new(),
+            client: Client::new("http://127.0.0.1:1", &self.key).unwrap(),
+            child: None,
+            stopped: false,
+        };
+        node.spawn();
+        node.client = Client::new(&node.url, &self.key).unwrap();
+        self.nodes.push(node);
     }
 
     /// `GET /v1/cluster` from node `i`.

@@ -177,3 +177,78 @@ async fn migration_after_kill_9_survivors_serve_the_last_checkpoint() {
         .unwrap();
     assert_eq!(r.stdout, "checkpointed\n");
 }
+
+#[tokio::test]
+async fn migration_a_joining_node_takes_over_the_ids_it_wins() {
+    let mut c = TestCluster::start(2, 1).await;
+    let client = c.nodes[0].client.clone();
+    // Ids the third node (id 3) will win, and ids it will not, by the placement function.
+    let node = |id: u64| warren_consensus::NodeRecord {
+        id,
+        name: String::new(),
+        region: "r1".into(),
+        api_addr: String::new(),
+        peer_addr: String::new(),
+        state: warren_consensus::NodeState::Up,
+        capacity: 1,
+    };
+    let three = [node(1), node(2), node(3)];
+    let (mut won, mut kept) = (Vec::new(), Vec::new());
+    while won.len() < 2 || kept.len() < 3 {
+        let id = format!("join-{}", unique());
+        match warren_consensus::placement::owner_among(&three, &id) {
+            Some(3) if won.len() < 2 => won.push(id),
+            Some(1 | 2) if kept.len() < 3 => kept.push(id),
+            _ => {}
+        }
+    }
+    let ids: Vec<String> = won.iter().chain(&kept).cloned().collect();
+    for id in &ids {
+        let r = client
+            .sh(id, &format!("echo {id} > /workspace/who"))
+            .await
+            .unwrap();
+        assert_eq!(r.exit_code, 0);
+    }
+    let new = c.add_node("r1").await;
+    let new_name = c.nodes[new].name.clone();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let owners = loop {
+        let mut owners = Vec::new();
+        for id in &ids {
+            owners.push(
+                client
+                    .get_sandbox(id)
+                    .await
+                    .map(|s| s.node)
+                    .unwrap_or_default(),
+            );
+        }
+        if owners[..2].iter().all(|o| *o == new_name) {
+            break owners;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new node did not take over what it wins: {owners:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert!(
+        owners[2..].iter().all(|o| *o != new_name),
+        "ids the new node does not win stay: {owners:?}"
+    );
+    // Every sandbox answers with its files, wherever it lives now, from every node.
+    for (id, _) in ids.iter().zip(&owners) {
+        for n in &c.nodes {
+            let r = n.client.sh(id, "cat /workspace/who").await.unwrap();
+            assert_eq!(r.stdout, format!("{id}\n"));
+        }
+        assert_eq!(c.containers_of(id), 1, "{id} runs once");
+    }
+    // Settled: nothing moves back and forth.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for (id, before) in ids.iter().zip(&owners) {
+        let now = client.get_sandbox(id).await.unwrap().node;
+        assert_eq!(&now, before, "{id} stays where it is");
+    }
+}
