@@ -76,6 +76,10 @@ pub struct Cluster {
     epoch: Instant,
     /// Milliseconds since `epoch` when a leader's AppendEntries last reached us.
     leader_contact_ms: AtomicU64,
+    /// The commit index a leader told us about before we caught up: after a (re)start a
+    /// follower's state may be far behind, so it serves only once it applied that far.
+    leader_commit: AtomicU64,
+    caught_up: AtomicBool,
     stopping: AtomicBool,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -126,6 +130,8 @@ impl Cluster {
             peers,
             epoch: Instant::now(),
             leader_contact_ms: AtomicU64::new(0),
+            leader_commit: AtomicU64::new(0),
+            caught_up: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             tasks: Mutex::new(Vec::new()),
         }))
@@ -252,7 +258,17 @@ impl Cluster {
             return m.millis_since_quorum_ack.is_some_and(|ms| ms <= lease);
         }
         let contact = self.leader_contact_ms.load(Ordering::Relaxed);
-        contact > 0 && self.now_ms().saturating_sub(contact) <= lease
+        if contact == 0 || self.now_ms().saturating_sub(contact) > lease {
+            return false;
+        }
+        if !self.caught_up.load(Ordering::Relaxed) {
+            let applied = m.last_applied.map_or(0, |l| l.index);
+            if applied < self.leader_commit.load(Ordering::Relaxed) {
+                return false;
+            }
+            self.caught_up.store(true, Ordering::Relaxed);
+        }
+        true
     }
 
     /// Waits up to `timeout` for the lease.
@@ -321,10 +337,14 @@ impl Cluster {
     async fn handle(&self, req: Request) -> Reply {
         match req {
             Request::AppendEntries(r) => {
+                let commit = r.leader_commit.map_or(0, |l| l.index);
                 let res = self.raft.append_entries(r).await;
                 if matches!(res, Ok(ref a) if !matches!(a, AppendEntriesResponse::HigherVote(_))) {
                     self.leader_contact_ms
                         .store(self.now_ms(), Ordering::Relaxed);
+                    if !self.caught_up.load(Ordering::Relaxed) {
+                        self.leader_commit.fetch_max(commit, Ordering::Relaxed);
+                    }
                 }
                 Reply::AppendEntries(res)
             }

@@ -67,6 +67,10 @@ async fn applied(st: &AppState, cmd: Command) -> Option<Placement> {
 
 async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) {
     let cl = &st.cluster.cluster;
+    // Every decision below needs this node's view to be current (caught up and in touch).
+    if !cl.has_lease() {
+        return;
+    }
     let me = cl.id;
     let local = st.mgr.local_ids();
     let state: ClusterState = cl.read(|s| s.clone());
@@ -90,10 +94,6 @@ async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) 
                 }
             }
         }
-    }
-    // Changes to placements need this node's view to be current.
-    if !cl.has_lease() {
-        return;
     }
     if cl.is_leader() {
         fail_over(st, &state).await;
