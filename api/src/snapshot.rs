@@ -189,3 +189,25 @@ mod tests {
         assert!(serde_json::from_str::<CreateSnapshotRequest>(r#"{"nope": 1}"#).is_err());
     }
 }
+
+/// Events of a snapshot, restore, fork or sleep asked for as a stream (`Accept:
+/// text/event-stream`): `progress` while bytes move (`phase` is `archive`, `fetch` or
+/// `unpack`; `total_bytes` when known), then `complete` with the body the plain call
+/// answers, or `error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TransferEvent {
+    Progress {
+        phase: String,
+        bytes: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total_bytes: Option<u64>,
+    },
+    Complete {
+        result: serde_json::Value,
+    },
+    Error {
+        #[serde(flatten)]
+        error: crate::ApiError,
+    },
+}

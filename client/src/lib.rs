@@ -10,6 +10,7 @@ mod stream;
 mod terminals;
 mod watch;
 
+pub use snapshots::TransferProgress;
 pub use stream::EventStream;
 pub use terminals::{TerminalEvent, TerminalSocket};
 

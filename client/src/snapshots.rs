@@ -5,7 +5,16 @@ use reqwest::Method;
 use warren_api::sandbox::Sandbox;
 use warren_api::snapshot::{
     CreateSnapshotRequest, ForkRequest, ForkResponse, RestoreRequest, Snapshot, SnapshotList,
+    TransferEvent,
 };
+
+/// A progress report of a transfer: phase, bytes so far, total when known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferProgress {
+    pub phase: String,
+    pub bytes: u64,
+    pub total: Option<u64>,
+}
 
 impl Client {
     pub async fn create_snapshot(&self, id: &str, req: &CreateSnapshotRequest) -> Result<Snapshot> {
@@ -48,5 +57,52 @@ impl Client {
     pub async fn sleep(&self, id: &str) -> Result<Sandbox> {
         self.json(self.request(Method::POST, &format!("/v1/sandboxes/{id}/sleep")))
             .await
+    }
+
+    /// A snapshot, restore, fork or sleep (`method path` with `body`) as a stream: calls
+    /// `on_progress` as bytes move and returns what the plain call returns.
+    pub async fn transfer<B, T>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+        mut on_progress: impl FnMut(TransferProgress),
+    ) -> Result<T>
+    where
+        B: serde::Serialize,
+        T: serde::de::DeserializeOwned,
+    {
+        use futures_util::StreamExt;
+        let mut rb = self.request(method, path);
+        if let Some(b) = body {
+            rb = rb.json(b);
+        }
+        let mut events = crate::EventStream::<TransferEvent>::open(rb).await?;
+        while let Some(ev) = events.next().await {
+            match ev? {
+                TransferEvent::Progress {
+                    phase,
+                    bytes,
+                    total_bytes,
+                } => on_progress(TransferProgress {
+                    phase,
+                    bytes,
+                    total: total_bytes,
+                }),
+                TransferEvent::Complete { result } => {
+                    return serde_json::from_value(result)
+                        .map_err(|e| crate::Error::Decode(e.to_string()));
+                }
+                TransferEvent::Error { error } => {
+                    return Err(crate::Error::Api {
+                        status: error.http_status(),
+                        error,
+                    })
+                }
+            }
+        }
+        Err(crate::Error::Decode(
+            "the stream ended before the operation did".into(),
+        ))
     }
 }

@@ -1,17 +1,26 @@
-//! `snapshot create|list|get|rm`, `restore`, `fork`, `sleep`. The server does the transfer;
-//! on a terminal a spinner shows that it is under way and how long it has taken.
+//! `snapshot create|list|get|rm`, `restore`, `fork`, `sleep`. The server does the transfer
+//! and streams its progress; on a terminal a bar shows the bytes moved (against the total
+//! when known) and the rate.
 
 use super::client;
 use crate::args::{Conn, ForkArgs, SnapshotCommand};
 use crate::output;
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
-use std::future::Future;
 use std::io::IsTerminal;
 use std::time::Duration;
-use warren_api::snapshot::{CreateSnapshotRequest, ForkRequest, Snapshot};
+use warren_api::sandbox::Sandbox;
+use warren_api::snapshot::{CreateSnapshotRequest, ForkRequest, ForkResponse, Snapshot};
+use warren_client::TransferProgress;
 
-/// Runs `fut` under a spinner (on a terminal only).
-async fn spinning<T>(what: &str, fut: impl Future<Output = T>) -> T {
+/// Runs a transfer with a progress bar on stderr (on a terminal only): bytes moved in the
+/// current phase, against the total when the server knows it.
+async fn with_progress<T: serde::de::DeserializeOwned>(
+    c: &warren_client::Client,
+    what: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> anyhow::Result<T> {
     let bar = if std::io::stderr().is_terminal() {
         let b = ProgressBar::new_spinner().with_style(
             ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid template"),
@@ -22,9 +31,31 @@ async fn spinning<T>(what: &str, fut: impl Future<Output = T>) -> T {
     } else {
         ProgressBar::hidden()
     };
-    let out = fut.await;
+    let (known, unknown) = (
+        ProgressStyle::with_template(
+            "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {elapsed}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+        ProgressStyle::with_template("{spinner} {msg} {bytes} {bytes_per_sec} {elapsed}")
+            .expect("valid template"),
+    );
+    let what = what.to_string();
+    let out = c
+        .transfer(method, path, body, |p: TransferProgress| {
+            match p.total {
+                Some(t) => {
+                    bar.set_style(known.clone());
+                    bar.set_length(t);
+                }
+                None => bar.set_style(unknown.clone()),
+            }
+            bar.set_message(format!("{what}: {}", p.phase));
+            bar.set_position(p.bytes);
+        })
+        .await;
     bar.finish_and_clear();
-    out
+    Ok(out?)
 }
 
 fn describe(s: &Snapshot) -> String {
@@ -46,7 +77,10 @@ pub async fn snapshot(conn: &Conn, cmd: SnapshotCommand) -> anyhow::Result<i32> 
                 name,
                 dirs: (!dirs.is_empty()).then_some(dirs),
             };
-            let s = spinning("saving", c.create_snapshot(&id, &req)).await?;
+            let body = serde_json::to_value(&req)?;
+            let path = format!("/v1/sandboxes/{id}/snapshots");
+            let s: Snapshot =
+                with_progress(&c, "saving", reqwest::Method::POST, &path, Some(&body)).await?;
             if conn.json {
                 output::json(&s);
             } else {
@@ -98,7 +132,10 @@ pub async fn snapshot(conn: &Conn, cmd: SnapshotCommand) -> anyhow::Result<i32> 
 
 pub async fn restore(conn: &Conn, id: &str, snapshot: &str) -> anyhow::Result<i32> {
     let c = client(conn)?;
-    let sb = spinning("restoring", c.restore(id, snapshot)).await?;
+    let body = serde_json::json!({ "snapshot": snapshot });
+    let path = format!("/v1/sandboxes/{id}/restore");
+    let sb: Sandbox =
+        with_progress(&c, "restoring", reqwest::Method::POST, &path, Some(&body)).await?;
     if conn.json {
         output::json(&sb);
     } else {
@@ -113,7 +150,10 @@ pub async fn fork(conn: &Conn, a: ForkArgs) -> anyhow::Result<i32> {
         count: a.count,
         ids: (!a.ids.is_empty()).then_some(a.ids),
     };
-    let out = spinning("forking", c.fork(&a.id, &req)).await?;
+    let body = serde_json::to_value(&req)?;
+    let path = format!("/v1/sandboxes/{}/fork", a.id);
+    let out: ForkResponse =
+        with_progress(&c, "forking", reqwest::Method::POST, &path, Some(&body)).await?;
     if conn.json {
         output::json(&out);
     } else {
@@ -127,7 +167,15 @@ pub async fn fork(conn: &Conn, a: ForkArgs) -> anyhow::Result<i32> {
 
 pub async fn sleep(conn: &Conn, id: &str) -> anyhow::Result<i32> {
     let c = client(conn)?;
-    let sb = spinning("saving and stopping", c.sleep(id)).await?;
+    let path = format!("/v1/sandboxes/{id}/sleep");
+    let sb: Sandbox = with_progress(
+        &c,
+        "saving and stopping",
+        reqwest::Method::POST,
+        &path,
+        None,
+    )
+    .await?;
     if conn.json {
         output::json(&sb);
     } else {

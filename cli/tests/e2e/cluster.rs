@@ -387,7 +387,7 @@ async fn snapshots_fork_and_wake_work_from_any_node() {
 }
 
 #[tokio::test]
-async fn terminals_watches_and_previews_work_through_a_forwarding_node() {
+async fn terminals_watches_contexts_and_previews_work_through_a_forwarding_node() {
     use super::preview::{node_addr, preview_client, start_server, ws_echo};
     use super::terminals::{read_until, size};
     let c = TestCluster::start(3, 1).await;
@@ -428,6 +428,26 @@ async fn terminals_watches_and_previews_work_through_a_forwarding_node() {
         matches!(&ev, warren_api::watch::WatchEvent::Event { path, .. } if path == "/workspace/seen-through-peer"),
         "{ev:?}"
     );
+
+    // A code interpreter context entering a non-owner.
+    let ctx = via
+        .create_context(
+            &id,
+            &warren_api::interpreter::CreateContextRequest {
+                language: "python".into(),
+                cwd: None,
+                env: None,
+            },
+        )
+        .await
+        .unwrap();
+    let run = |code: &str| warren_api::interpreter::RunCodeRequest {
+        code: code.into(),
+        timeout_ms: None,
+    };
+    via.run_code(&id, &ctx.id, &run("x = 40")).await.unwrap();
+    let out = via.run_code(&id, &ctx.id, &run("x + 2")).await.unwrap();
+    assert_eq!(out.results[0].text.as_deref(), Some("42"));
 
     // A preview URL answered at every node, the owner included.
     start_server(via, &id, 8100).await;

@@ -438,3 +438,61 @@ async fn snapshot_errors_are_clear_and_change_nothing() {
     c.restore(&id, &snap.id).await.unwrap();
     assert_eq!(sh(c, &id, "cat /workspace/v").await, "v1\n");
 }
+
+#[tokio::test]
+async fn snapshot_and_restore_stream_their_progress() {
+    use warren_client::TransferProgress;
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("prog-{}", unique());
+    let r = c
+        .sh(
+            &id,
+            "head -c 60000000 /dev/urandom > /workspace/big && echo ok",
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.stdout, "ok\n");
+    let mut seen: Vec<TransferProgress> = Vec::new();
+    let snap: warren_api::snapshot::Snapshot = c
+        .transfer(
+            reqwest::Method::POST,
+            &format!("/v1/sandboxes/{id}/snapshots"),
+            Some(&serde_json::json!({})),
+            |p| seen.push(p),
+        )
+        .await
+        .unwrap();
+    assert!(snap.size_bytes >= 60_000_000);
+    assert!(
+        seen.iter().any(|p| p.phase == "archive" && p.bytes > 0),
+        "{seen:?}"
+    );
+    let mut seen: Vec<TransferProgress> = Vec::new();
+    let sb: warren_api::sandbox::Sandbox = c
+        .transfer(
+            reqwest::Method::POST,
+            &format!("/v1/sandboxes/{id}/restore"),
+            Some(&serde_json::json!({ "snapshot": snap.id })),
+            |p| seen.push(p),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sb.id, id);
+    let unpack: Vec<_> = seen.iter().filter(|p| p.phase == "unpack").collect();
+    assert!(!unpack.is_empty(), "{seen:?}");
+    assert!(unpack
+        .iter()
+        .all(|p| p.total == Some(snap.size_bytes) && p.bytes <= snap.size_bytes));
+    // Errors arrive as the stream's last event, with the API's code.
+    let e = c
+        .transfer::<_, warren_api::sandbox::Sandbox>(
+            reqwest::Method::POST,
+            &format!("/v1/sandboxes/{id}/restore"),
+            Some(&serde_json::json!({ "snapshot": "snap-000000000000deadbeef" })),
+            |_| {},
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_err(e).1, ErrorCode::SnapshotNotFound);
+}

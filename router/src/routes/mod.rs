@@ -8,6 +8,7 @@ pub(crate) mod sandboxes;
 mod snapshots;
 mod terminals;
 mod tickets;
+mod transfer;
 pub(crate) mod validate;
 mod web;
 

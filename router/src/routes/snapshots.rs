@@ -5,6 +5,7 @@
 //! served by whichever node receives it. A fork's new sandboxes are created through this
 //! node's own router, so each lands on its own owner like any other new sandbox.
 
+use super::transfer::{respond, wants_stream};
 use crate::error::ApiResult;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
@@ -27,28 +28,34 @@ use warren_storage::snapshots::{validate_snapshot_id, SnapshotOrigin};
 pub async fn create(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    headers: http::HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
     let req: CreateSnapshotRequest = parse_json(&body)?;
-    let snap = state.mgr.snapshot(&id, &req, SnapshotOrigin::User).await?;
-    Ok((http::StatusCode::CREATED, Json(snap)).into_response())
+    req.validate()?;
+    let op = async move { state.mgr.snapshot(&id, &req, SnapshotOrigin::User).await };
+    Ok(respond(wants_stream(&headers), http::StatusCode::CREATED, op).await)
 }
 
 pub async fn restore(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    headers: http::HeaderMap,
     body: Bytes,
-) -> ApiResult<Json<Sandbox>> {
+) -> ApiResult<Response> {
     let req: RestoreRequest = parse_json(&body)?;
     validate_snapshot_id(&req.snapshot).map_err(ApiError::invalid)?;
-    Ok(Json(state.mgr.restore(&id, &req.snapshot).await?))
+    let op = async move { state.mgr.restore(&id, &req.snapshot).await };
+    Ok(respond(wants_stream(&headers), http::StatusCode::OK, op).await)
 }
 
 pub async fn sleep(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Sandbox>> {
-    Ok(Json(state.mgr.sleep(&id).await?))
+    headers: http::HeaderMap,
+) -> Response {
+    let op = async move { state.mgr.sleep(&id).await };
+    respond(wants_stream(&headers), http::StatusCode::OK, op).await
 }
 
 /// One snapshot, then `count` new sandboxes started from it in parallel. All or nothing:
@@ -61,11 +68,21 @@ pub async fn fork(
 ) -> ApiResult<Response> {
     let req: ForkRequest = parse_json(&body)?;
     let targets = req.target_ids(&id)?;
+    let auth = headers.get(http::header::AUTHORIZATION).cloned();
+    let op = fork_all(state, id, targets, auth);
+    Ok(respond(wants_stream(&headers), http::StatusCode::CREATED, op).await)
+}
+
+async fn fork_all(
+    state: AppState,
+    id: String,
+    targets: Vec<String>,
+    auth: Option<http::HeaderValue>,
+) -> Result<ForkResponse, ApiError> {
     let snap = state
         .mgr
         .snapshot(&id, &CreateSnapshotRequest::default(), SnapshotOrigin::Fork)
         .await?;
-    let auth = headers.get(http::header::AUTHORIZATION).cloned();
     let create_body =
         serde_json::to_vec(&serde_json::json!({ "from_snapshot": snap.id })).expect("serializes");
     let results = join_all(targets.iter().map(|t| {
@@ -97,13 +114,12 @@ pub async fn fork(
             )
         }))
         .await;
-        return Err(e.into());
+        return Err(e);
     }
-    let out = ForkResponse {
+    Ok(ForkResponse {
         snapshot: snap,
         sandboxes,
-    };
-    Ok((http::StatusCode::CREATED, Json(out)).into_response())
+    })
 }
 
 /// A request through this node's own router (placement, forwarding and all).

@@ -86,8 +86,17 @@ pub fn snapshot_error(e: SnapshotError) -> ApiError {
 }
 
 fn tar_body(prepared: Prepared) -> GuestBody {
+    let progress = crate::sandbox::progress::current();
+    if let Some(p) = &progress {
+        p.phase("unpack", prepared.manifest().size_bytes);
+    }
     let stream = prepared
         .into_stream()
+        .inspect_ok(move |b| {
+            if let Some(p) = &progress {
+                p.add(b.len() as u64);
+            }
+        })
         .map_ok(Frame::data)
         .map_err(|e| Box::new(e) as BoxError);
     StreamBody::new(stream).boxed_unsync()
@@ -170,9 +179,18 @@ impl SandboxManager {
         let resp = self
             .guest_call(rec, "/archive/pack", "application/json", full(request))
             .await?;
+        let progress = crate::sandbox::progress::current();
+        if let Some(p) = &progress {
+            p.phase("archive", 0);
+        }
         let reader = tokio_util::io::StreamReader::new(
             resp.into_body()
                 .into_data_stream()
+                .inspect_ok(move |b| {
+                    if let Some(p) = &progress {
+                        p.add(b.len() as u64);
+                    }
+                })
                 .map_err(std::io::Error::other),
         );
         let new = NewSnapshot {
@@ -206,6 +224,9 @@ impl SandboxManager {
             .manifest(snapshot)
             .await
             .map_err(snapshot_error)?;
+        if let Some(p) = crate::sandbox::progress::current() {
+            p.phase("fetch", 0);
+        }
         self.snapshots.prepare(&m).await.map_err(snapshot_error)
     }
 
@@ -253,7 +274,10 @@ impl SandboxManager {
         }
         .await;
         if let Err(e) = applied {
-            tracing::warn!(sandbox_id = %rec.id, error = %e, "restoring files failed; removing the container");
+            let info = self.runtime.inspect(&rec.id).await.ok().flatten();
+            let logs = self.runtime.logs_tail(&rec.id, 20).await;
+            tracing::warn!(sandbox_id = %rec.id, error = %e, running = ?info.map(|i| i.running), guest_output = %logs.trim(),
+                "restoring files failed; removing the container");
             let _ = self.runtime.remove(&rec.id).await;
             return Err(e);
         }
