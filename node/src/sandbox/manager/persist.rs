@@ -237,6 +237,27 @@ impl SandboxManager {
         rec: &mut SandboxRecord,
         prepared: Option<Prepared>,
     ) -> Result<(), ApiError> {
+        let manifest = prepared.as_ref().map(|p| p.manifest().clone());
+        match self.start_fresh_once(rec, prepared).await {
+            // The guest's connection broke while files went in (a new container each time,
+            // so a second try is safe); the chunks are in the local cache by now.
+            Err(e) if e.code == ErrorCode::Unavailable => {
+                let Some(m) = manifest else {
+                    return Err(e);
+                };
+                tracing::warn!(sandbox_id = %rec.id, error = %e, "restoring files failed; trying once more in a new container");
+                let again = self.snapshots.prepare(&m).await.map_err(snapshot_error)?;
+                self.start_fresh_once(rec, Some(again)).await
+            }
+            r => r,
+        }
+    }
+
+    async fn start_fresh_once(
+        &self,
+        rec: &mut SandboxRecord,
+        prepared: Option<Prepared>,
+    ) -> Result<(), ApiError> {
         // Session state and logs of an earlier container do not belong to the new one.
         self.clear_run_dir(&rec.id);
         self.start_container(rec, true).await?;
