@@ -484,6 +484,11 @@ async fn snapshot_and_restore_stream_their_progress() {
     assert!(unpack
         .iter()
         .all(|p| p.total == Some(snap.size_bytes) && p.bytes <= snap.size_bytes));
+    // Restoring into an id that does not exist yet makes it, from the snapshot.
+    let fresh = format!("prog2-{}", unique());
+    c.restore(&fresh, &snap.id).await.unwrap();
+    let r = c.sh(&fresh, "stat -c %s /workspace/big").await.unwrap();
+    assert_eq!(r.stdout, "60000000\n");
     // Errors arrive as the stream's last event, with the API's code.
     let e = c
         .transfer::<_, warren_api::sandbox::Sandbox>(

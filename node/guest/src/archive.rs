@@ -159,7 +159,11 @@ pub async fn unpack(req: Request) -> Result<Response, ApiError> {
         .into_body()
         .into_data_stream()
         .map_err(std::io::Error::other);
-    let mut reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
+    // Large reads: every read through the bridge is a trip into the async runtime.
+    let mut reader = std::io::BufReader::with_capacity(
+        1 << 20,
+        tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream)),
+    );
     let (entries, bytes) = tokio::task::spawn_blocking(move || {
         let r = extract(&mut reader, Path::new("/"));
         if r.is_err() {

@@ -17,8 +17,12 @@ use bollard::models::{
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder,
     ListNetworksOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
+    RenameContainerOptionsBuilder,
 };
 use bollard::Docker;
+
+/// Marks the name of a replaced container that is being removed in the background.
+const SET_ASIDE: &str = "_replaced_"; // never in a sandbox id (no underscores there)
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
@@ -571,6 +575,42 @@ impl ContainerRuntime for Arc<DockerRuntime> {
         Ok(())
     }
 
+    async fn remove_soon(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        let name = self.container_name(sandbox_id);
+        let Some((_, network)) = self.inspect_name(&name).await? else {
+            return Ok(());
+        };
+        let aside = format!(
+            "{name}{SET_ASIDE}{}",
+            hex::encode(rand::random::<[u8; 4]>())
+        );
+        let renamed = self
+            .docker
+            .rename_container(
+                &name,
+                RenameContainerOptionsBuilder::default()
+                    .name(&aside)
+                    .build(),
+            )
+            .await;
+        if let Err(e) = renamed {
+            if status_of(&e) == Some(404) {
+                return Ok(());
+            }
+            return self.remove(sandbox_id).await;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = me.force_remove(&aside).await {
+                tracing::warn!(container = %aside, error = %e, "could not remove a replaced container");
+            }
+            if let Some(n) = network.filter(|n| n.starts_with("wrn-")) {
+                me.release_network(&n).await;
+            }
+        });
+        Ok(())
+    }
+
     async fn list(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
         let mut out = Vec::new();
         for c in self.list_summaries().await? {
@@ -578,6 +618,11 @@ impl ContainerRuntime for Arc<DockerRuntime> {
                 continue;
             };
             let name = name.trim_start_matches('/').to_string();
+            if name.contains(SET_ASIDE) {
+                // Replaced, and its removal did not finish (the node stopped): finish it.
+                self.force_remove(&name).await?;
+                continue;
+            }
             if let Some((info, _)) = self.inspect_name(&name).await? {
                 out.push(info);
             }

@@ -95,6 +95,9 @@ pub trait ContainerRuntime: Send + Sync {
     async fn inspect(&self, sandbox_id: &str) -> Result<Option<ContainerInfo>, RuntimeError>;
     /// Removes the container and releases its network. Idempotent.
     async fn remove(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
+    /// Takes the container out of the way at once (a new one of the same sandbox may be
+    /// created right after) and removes it in the background. Idempotent.
+    async fn remove_soon(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
     /// Every container of this node.
     async fn list(&self) -> Result<Vec<ContainerInfo>, RuntimeError>;
     /// The last lines the container printed (for error messages).

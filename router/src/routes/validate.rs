@@ -55,6 +55,19 @@ fn move_(b: &[u8]) -> Result<(), ApiError> {
     warren_api::files::validate_path(&m.from)?;
     warren_api::files::validate_path(&m.to)
 }
+fn create_snapshot(b: &[u8]) -> Result<(), ApiError> {
+    parse_json::<warren_api::snapshot::CreateSnapshotRequest>(b)?.validate()
+}
+fn restore(b: &[u8]) -> Result<(), ApiError> {
+    let r = parse_json::<warren_api::snapshot::RestoreRequest>(b)?;
+    if r.snapshot.is_empty() {
+        return Err(ApiError::invalid("snapshot is required"));
+    }
+    Ok(())
+}
+fn fork(b: &[u8]) -> Result<(), ApiError> {
+    parse_json::<warren_api::snapshot::ForkRequest>(b).map(|_| ())
+}
 fn expose(b: &[u8]) -> Result<(), ApiError> {
     parse_json::<warren_api::ports::ExposeRequest>(b)?.validate()
 }
@@ -138,6 +151,12 @@ pub fn classify(method: &Method, rest: &str, query: Option<&str>) -> Result<Body
         (&Method::GET, ["watch"]) => {
             warren_api::watch::WatchQuery::parse(query).map(|_| BodyKind::Empty)
         }
+        // Served by their own routes; listed here so a first call on a new id is checked
+        // before a placement is committed.
+        (&Method::POST, ["snapshots"]) => Ok(BodyKind::Json(create_snapshot)),
+        (&Method::POST, ["restore"]) => Ok(BodyKind::Json(restore)),
+        (&Method::POST, ["fork"]) => Ok(BodyKind::Json(fork)),
+        (&Method::POST, ["sleep"]) => Ok(BodyKind::Empty),
         (&Method::POST, ["ports"]) => Ok(BodyKind::Json(expose)),
         (&Method::GET, ["ports"]) => Ok(BodyKind::Empty),
         (&Method::DELETE, ["ports", port]) => {

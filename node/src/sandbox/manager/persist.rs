@@ -260,10 +260,12 @@ impl SandboxManager {
     ) -> Result<(), ApiError> {
         // Session state and logs of an earlier container do not belong to the new one.
         self.clear_run_dir(&rec.id);
+        let t = Instant::now();
         self.start_container(rec, true).await?;
         let Some(prepared) = prepared else {
             return Ok(());
         };
+        tracing::info!(sandbox_id = %rec.id, ms = t.elapsed().as_millis() as u64, "restore: new container ready");
         let started = Instant::now();
         // Unpacking is the node's work, done inside the sandbox: it runs with the machine's
         // CPUs, and the sandbox's own limit applies before anyone else can use it.
@@ -306,6 +308,7 @@ impl SandboxManager {
             .snapshots
             .with_label_values(&["apply"])
             .observe(started.elapsed().as_secs_f64());
+        tracing::info!(sandbox_id = %rec.id, ms = started.elapsed().as_millis() as u64, "restore: files unpacked");
         Ok(())
     }
 
@@ -351,7 +354,9 @@ impl SandboxManager {
         slot.touch();
         let mut rec = slot.record().ok_or_else(|| not_found(id))?;
         // Everything is fetched and verified before the current container is touched.
+        let t = Instant::now();
         let prepared = self.prepare(snapshot).await?;
+        tracing::info!(sandbox_id = %id, snapshot = %snapshot, ms = t.elapsed().as_millis() as u64, "restore: chunks ready");
         let previous = rec.snapshot.replace(snapshot.to_string());
         rec.image = prepared.manifest().image.clone();
         let event = if rec.state == SandboxState::Sleeping {
@@ -362,7 +367,8 @@ impl SandboxManager {
         rec.state = lifecycle::next(rec.state, event)?;
         self.save(&rec)?;
         slot.set(Some(rec.clone()));
-        self.runtime.remove(id).await?;
+        // The old container goes in the background; the new one does not wait for it.
+        self.runtime.remove_soon(id).await?;
         let result = self.start_fresh(&mut rec, Some(prepared)).await;
         self.finish_start(&slot, rec, &result)?;
         self.retire_snapshot(id, previous, snapshot).await;
