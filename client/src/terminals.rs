@@ -81,6 +81,22 @@ impl TerminalSocket {
     }
 }
 
+/// Opens the WebSocket; a refusal (the server answered HTTP) becomes the API's error.
+async fn connect(req: impl IntoClientRequest + Unpin) -> Result<TerminalSocket> {
+    match tokio_tungstenite::connect_async(req).await {
+        Ok((ws, _)) => Ok(TerminalSocket { ws }),
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            let status = resp.status().as_u16();
+            let body = resp.body().clone().unwrap_or_default();
+            Err(Error::Api {
+                status,
+                error: ApiError::from_response(status, &body),
+            })
+        }
+        Err(e) => Err(ws_error(e)),
+    }
+}
+
 fn ws_error(e: tokio_tungstenite::tungstenite::Error) -> Error {
     Error::Decode(format!("websocket: {e}"))
 }
@@ -122,18 +138,7 @@ impl Client {
         let auth = HeaderValue::from_str(&format!("Bearer {}", self.key))
             .map_err(|e| Error::Config(format!("API key is not a header value: {e}")))?;
         req.headers_mut().insert("authorization", auth);
-        match tokio_tungstenite::connect_async(req).await {
-            Ok((ws, _)) => Ok(TerminalSocket { ws }),
-            Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
-                let status = resp.status().as_u16();
-                let body = resp.body().clone().unwrap_or_default();
-                Err(Error::Api {
-                    status,
-                    error: ApiError::from_response(status, &body),
-                })
-            }
-            Err(e) => Err(ws_error(e)),
-        }
+        connect(req).await
     }
 
     /// Attaches with a ticket in the URL instead of the header (as a browser does).
@@ -145,18 +150,7 @@ impl Client {
         ticket: &str,
     ) -> Result<TerminalSocket> {
         let url = format!("{}&ticket={ticket}", self.terminal_url(id, name, q));
-        match tokio_tungstenite::connect_async(url).await {
-            Ok((ws, _)) => Ok(TerminalSocket { ws }),
-            Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
-                let status = resp.status().as_u16();
-                let body = resp.body().clone().unwrap_or_default();
-                Err(Error::Api {
-                    status,
-                    error: ApiError::from_response(status, &body),
-                })
-            }
-            Err(e) => Err(ws_error(e)),
-        }
+        connect(url).await
     }
 
     /// `POST /v1/tickets`.

@@ -14,7 +14,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use warren_api::ports::{parse_preview_host, PreviewHost, GUEST_TUNNEL_UPGRADE};
 use warren_api::{ApiError, ErrorCode};
-use warren_consensus::NodeState;
 
 fn err(e: ApiError) -> Response {
     ApiErrorResponse(e).into_response()
@@ -43,19 +42,7 @@ pub async fn intercept(State(st): State<AppState>, req: Request, next: Next) -> 
                     format!("sandbox {} is owned by another node; retry", t.sandbox),
                 ));
             }
-            let Some(node) = cl.read(|s| s.nodes.get(&p.node).cloned()) else {
-                return err(ApiError::new(
-                    ErrorCode::Unavailable,
-                    format!("the owner of {} left the cluster", t.sandbox),
-                ));
-            };
-            if node.state == NodeState::Down {
-                return err(ApiError::new(
-                    ErrorCode::Unavailable,
-                    format!("the owner of {}, node {}, is down", t.sandbox, node.name),
-                ));
-            }
-            crate::cluster::forward::forward(cl.peers(), &node, req).await
+            crate::cluster::route::forward_to_owner(&st, &t.sandbox, p.node, req).await
         }
         _ => match proxy(&st, &t, req).await {
             Ok(r) => r,

@@ -244,15 +244,7 @@ async fn checkpoint(
     }
     if p.handoff.is_none() {
         if let Some(h) = st.mgr.handoff_now(id) {
-            applied(
-                st,
-                Command::Checkpoint {
-                    sandbox: id.to_string(),
-                    epoch: p.epoch,
-                    handoff: to_raft(h),
-                },
-            )
-            .await;
+            record_handoff(st, id, p.epoch, h).await;
         }
         // Activity at any time before counts for the first checkpoint.
         checkpoints.insert(id.to_string(), (Instant::now(), 0));
@@ -273,22 +265,23 @@ async fn checkpoint(
     match st.mgr.checkpoint(id).await {
         Ok(Some((h, previous))) => {
             let current = h.snapshot.clone().unwrap_or_default();
-            let recorded = applied(
-                st,
-                Command::Checkpoint {
-                    sandbox: id.to_string(),
-                    epoch: p.epoch,
-                    handoff: to_raft(h),
-                },
-            )
-            .await;
-            if recorded.is_some() {
+            if record_handoff(st, id, p.epoch, h).await {
                 st.mgr.retire_replaced(id, previous, &current).await;
             }
         }
         Ok(None) => {}
         Err(e) => tracing::warn!(sandbox_id = %id, error = %e, "checkpoint failed"),
     }
+}
+
+/// Commits `h` as the sandbox's recovery point; whether it was recorded.
+async fn record_handoff(st: &AppState, id: &str, epoch: u64, h: HandoffData) -> bool {
+    let cmd = Command::Checkpoint {
+        sandbox: id.to_string(),
+        epoch,
+        handoff: to_raft(h),
+    };
+    applied(st, cmd).await.is_some()
 }
 
 fn now_ms() -> u64 {

@@ -188,10 +188,21 @@ async fn route_to(
     req: Request,
     next: Next,
 ) -> Response {
-    let cl = &st.cluster.cluster;
-    if owner == cl.id {
+    if owner == st.cluster.cluster.id {
         return serve_owned(st, id, epoch, req, next).await;
     }
+    forward_to_owner(st, id, owner, with_epoch(req, epoch)).await
+}
+
+/// Forwards a request for sandbox `id` to its owner, another node (503 when it left the
+/// cluster or is down).
+pub(crate) async fn forward_to_owner(
+    st: &AppState,
+    id: &str,
+    owner: NodeId,
+    req: Request,
+) -> Response {
+    let cl = &st.cluster.cluster;
     let Some(node) = cl.read(|s| s.nodes.get(&owner).cloned()) else {
         return err(ApiError::new(
             ErrorCode::Unavailable,
@@ -204,7 +215,7 @@ async fn route_to(
             format!("the owner of {id}, node {}, is down", node.name),
         ));
     }
-    super::forward::forward(cl.peers(), &node, with_epoch(req, epoch)).await
+    super::forward::forward(cl.peers(), &node, req).await
 }
 
 fn with_epoch(mut req: Request, epoch: u64) -> Request {
