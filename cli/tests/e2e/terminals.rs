@@ -122,7 +122,8 @@ async fn terminal_sockets_share_output_and_names_are_independent() {
     let mut other = c.terminal(&id, "other", &size(80, 24)).await.unwrap();
     read_until(&mut other, "", LIMIT).await;
     other.send("echo cwd=$(pwd)-$((2+2))\n").await.unwrap();
-    let (out, _, _) = read_until(&mut other, "-4", LIMIT).await;
+    // (Not just "-4": the prompt shows the sandbox id, whose random hex may hold it.)
+    let (out, _, _) = read_until(&mut other, "workspace-4", LIMIT).await;
     assert!(out.contains("cwd=/workspace-4"), "{out:?}");
 
     // Deleting a terminal ends its shell; its sockets see the exit.
