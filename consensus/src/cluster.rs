@@ -393,6 +393,25 @@ impl Cluster {
         self.tasks.lock().expect("tasks lock").push(handle);
     }
 
+    /// Whether `node` answers a ping now (the applied state may still call a node up that
+    /// just died).
+    pub async fn reachable(&self, node: NodeId) -> bool {
+        let Some(n) = self.read(|s| s.nodes.get(&node).cloned()) else {
+            return false;
+        };
+        matches!(
+            rpc::call(
+                &self.peers,
+                &n.peer_addr,
+                &n.name,
+                Request::Ping,
+                Duration::from_secs(1)
+            )
+            .await,
+            Ok(Reply::Pong { .. })
+        )
+    }
+
     async fn probe(&self, last_seen: &mut HashMap<NodeId, Instant>) {
         let nodes: Vec<_> = self.read(|s| s.nodes.values().cloned().collect());
         let now = Instant::now();

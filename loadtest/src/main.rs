@@ -6,7 +6,8 @@
 //! placement simulation, default 1 000 000), WARREN_BENCH_SNAPSHOT_ROUNDS (snapshot, restore
 //! and fork rounds on a ~200 MiB workspace, default 3), WARREN_BENCH_SURFACE (keystroke echo
 //! and watch samples, default 200), WARREN_BENCH_INTERP (interpreter round trips, default
-//! 200).
+//! 200), WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`, `snapshots`,
+//! `watch`, `interpreter`, `cluster`, `commits`, `placement`; default all).
 
 use warren_loadtest::{
     cluster_node, commit_bench, interpreter_bench, node::BenchNode, placement_bench, report::Table,
@@ -30,29 +31,48 @@ async fn main() -> anyhow::Result<()> {
     let surface_n = env_usize("WARREN_BENCH_SURFACE", 200).clamp(10, 5000);
     let interp_n = env_usize("WARREN_BENCH_INTERP", 200).clamp(10, 5000);
     let sim_ids = env_usize("WARREN_BENCH_SIM_IDS", 1_000_000).clamp(1000, 5_000_000);
+    let only = std::env::var("WARREN_BENCH_ONLY").unwrap_or_default();
+    let run = |part: &str| only.is_empty() || only.split(',').any(|p| p.trim() == part);
     let mut table = Table::default();
+    if ["exec", "create", "snapshots", "watch", "interpreter"]
+        .iter()
+        .any(|p| run(p))
     {
         let node = BenchNode::start().await?;
         eprintln!(
             "bench: node {} at {} (image {})",
             node.node_id, node.url, node.image
         );
-        scenarios::warm_exec(&node, warm_n, &mut table).await?;
-        scenarios::cold_create(&node, cold_n, &mut table).await?;
-        scenarios::burst_create(&node, burst_n, &mut table).await?;
-        snapshot_bench::snapshots(&node, snap_rounds, &mut table).await?;
-        surface_bench::watch_latency(&node, surface_n, &mut table).await?;
-        interpreter_bench::round_trip(&node, interp_n, &mut table).await?;
+        if run("exec") {
+            scenarios::warm_exec(&node, warm_n, &mut table).await?;
+        }
+        if run("create") {
+            scenarios::cold_create(&node, cold_n, &mut table).await?;
+            scenarios::burst_create(&node, burst_n, &mut table).await?;
+        }
+        if run("snapshots") {
+            snapshot_bench::snapshots(&node, snap_rounds, &mut table).await?;
+        }
+        if run("watch") {
+            surface_bench::watch_latency(&node, surface_n, &mut table).await?;
+        }
+        if run("interpreter") {
+            interpreter_bench::round_trip(&node, interp_n, &mut table).await?;
+        }
     }
-    eprintln!("bench: three-node cluster");
-    {
+    if run("cluster") {
+        eprintln!("bench: three-node cluster");
         let cluster = cluster_node::BenchCluster::start(3).await?;
         let owner = cluster_node::forwarding_overhead(&cluster, warm_n, &mut table).await?;
         surface_bench::terminal_echo(&cluster, owner, surface_n, &mut table).await?;
     }
-    commit_bench::commit_latency(commits_n, &mut table).await?;
-    placement_bench::lookup_cost(&mut table);
-    placement_bench::simulate(sim_ids, &mut table);
+    if run("commits") {
+        commit_bench::commit_latency(commits_n, &mut table).await?;
+    }
+    if run("placement") {
+        placement_bench::lookup_cost(&mut table);
+        placement_bench::simulate(sim_ids, &mut table);
+    }
     table.print();
     Ok(())
 }

@@ -80,8 +80,8 @@ async fn proxy(st: &AppState, t: &PreviewHost, mut req: Request) -> Result<Respo
         .headers()
         .contains_key(http::header::UPGRADE)
         .then(|| hyper::upgrade::on(&mut req));
+    let activity = Some(st.mgr.activity(&t.sandbox));
     let mut resp = sender.send_request(req).await.map_err(bad_gateway)?;
-    let activity = st.mgr.activity(&t.sandbox);
     if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
         if let Some(client) = client_upgrade {
             let service = hyper::upgrade::on(&mut resp);

@@ -48,7 +48,12 @@ impl TestNode {
         let mut child = Command::new(env!("CARGO_BIN_EXE_warren"))
             .args(["serve", "--config"])
             .arg(&self.config)
-            .env("WARREN_LOG", "warn,warren_consensus=info")
+            // WARREN_TEST_LOG widens the nodes' logs when a test needs investigating.
+            .env(
+                "WARREN_LOG",
+                std::env::var("WARREN_TEST_LOG")
+                    .unwrap_or_else(|_| "warn,warren_consensus=info".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

@@ -144,6 +144,8 @@ async fn migration_after_kill_9_survivors_serve_the_last_checkpoint() {
     loop {
         let snaps = client.list_snapshots(Some(&id)).await.unwrap().snapshots;
         if snaps.iter().any(|s| s.created_at > written) {
+            // The owner commits the checkpoint to the cluster right after writing it.
+            tokio::time::sleep(Duration::from_secs(2)).await;
             break;
         }
         assert!(Instant::now() < deadline, "no checkpoint was taken");

@@ -111,7 +111,7 @@ pub enum Payload {
     Stream(GuestBody),
 }
 
-/// Keeps a sandbox counted as active while a response stream is open.
+/// Keeps a sandbox counted as active while a request or a response stream is open.
 pub struct ActivityGuard {
     slot: Arc<Slot>,
 }
@@ -673,12 +673,13 @@ impl SandboxManager {
         outcome
     }
 
-    /// Counts the sandbox as active until the guard is dropped (open response streams).
-    pub fn activity(&self, id: &str) -> Option<ActivityGuard> {
-        let slot = self.existing_slot(id)?;
+    /// Counts the sandbox as active until the guard is dropped: a request in flight, or a
+    /// response stream, terminal or tunnel that is open. Idle sleep and moves wait for it.
+    pub fn activity(&self, id: &str) -> ActivityGuard {
+        let slot = self.slot(id);
         slot.streams.fetch_add(1, Ordering::Relaxed);
         slot.touch();
-        Some(ActivityGuard { slot })
+        ActivityGuard { slot }
     }
 }
 

@@ -23,6 +23,12 @@ use warren_consensus::{
 use warren_node::sandbox::manager::HandoffData;
 
 const TICK: Duration = Duration::from_secs(1);
+/// A sandbox moves to a node that joined only after this long without requests or open
+/// streams: rebalancing never cuts work in progress.
+const REBALANCE_QUIET: Duration = Duration::from_secs(5);
+/// A draining node waits this long for requests in flight to end before saving a sandbox
+/// (new ones wait for the move at the entry node).
+const DRAIN_WAIT: Duration = Duration::from_secs(10);
 
 fn to_raft(h: HandoffData) -> Handoff {
     Handoff {
@@ -127,12 +133,17 @@ async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) 
         let target = if draining {
             choose_owner_excluding(&state, id, &region, &[me])
         } else {
-            choose_owner(&state, id, &region).filter(|w| *w != me)
+            choose_owner(&state, id, &region)
+                .filter(|w| *w != me && st.mgr.is_quiet(id, REBALANCE_QUIET))
         };
+        // The applied state may still call a node up that just died (it was placed here
+        // because that node did not answer): never hand a sandbox to a node that is silent.
         if let Some(target) = target {
-            move_out(st, id, p, target).await;
-            checkpoints.remove(id);
-            continue;
+            if cl.reachable(target).await {
+                move_out(st, id, p, target, draining).await;
+                checkpoints.remove(id);
+                continue;
+            }
         }
         checkpoint(st, id, p, checkpoints).await;
     }
@@ -140,7 +151,7 @@ async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) 
 }
 
 /// Moves one sandbox of this node to `target`.
-async fn move_out(st: &AppState, id: &str, p: &Placement, target: NodeId) {
+async fn move_out(st: &AppState, id: &str, p: &Placement, target: NodeId, draining: bool) {
     let me = st.cluster.cluster.id;
     let Some(moving) = applied(
         st,
@@ -160,6 +171,15 @@ async fn move_out(st: &AppState, id: &str, p: &Placement, target: NodeId) {
         node: me,
         handoff: None,
     };
+    // New requests now wait at their entry node; let those in flight finish (a drain must
+    // go on after a bound; a rebalance found the sandbox quiet and keeps it so).
+    let wait = if draining { DRAIN_WAIT } else { Duration::ZERO };
+    let idle = st.mgr.wait_idle(id, wait).await;
+    if !idle && !draining {
+        tracing::info!(sandbox_id = %id, "busy again; the move waits for a quiet moment");
+        applied(st, back_here).await;
+        return;
+    }
     let handoff = match st.mgr.hand_off(id).await {
         Ok(h) => h,
         Err(e) => {
@@ -243,9 +263,7 @@ async fn checkpoint(
         return;
     }
     if p.handoff.is_none() {
-        if let Some(h) = st.mgr.handoff_now(id) {
-            record_handoff(st, id, p.epoch, h).await;
-        }
+        publish_first_handoff(st, id).await;
         // Activity at any time before counts for the first checkpoint.
         checkpoints.insert(id.to_string(), (Instant::now(), 0));
         return;
@@ -271,6 +289,25 @@ async fn checkpoint(
         }
         Ok(None) => {}
         Err(e) => tracing::warn!(sandbox_id = %id, error = %e, "checkpoint failed"),
+    }
+}
+
+/// Publishes the record of a sandbox of this node that has no recovery point in the cluster
+/// yet (it was just created), so that survivors can bring it back with its settings if this
+/// node fails. Costs one commit per sandbox; nothing once published, or in a one-node cluster.
+pub(crate) async fn publish_first_handoff(st: &AppState, id: &str) {
+    let cl = &st.cluster.cluster;
+    let epoch = cl.read(|s| {
+        if s.nodes.len() < 2 {
+            return None;
+        }
+        s.placements
+            .get(id)
+            .filter(|p| p.node == cl.id && p.handoff.is_none())
+            .map(|p| p.epoch)
+    });
+    if let (Some(epoch), Some(h)) = (epoch, st.mgr.handoff_now(id)) {
+        record_handoff(st, id, epoch, h).await;
     }
 }
 

@@ -225,24 +225,42 @@ fn with_epoch(mut req: Request, epoch: u64) -> Request {
 }
 
 /// Serves here once this node's applied state shows the placement (epoch at least `epoch`)
-/// naming it.
+/// naming it. The lease comes first: a node that just restarted catches up on what it
+/// missed before it trusts its own view (the sandbox may have moved meanwhile; then a
+/// request that entered here follows it).
 async fn serve_owned(st: &AppState, id: &str, epoch: u64, req: Request, next: Next) -> Response {
     let cl = &st.cluster.cluster;
     let me = cl.id;
-    let placed_here = cl
-        .wait_for(Duration::from_secs(3), |s| {
-            s.placements
-                .get(id)
-                .is_some_and(|p| p.node == me && p.epoch >= epoch)
-        })
+    if !cl.wait_lease(Duration::from_secs(3)).await {
+        return no_lease();
+    }
+    let current = |s: &warren_consensus::ClusterState| {
+        s.placements
+            .get(id)
+            .filter(|p| p.epoch >= epoch)
+            .map(|p| (p.node, p.epoch, p.state))
+    };
+    cl.wait_for(Duration::from_secs(3), |s| current(s).is_some())
         .await;
-    if !placed_here {
-        return err(ApiError::new(
+    match cl.read(current) {
+        Some((node, _, PlacementState::Active)) if node == me => {
+            serve_local(st, id, req, next).await
+        }
+        Some((node, now, _)) if node != me && req.extensions().get::<FromPeer>().is_none() => {
+            forward_to_owner(st, id, node, with_epoch(req, now)).await
+        }
+        _ => err(ApiError::new(
             ErrorCode::Unavailable,
             format!("sandbox {id} is not placed on this node (yet); retry"),
-        ));
+        )),
     }
-    serve_local(st, id, req, next).await
+}
+
+fn no_lease() -> Response {
+    err(ApiError::new(
+        ErrorCode::Unavailable,
+        "this node has lost contact with the cluster majority and does not serve its sandboxes until it is back",
+    ))
 }
 
 /// Serves on this node, if it holds the lease; forgets the placement after a delete.
@@ -250,10 +268,7 @@ async fn serve_local(st: &AppState, id: &str, req: Request, next: Next) -> Respo
     let cl = &st.cluster.cluster;
     // Just after a restart or an election the lease takes a moment to come back.
     if !cl.wait_lease(Duration::from_secs(3)).await {
-        return err(ApiError::new(
-            ErrorCode::Unavailable,
-            "this node has lost contact with the cluster majority and does not serve its sandboxes until it is back",
-        ));
+        return no_lease();
     }
     // Handed to this node and not taken over yet (the migration loop does it within a
     // second): do it now, so the request finds the sandbox.
@@ -278,6 +293,10 @@ async fn serve_local(st: &AppState, id: &str, req: Request, next: Next) -> Respo
     let delete = req.method() == Method::DELETE
         && sandbox_of(req.uri().path()).is_some_and(|(_, whole)| whole);
     let resp = next.run(req).await;
+    if !delete && resp.status().is_success() {
+        // A sandbox created by this request is recoverable elsewhere before it is answered.
+        super::migrate::publish_first_handoff(st, id).await;
+    }
     if delete && resp.status().is_success() {
         let epoch = cl.read(|s| s.placements.get(id).map(|p| p.epoch));
         if let Some(epoch) = epoch {

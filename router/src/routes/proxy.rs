@@ -46,6 +46,8 @@ pub async fn forward(
         Some(q) => format!("/{guest_path}?{q}"),
         None => format!("/{guest_path}"),
     };
+    // Active from here: a long call keeps the sandbox awake and in place until it answers.
+    let activity = state.mgr.activity(&id);
     let upstream = state
         .mgr
         .forward(&id, parts.method.clone(), &pq, &parts.headers, payload)
@@ -56,8 +58,11 @@ pub async fn forward(
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with(warren_api::sse::CONTENT_TYPE));
-    let activity = state.mgr.activity(&id);
-    let mut resp = Response::new(Body::new(GuestResponseBody::new(incoming, sse, activity)));
+    let mut resp = Response::new(Body::new(GuestResponseBody::new(
+        incoming,
+        sse,
+        Some(activity),
+    )));
     *resp.status_mut() = up.status;
     for name in [
         http::header::CONTENT_TYPE,

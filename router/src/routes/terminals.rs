@@ -54,7 +54,7 @@ pub async fn open(
             GUEST_UPGRADE,
         )
         .await?;
-    let activity = state.mgr.activity(&id);
+    let activity = Some(state.mgr.activity(&id));
     Ok(ws
         .on_upgrade(move |socket| bridge(socket, guest, activity))
         .into_response())

@@ -55,6 +55,31 @@ impl SandboxManager {
         Some(slot.last_active_ms.load(Ordering::Relaxed))
     }
 
+    /// Whether nothing of the sandbox is in flight (requests, streams, terminals, tunnels)
+    /// and nothing was for at least `quiet`.
+    pub fn is_quiet(&self, id: &str, quiet: std::time::Duration) -> bool {
+        self.last_active_ms(id)
+            .is_some_and(|at| super::now_ms().saturating_sub(at) >= quiet.as_millis() as u64)
+    }
+
+    /// Waits up to `timeout` for the sandbox's requests and streams in flight to end;
+    /// whether they did.
+    pub async fn wait_idle(&self, id: &str, timeout: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let busy = self
+                .existing_slot(id)
+                .is_some_and(|s| s.streams.load(Ordering::Relaxed) > 0);
+            if !busy {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     /// What a new owner would need right now, without changing anything (a sandbox that
     /// never slept nor was checkpointed hands off no snapshot).
     pub fn handoff_now(&self, id: &str) -> Option<HandoffData> {
@@ -62,7 +87,8 @@ impl SandboxManager {
         Some(HandoffData {
             record: serde_json::to_string(&rec).expect("records serialize"),
             snapshot: rec.snapshot.clone(),
-            resume: rec.state == SandboxState::Running,
+            // One still starting was asked to run.
+            resume: matches!(rec.state, SandboxState::Running | SandboxState::Starting),
         })
     }
 
