@@ -34,7 +34,10 @@ impl BenchNode {
             ])
             .arg(&data_dir)
             .args(["--spare-networks", &spare])
-            .env("WARREN_LOG", "warn")
+            .env(
+                "WARREN_LOG",
+                std::env::var("WARREN_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

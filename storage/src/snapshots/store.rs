@@ -110,36 +110,37 @@ impl SnapshotStore {
         result
     }
 
-    /// Cuts, seals and uploads the archive's chunks in order: (chunks, bytes newly stored).
+    /// Cuts, names and stores the archive's chunks in order: (chunks, bytes newly stored).
     async fn write_chunks<R: AsyncRead + Unpin + Send>(
         &self,
         source: R,
     ) -> Result<(Vec<ChunkRef>, u64), SnapshotError> {
         let mut cdc = fastcdc::v2020::AsyncStreamCDC::new(source, MIN_SIZE, AVG_SIZE, MAX_SIZE);
-        let sealed = cdc
+        let stored = cdc
             .as_stream()
             .map(|r| async move {
                 let c = r.map_err(|e| SnapshotError::Source(std::io::Error::other(e)))?;
-                let size = c.length as u32;
-                let (name, stored) = tokio::task::spawn_blocking(move || chunk::seal(&c.data))
+                let raw = Bytes::from(c.data);
+                let hashed = raw.clone();
+                let name = tokio::task::spawn_blocking(move || chunk::hash(&hashed))
                     .await
-                    .map_err(join_err)?
-                    .map_err(SnapshotError::Source)?;
-                Ok::<_, SnapshotError>((name, size, Bytes::from(stored)))
+                    .map_err(join_err)?;
+                Ok::<_, SnapshotError>((name, raw))
             })
             .buffered(SEAL_AHEAD)
             .map(|r| async move {
-                let (name, size, stored) = r?;
-                let fresh = self.upload(&name, stored.clone()).await?;
+                let (name, raw) = r?;
+                let size = raw.len() as u32;
+                let (stored, fresh) = self.store_chunk(&name, raw).await?;
                 let c = ChunkRef {
                     hash: name,
                     size,
-                    stored: stored.len() as u32,
+                    stored,
                 };
                 Ok::<_, SnapshotError>((c, fresh))
             })
             .buffered(TRANSFERS);
-        let all: Vec<(ChunkRef, bool)> = sealed.try_collect().await?;
+        let all: Vec<(ChunkRef, bool)> = stored.try_collect().await?;
         let new_bytes = all
             .iter()
             .filter(|(_, fresh)| *fresh)
@@ -148,25 +149,46 @@ impl SnapshotStore {
         Ok((all.into_iter().map(|(c, _)| c).collect(), new_bytes))
     }
 
-    /// Stores a chunk unless the store has it; keeps it in the cache. True when uploaded.
-    async fn upload(&self, name: &str, stored: Bytes) -> Result<bool, SnapshotError> {
+    /// Stores a chunk, named by the hash of `raw`, unless the store has it; keeps it in the
+    /// cache. A chunk already stored is not compressed again (most chunks of a repeated
+    /// snapshot or checkpoint). Returns (stored size, whether it was uploaded now).
+    async fn store_chunk(&self, name: &str, raw: Bytes) -> Result<(u32, bool), SnapshotError> {
         let key = chunk::key(name);
-        let fresh = match self.objects.head(&key).await {
-            Ok(_) => false,
+        match self.objects.head(&key).await {
+            Ok(meta) => {
+                if !self.cache.contains(name) {
+                    let stored = self.seal(raw).await?;
+                    self.cache
+                        .put(name, stored)
+                        .await
+                        .map_err(SnapshotError::Cache)?;
+                }
+                Ok((meta.size as u32, false))
+            }
             Err(object_store::Error::NotFound { .. }) => {
+                let stored = self.seal(raw).await?;
                 self.objects
                     .put(&key, PutPayload::from_bytes(stored.clone()))
                     .await
                     .map_err(store_err)?;
-                true
+                let len = stored.len() as u32;
+                self.cache
+                    .put(name, stored)
+                    .await
+                    .map_err(SnapshotError::Cache)?;
+                Ok((len, true))
             }
-            Err(e) => return Err(store_err(e)),
-        };
-        self.cache
-            .put(name, stored)
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
+    /// Compresses a raw chunk off the async threads.
+    async fn seal(&self, raw: Bytes) -> Result<Bytes, SnapshotError> {
+        let stored = tokio::task::spawn_blocking(move || chunk::compress(&raw))
             .await
-            .map_err(SnapshotError::Cache)?;
-        Ok(fresh)
+            .map_err(join_err)?
+            .map_err(SnapshotError::Source)?;
+        Ok(Bytes::from(stored))
     }
 
     /// Reads a manifest.
@@ -368,7 +390,8 @@ impl Prepared {
         &self.manifest
     }
 
-    /// The archive's bytes, in order, decompressed from the cache and checked again.
+    /// The archive's bytes, in order, decompressed from the cache and checked again
+    /// (`chunk::open_cached`).
     pub fn into_stream(self) -> impl Stream<Item = std::io::Result<Bytes>> + Send + 'static {
         let Prepared {
             manifest,
@@ -385,7 +408,7 @@ impl Prepared {
                         std::io::Error::other(format!("chunk {} left the cache", c.hash))
                     })?;
                     let raw = tokio::task::spawn_blocking(move || {
-                        chunk::open(&id, &c.hash, c.size, &stored)
+                        chunk::open_cached(&id, &c.hash, c.size, &stored)
                     })
                     .await
                     .map_err(std::io::Error::other)?

@@ -261,17 +261,23 @@ impl SandboxManager {
         // Session state and logs of an earlier container do not belong to the new one.
         self.clear_run_dir(&rec.id);
         let t = Instant::now();
-        self.start_container(rec, true).await?;
         let Some(prepared) = prepared else {
-            return Ok(());
+            return self.start_container(rec, true).await;
         };
+        // Unpacking is the node's work, done inside the sandbox: the container starts with
+        // the machine's CPUs, and the sandbox's own limit applies once the files are in,
+        // before anyone else can use it.
+        let machine = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let own = rec.resources.cpus;
+        let lifted = machine > own;
+        if lifted {
+            rec.resources.cpus = machine;
+        }
+        let started = self.start_container(rec, true).await;
+        rec.resources.cpus = own;
+        started?;
         tracing::info!(sandbox_id = %rec.id, ms = t.elapsed().as_millis() as u64, "restore: new container ready");
         let started = Instant::now();
-        // Unpacking is the node's work, done inside the sandbox: it runs with the machine's
-        // CPUs, and the sandbox's own limit applies before anyone else can use it.
-        let machine = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-        let lifted =
-            machine > rec.resources.cpus && self.runtime.set_cpus(&rec.id, machine).await.is_ok();
         let applied = async {
             let deleted = &prepared.manifest().deleted;
             if !deleted.is_empty() {
