@@ -46,21 +46,27 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
     let (mut snap_t, mut tar_t, mut restore_t, mut untar_t) = (vec![], vec![], vec![], vec![]);
     let mut snaps = Vec::new();
     for _ in 0..rounds {
-        // Later rounds find every chunk stored already (only the first uploads); each still
-        // reads, archives, chunks, hashes and compresses the whole workspace.
+        // Later rounds find every chunk stored already (only the first uploads and
+        // compresses); each still reads, archives, chunks and hashes the whole workspace.
+        // Every step starts with nothing dirty in the page cache, so that one step's
+        // writeback does not land on the next (ours or the baseline's).
+        sh("sync")?;
         let t = Instant::now();
         let s = c
             .create_snapshot(id, &CreateSnapshotRequest::default())
             .await?;
         snap_t.push(t.elapsed());
+        sh("sync")?;
         tar_t.push(sh(&format!(
             "tar -C {dir} -cf - ws | zstd -3 -q -T1 -o {dir}/ws.tar.zst -f"
         ))?);
+        sh(&format!("rm -rf {dir}/restore/ws && sync"))?;
         let t = Instant::now();
         c.restore(id, &s.id).await?;
         restore_t.push(t.elapsed());
+        sh("sync")?;
         untar_t.push(sh(&format!(
-            "rm -rf {dir}/restore/ws && zstd -d -q -c {dir}/ws.tar.zst | tar -C {dir}/restore -xf -"
+            "zstd -d -q -c {dir}/ws.tar.zst | tar -C {dir}/restore -xf -"
         ))?);
         snaps.push(s);
     }
@@ -86,6 +92,7 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
     let mut fork_t = Vec::new();
     for round in 0..rounds {
         let ids: Vec<String> = (0..4).map(|i| format!("bench-fork-{round}-{i}")).collect();
+        sh("sync")?;
         let t = Instant::now();
         c.fork(
             id,
