@@ -122,6 +122,62 @@ async fn migration_drain_moves_running_and_sleeping_sandboxes_with_their_files()
     assert_ne!(owner_of(&c, 2, sleeping).await, x);
 }
 
+/// Calls sent while a drain moves the sandbox are answered, or refused with a retryable
+/// 503, and no answered call is lost: each increments a counter file, and the counter on
+/// the new node is at least the number of answered increments.
+#[tokio::test]
+async fn migration_calls_during_a_drain_are_answered_and_none_is_lost() {
+    let c = TestCluster::start(3, 1).await;
+    let x = c.nodes[0].name.clone();
+    let id = ids_on(&c, 1, &x, 1).await.remove(0);
+    let r = c.nodes[1]
+        .client
+        .sh(&id, "mkdir -p /workspace && echo 0 > /workspace/n")
+        .await
+        .unwrap();
+    assert_eq!(r.exit_code, 0, "{}", r.stderr);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let prober = {
+        let (client, id, stop) = (c.nodes[1].client.clone(), id.clone(), stop.clone());
+        tokio::spawn(async move {
+            let (mut answered, mut refused, mut wrong) = (0u64, 0u64, Vec::new());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let inc = "n=$(cat /workspace/n) && echo $((n+1)) > /workspace/n";
+                match client.sh(&id, inc).await {
+                    Ok(r) if r.exit_code == 0 => answered += 1,
+                    Ok(r) => wrong.push(format!("exit {}: {}", r.exit_code, r.stderr)),
+                    Err(warren_client::Error::Api { status: 503, .. }) => refused += 1,
+                    Err(e) => wrong.push(e.to_string()),
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            (answered, refused, wrong)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let r = c.nodes[1]
+        .client
+        .request(Method::POST, &format!("/v1/cluster/nodes/{x}/drain"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    wait_moved(&c, 2, &id, &x).await;
+    // Keep calling for a moment on the new node too.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (answered, refused, wrong) = prober.await.unwrap();
+    assert!(wrong.is_empty(), "calls failed during the move: {wrong:?}");
+    assert!(answered > 0);
+    let r = c.nodes[2].client.sh(&id, "cat /workspace/n").await.unwrap();
+    let n: u64 = r.stdout.trim().parse().unwrap();
+    assert!(
+        n >= answered && n <= answered + refused,
+        "counter {n} after {answered} answered and {refused} refused increments"
+    );
+    assert_eq!(c.containers_of(&id), 1);
+}
+
 #[tokio::test]
 async fn migration_after_kill_9_survivors_serve_the_last_checkpoint() {
     let mut c = TestCluster::start_with(3, 1, "checkpoint_every_s = 1").await;

@@ -114,12 +114,16 @@ pub enum Payload {
 /// Keeps a sandbox counted as active while a request or a response stream is open.
 pub struct ActivityGuard {
     slot: Arc<Slot>,
+    /// Counts as the sandbox's use (idle time starts over), not only as work in flight.
+    touches: bool,
 }
 
 impl Drop for ActivityGuard {
     fn drop(&mut self) {
         self.slot.streams.fetch_sub(1, Ordering::Relaxed);
-        self.slot.touch();
+        if self.touches {
+            self.slot.touch();
+        }
     }
 }
 
@@ -602,7 +606,9 @@ impl SandboxManager {
         drop(_g);
         let mut slots = self.slots.lock().expect("slots lock");
         // Forget the slot unless another request holds it (it may be re-creating the id).
-        if Arc::strong_count(&slot) == 2 && slot.record().is_none() {
+        // Activity guards (this request's own among them) hold it too, and are not that.
+        let guards = slot.streams.load(Ordering::Relaxed);
+        if Arc::strong_count(&slot).saturating_sub(guards) == 2 && slot.record().is_none() {
             slots.remove(id);
         }
         drop(slots);
@@ -679,7 +685,21 @@ impl SandboxManager {
         let slot = self.slot(id);
         slot.streams.fetch_add(1, Ordering::Relaxed);
         slot.touch();
-        ActivityGuard { slot }
+        ActivityGuard {
+            slot,
+            touches: true,
+        }
+    }
+
+    /// Counts a request as in flight (a move waits for it) without counting it as use:
+    /// reading a sandbox's state does not keep it awake.
+    pub fn in_flight(&self, id: &str) -> ActivityGuard {
+        let slot = self.slot(id);
+        slot.streams.fetch_add(1, Ordering::Relaxed);
+        ActivityGuard {
+            slot,
+            touches: false,
+        }
     }
 }
 

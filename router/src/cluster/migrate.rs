@@ -171,8 +171,18 @@ async fn move_out(st: &AppState, id: &str, p: &Placement, target: NodeId, draini
         node: me,
         handoff: None,
     };
-    // New requests now wait at their entry node; let those in flight finish (a drain must
-    // go on after a bound; a rebalance found the sandbox quiet and keeps it so).
+    // New requests now wait at their entry node, once this node has applied the move's
+    // start (requests here check it after counting themselves in flight). Let those in
+    // flight finish (a drain must go on after a bound; a rebalance found the sandbox quiet
+    // and keeps it so).
+    st.cluster
+        .cluster
+        .wait_for(Duration::from_secs(5), |s| {
+            s.placements
+                .get(id)
+                .is_some_and(|p| p.epoch >= moving.epoch)
+        })
+        .await;
     let wait = if draining { DRAIN_WAIT } else { Duration::ZERO };
     let idle = st.mgr.wait_idle(id, wait).await;
     if !idle && !draining {

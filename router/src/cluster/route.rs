@@ -292,7 +292,22 @@ async fn serve_local(st: &AppState, id: &str, req: Request, next: Next) -> Respo
     }
     let delete = req.method() == Method::DELETE
         && sandbox_of(req.uri().path()).is_some_and(|(_, whole)| whole);
+    // Counted as in flight from here, then checked once more: a move that began meanwhile
+    // either sees this request (and waits for it) or this request sees the move.
+    let in_flight = st.mgr.in_flight(id);
+    let moving = cl.read(|s| {
+        s.placements
+            .get(id)
+            .is_some_and(|p| p.node != cl.id || p.state != PlacementState::Active)
+    });
+    if moving {
+        return err(ApiError::new(
+            ErrorCode::Unavailable,
+            format!("sandbox {id} is moving between nodes; retry"),
+        ));
+    }
     let resp = next.run(req).await;
+    drop(in_flight);
     if !delete && resp.status().is_success() {
         // A sandbox created by this request is recoverable elsewhere before it is answered.
         super::migrate::publish_first_handoff(st, id).await;
