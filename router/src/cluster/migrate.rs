@@ -294,6 +294,12 @@ async fn checkpoint(
         Ok(Some((h, previous))) => {
             let current = h.snapshot.clone().unwrap_or_default();
             if record_handoff(st, id, p.epoch, h).await {
+                // The cluster's recovery point until now differs from the local one when an
+                // earlier checkpoint's commit failed: both are replaced.
+                let recorded = p.handoff.as_ref().and_then(|h| h.snapshot.clone());
+                if recorded != previous {
+                    st.mgr.retire_replaced(id, recorded, &current).await;
+                }
                 st.mgr.retire_replaced(id, previous, &current).await;
             }
         }
