@@ -396,9 +396,14 @@ impl Cluster {
     /// Whether `node` answers a ping now (the applied state may still call a node up that
     /// just died).
     pub async fn reachable(&self, node: NodeId) -> bool {
-        let Some(n) = self.read(|s| s.nodes.get(&node).cloned()) else {
-            return false;
-        };
+        match self.read(|s| s.nodes.get(&node).cloned()) {
+            Some(n) => self.ping(&n).await,
+            None => false,
+        }
+    }
+
+    /// One ping, answered within a second.
+    async fn ping(&self, n: &crate::NodeRecord) -> bool {
         matches!(
             rpc::call(
                 &self.peers,
@@ -418,20 +423,7 @@ impl Cluster {
         let probes = nodes
             .iter()
             .filter(|n| n.id != self.id)
-            .map(|n| async move {
-                let ok = matches!(
-                    rpc::call(
-                        &self.peers,
-                        &n.peer_addr,
-                        &n.name,
-                        Request::Ping,
-                        Duration::from_secs(1)
-                    )
-                    .await,
-                    Ok(Reply::Pong { .. })
-                );
-                (n.id, ok)
-            });
+            .map(|n| async move { (n.id, self.ping(n).await) });
         for (id, ok) in futures_util::future::join_all(probes).await {
             if ok {
                 last_seen.insert(id, now);

@@ -80,7 +80,7 @@ async fn proxy(st: &AppState, t: &PreviewHost, mut req: Request) -> Result<Respo
         .headers()
         .contains_key(http::header::UPGRADE)
         .then(|| hyper::upgrade::on(&mut req));
-    let activity = Some(st.mgr.activity(&t.sandbox));
+    let activity = st.mgr.activity(&t.sandbox);
     let mut resp = sender.send_request(req).await.map_err(bad_gateway)?;
     if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
         if let Some(client) = client_upgrade {

@@ -20,9 +20,6 @@ use bollard::query_parameters::{
     RenameContainerOptionsBuilder,
 };
 use bollard::Docker;
-
-/// Marks the name of a replaced container that is being removed in the background.
-const SET_ASIDE: &str = "_replaced_"; // never in a sandbox id (no underscores there)
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
@@ -30,6 +27,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::Mutex;
+
+/// Marks the name of a replaced container that is being removed in the background (never
+/// in a sandbox id, which has no underscores).
+const SET_ASIDE: &str = "_replaced_";
 
 pub struct DockerRuntime {
     docker: Docker,

@@ -682,24 +682,21 @@ impl SandboxManager {
     /// Counts the sandbox as active until the guard is dropped: a request in flight, or a
     /// response stream, terminal or tunnel that is open. Idle sleep and moves wait for it.
     pub fn activity(&self, id: &str) -> ActivityGuard {
-        let slot = self.slot(id);
-        slot.streams.fetch_add(1, Ordering::Relaxed);
-        slot.touch();
-        ActivityGuard {
-            slot,
-            touches: true,
-        }
+        let guard = self.guard(id, true);
+        guard.slot.touch();
+        guard
     }
 
     /// Counts a request as in flight (a move waits for it) without counting it as use:
     /// reading a sandbox's state does not keep it awake.
     pub fn in_flight(&self, id: &str) -> ActivityGuard {
+        self.guard(id, false)
+    }
+
+    fn guard(&self, id: &str, touches: bool) -> ActivityGuard {
         let slot = self.slot(id);
         slot.streams.fetch_add(1, Ordering::Relaxed);
-        ActivityGuard {
-            slot,
-            touches: false,
-        }
+        ActivityGuard { slot, touches }
     }
 }
 

@@ -15,11 +15,11 @@ pub struct GuestResponseBody {
     inner: Incoming,
     sse: bool,
     finished: bool,
-    _activity: Option<ActivityGuard>,
+    _activity: ActivityGuard,
 }
 
 impl GuestResponseBody {
-    pub fn new(inner: Incoming, sse: bool, activity: Option<ActivityGuard>) -> Self {
+    pub fn new(inner: Incoming, sse: bool, activity: ActivityGuard) -> Self {
         GuestResponseBody {
             inner,
             sse,

@@ -58,11 +58,7 @@ pub async fn forward(
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with(warren_api::sse::CONTENT_TYPE));
-    let mut resp = Response::new(Body::new(GuestResponseBody::new(
-        incoming,
-        sse,
-        Some(activity),
-    )));
+    let mut resp = Response::new(Body::new(GuestResponseBody::new(incoming, sse, activity)));
     *resp.status_mut() = up.status;
     for name in [
         http::header::CONTENT_TYPE,

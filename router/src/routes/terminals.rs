@@ -54,7 +54,7 @@ pub async fn open(
             GUEST_UPGRADE,
         )
         .await?;
-    let activity = Some(state.mgr.activity(&id));
+    let activity = state.mgr.activity(&id);
     Ok(ws
         .on_upgrade(move |socket| bridge(socket, guest, activity))
         .into_response())
@@ -82,7 +82,7 @@ pub async fn close(
 
 /// Copies frames both ways until either side ends; the activity guard keeps the sandbox
 /// awake while the socket is open.
-async fn bridge(socket: WebSocket, guest: Upgraded, activity: Option<ActivityGuard>) {
+async fn bridge(socket: WebSocket, guest: Upgraded, activity: ActivityGuard) {
     let (mut ws_tx, mut ws_rx) = socket.split();
     let (mut g_rx, mut g_tx) = tokio::io::split(TokioIo::new(guest));
     let to_guest = async move {

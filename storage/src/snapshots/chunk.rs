@@ -43,18 +43,22 @@ pub fn open_cached(
     if !has_frame_checksum(stored) {
         return open(snapshot, name, size, stored);
     }
-    let raw =
-        zstd::bulk::decompress(stored, size as usize).map_err(|e| SnapshotError::Damaged {
-            id: snapshot.to_string(),
-            why: format!("cached chunk {name} is damaged: {e}"),
-        })?;
+    let raw = zstd::bulk::decompress(stored, size as usize)
+        .map_err(|e| damaged(snapshot, format!("cached chunk {name} is damaged: {e}")))?;
     if raw.len() != size as usize {
-        return Err(SnapshotError::Damaged {
-            id: snapshot.to_string(),
-            why: format!("cached chunk {name} has the wrong size"),
-        });
+        return Err(damaged(
+            snapshot,
+            format!("cached chunk {name} has the wrong size"),
+        ));
     }
     Ok(raw)
+}
+
+fn damaged(snapshot: &str, why: String) -> SnapshotError {
+    SnapshotError::Damaged {
+        id: snapshot.to_string(),
+        why,
+    }
 }
 
 /// Decompresses a stored chunk and checks it against its name.
@@ -64,14 +68,13 @@ pub fn open(
     size: u32,
     stored: &[u8],
 ) -> Result<Vec<u8>, SnapshotError> {
-    let damaged = |why: String| SnapshotError::Damaged {
-        id: snapshot.to_string(),
-        why,
-    };
     let raw = zstd::bulk::decompress(stored, size as usize)
-        .map_err(|e| damaged(format!("chunk {name} does not decompress: {e}")))?;
+        .map_err(|e| damaged(snapshot, format!("chunk {name} does not decompress: {e}")))?;
     if raw.len() != size as usize || hash(&raw) != name {
-        return Err(damaged(format!("chunk {name} does not match its hash")));
+        return Err(damaged(
+            snapshot,
+            format!("chunk {name} does not match its hash"),
+        ));
     }
     Ok(raw)
 }

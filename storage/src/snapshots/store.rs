@@ -154,32 +154,26 @@ impl SnapshotStore {
     /// snapshot or checkpoint). Returns (stored size, whether it was uploaded now).
     async fn store_chunk(&self, name: &str, raw: Bytes) -> Result<(u32, bool), SnapshotError> {
         let key = chunk::key(name);
-        match self.objects.head(&key).await {
-            Ok(meta) => {
-                if !self.cache.contains(name) {
-                    let stored = self.seal(raw).await?;
-                    self.cache
-                        .put(name, stored)
-                        .await
-                        .map_err(SnapshotError::Cache)?;
-                }
-                Ok((meta.size as u32, false))
-            }
+        let (len, fresh, to_cache) = match self.objects.head(&key).await {
+            Ok(meta) if self.cache.contains(name) => (meta.size as u32, false, None),
+            Ok(meta) => (meta.size as u32, false, Some(self.seal(raw).await?)),
             Err(object_store::Error::NotFound { .. }) => {
                 let stored = self.seal(raw).await?;
                 self.objects
                     .put(&key, PutPayload::from_bytes(stored.clone()))
                     .await
                     .map_err(store_err)?;
-                let len = stored.len() as u32;
-                self.cache
-                    .put(name, stored)
-                    .await
-                    .map_err(SnapshotError::Cache)?;
-                Ok((len, true))
+                (stored.len() as u32, true, Some(stored))
             }
-            Err(e) => Err(store_err(e)),
+            Err(e) => return Err(store_err(e)),
+        };
+        if let Some(stored) = to_cache {
+            self.cache
+                .put(name, stored)
+                .await
+                .map_err(SnapshotError::Cache)?;
         }
+        Ok((len, fresh))
     }
 
     /// Compresses a raw chunk off the async threads.
