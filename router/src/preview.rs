@@ -4,7 +4,6 @@
 //! guest opens to that port: HTTP, streamed bodies and WebSocket (or any upgrade), with the
 //! service's status, headers (redirects, every Set-Cookie) and body passed unchanged.
 
-use crate::cluster::FromPeer;
 use crate::error::ApiErrorResponse;
 use crate::routes::body::GuestResponseBody;
 use crate::state::AppState;
@@ -29,25 +28,17 @@ fn target(st: &AppState, req: &Request) -> Option<PreviewHost> {
 }
 
 pub async fn intercept(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    let Some(t) = target(&st, &req) else {
-        return next.run(req).await;
-    };
-    let cl = &st.cluster.cluster;
-    let from_peer = req.extensions().get::<FromPeer>().is_some();
-    match cl.read(|s| s.placements.get(&t.sandbox).cloned()) {
-        Some(p) if p.node != cl.id => {
-            if from_peer {
-                return err(ApiError::new(
-                    ErrorCode::Unavailable,
-                    format!("sandbox {} is owned by another node; retry", t.sandbox),
-                ));
-            }
-            crate::cluster::route::forward_to_owner(&st, &t.sandbox, p.node, req).await
-        }
-        _ => match proxy(&st, &t, req).await {
-            Ok(r) => r,
-            Err(e) => err(e),
-        },
+    match target(&st, &req) {
+        Some(t) => crate::cluster::route::route_preview(&st, t, req).await,
+        None => next.run(req).await,
+    }
+}
+
+/// Serves a preview request on the sandbox's owner (the router checked placement and lease).
+pub(crate) async fn serve(st: &AppState, t: &PreviewHost, req: Request) -> Response {
+    match proxy(st, t, req).await {
+        Ok(r) => r,
+        Err(e) => err(e),
     }
 }
 

@@ -310,3 +310,73 @@ async fn migration_a_joining_node_takes_over_the_ids_it_wins() {
         assert_eq!(&now, before, "{id} stays where it is");
     }
 }
+
+#[tokio::test]
+async fn migration_preview_calls_during_a_drain_follow_the_move() {
+    use super::preview::{node_addr, preview_client, start_server};
+    let c = TestCluster::start(3, 1).await;
+    let x = c.nodes[0].name.clone();
+    let id = ids_on(&c, 1, &x, 1).await.remove(0);
+    let client = c.nodes[1].client.clone();
+    start_server(&client, &id, 8100).await;
+    let exposed = client
+        .expose_port(
+            &id,
+            &warren_api::ports::ExposeRequest {
+                port: 8100,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    // Entering the owner that is about to drain: the one that must not serve mid-move.
+    let addr = node_addr(&c.nodes[0].url);
+    let url = exposed.url.replace(
+        &format!(":{}/", node_addr(&c.nodes[1].url).port()),
+        &format!(":{}/", addr.port()),
+    );
+    let http = preview_client(&url, addr);
+    assert_eq!(http.get(&url).send().await.unwrap().status(), 200);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let prober = {
+        let (http, url, stop) = (http.clone(), url.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut statuses = std::collections::BTreeMap::<u16, u32>::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let status = match http.get(&url).send().await {
+                    Ok(r) => r.status().as_u16(),
+                    Err(_) => 0,
+                };
+                *statuses.entry(status).or_default() += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            statuses
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let r = client
+        .request(Method::POST, &format!("/v1/cluster/nodes/{x}/drain"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let new_owner = wait_moved(&c, 1, &id, &x).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let statuses = prober.await.unwrap();
+    // Served before the move; then the move's wait, and after it the new owner, where the
+    // server (a process) did not come along: 502. Never a copy woken on the old node.
+    assert!(statuses.get(&200).is_some_and(|n| *n > 0), "{statuses:?}");
+    assert!(
+        statuses.keys().all(|s| [200, 502, 503].contains(s)),
+        "{statuses:?}"
+    );
+    let r = http.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 502, "the old node forwards to {new_owner}");
+    assert_eq!(c.containers_of(&id), 1);
+    // The server started again on the new owner answers through the drained node.
+    start_server(&client, &id, 8100).await;
+    let r = http.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.text().await.unwrap(), "hello from 8100");
+}

@@ -4,7 +4,9 @@
 //! create the sandbox first commits one (compare-and-set on epoch 0, so concurrent creators
 //! entering different nodes agree on a single owner), chosen by rendezvous hashing over the
 //! up nodes of the requested region. The owner serves a request only while its own applied
-//! state names it and it holds the lease; anyone else forwards to the owner.
+//! state names it and it holds the lease; anyone else forwards to the owner. Preview URLs
+//! take the same path (waiting for a move, lease, placement checks) with the preview proxy
+//! in place of the API router.
 
 use super::forward::{try_forward, Forwarded};
 use super::{cluster_error, FromPeer, HEADER_EPOCH};
@@ -17,9 +19,31 @@ use axum::response::{IntoResponse, Response};
 use http::Method;
 use http_body_util::BodyExt;
 use std::time::Duration;
+use warren_api::ports::PreviewHost;
 use warren_api::{ApiError, ErrorCode};
 use warren_consensus::placement::choose_owner_excluding;
-use warren_consensus::{Command, CommandResult, NodeId, NodeState, PlacementState};
+use warren_consensus::{Command, CommandResult, NodeId, NodeState, Placement, PlacementState};
+
+/// What serves a request once it reached the sandbox's owner.
+pub(crate) enum Serve {
+    /// The API's own routes.
+    Api(Next),
+    /// A preview URL: proxied to the port inside the sandbox.
+    Preview(PreviewHost),
+}
+
+impl Serve {
+    async fn run(self, st: &AppState, req: Request) -> Response {
+        match self {
+            Serve::Api(next) => next.run(req).await,
+            Serve::Preview(t) => crate::preview::serve(st, &t, req).await,
+        }
+    }
+
+    fn is_api(&self) -> bool {
+        matches!(self, Serve::Api(_))
+    }
+}
 
 /// The sandbox id of `/v1/sandboxes/{id}` and `/v1/sandboxes/{id}/…`, and whether the path is
 /// the sandbox itself.
@@ -52,36 +76,12 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
     let cl = &st.cluster.cluster;
     let from_peer = req.extensions().get::<FromPeer>().is_some();
     let method = req.method().clone();
-    let mut placement = cl.read(|s| s.placements.get(&id).cloned());
-    if placement
-        .as_ref()
-        .is_some_and(|p| p.state == PlacementState::Migrating)
-    {
-        // Moving to another node: wait for the move (bounded), then follow it.
-        let moved = cl
-            .wait_for(MOVE_WAIT, |s| {
-                s.placements
-                    .get(&id)
-                    .is_none_or(|p| p.state != PlacementState::Migrating)
-            })
-            .await;
-        if !moved {
-            return err(ApiError::new(
-                ErrorCode::Unavailable,
-                format!("sandbox {id} is moving between nodes; retry"),
-            ));
-        }
-        placement = cl.read(|s| s.placements.get(&id).cloned());
-    }
+    let placement = match settled_placement(&st, &id).await {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
     match placement {
-        Some(p) if from_peer && p.node != cl.id => {
-            // A stale entry node sent it here; one hop only.
-            err(ApiError::new(
-                ErrorCode::Unavailable,
-                format!("sandbox {id} is owned by another node; retry"),
-            ))
-        }
-        Some(p) => route_to(&st, &id, p.node, p.epoch, req, next).await,
+        Some(p) => route_placed(&st, &id, p, req, Serve::Api(next)).await,
         // Reading or deleting what was never placed: nothing to route to.
         None if whole && (method == Method::GET || method == Method::DELETE) => {
             if from_peer {
@@ -97,7 +97,7 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
                 .get(HEADER_EPOCH)
                 .and_then(|v| v.to_str().ok()?.parse().ok())
                 .unwrap_or(1);
-            serve_owned(&st, &id, expected, req, next).await
+            serve_owned(&st, &id, expected, req, Serve::Api(next)).await
         }
         None => {
             let (req, region) = match precheck(req, &id, whole).await {
@@ -108,6 +108,62 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
             place_and_route(&st, &id, &region, req, next).await
         }
     }
+}
+
+/// Routes a preview URL's request like a request for its sandbox. A sandbox that was never
+/// placed (or is unknown) is answered by the preview proxy here, which refuses its token.
+pub(crate) async fn route_preview(st: &AppState, t: PreviewHost, req: Request) -> Response {
+    let id = t.sandbox.clone();
+    match settled_placement(st, &id).await {
+        Ok(Some(p)) => route_placed(st, &id, p, req, Serve::Preview(t)).await,
+        Ok(None) => Serve::Preview(t).run(st, req).await,
+        Err(r) => r,
+    }
+}
+
+/// The sandbox's placement; while it is moving to another node, waits (bounded) for the move
+/// to end and answers where it went.
+async fn settled_placement(st: &AppState, id: &str) -> Result<Option<Placement>, Response> {
+    let cl = &st.cluster.cluster;
+    let placement = cl.read(|s| s.placements.get(id).cloned());
+    if !placement
+        .as_ref()
+        .is_some_and(|p| p.state == PlacementState::Migrating)
+    {
+        return Ok(placement);
+    }
+    let moved = cl
+        .wait_for(MOVE_WAIT, |s| {
+            s.placements
+                .get(id)
+                .is_none_or(|p| p.state != PlacementState::Migrating)
+        })
+        .await;
+    if !moved {
+        return Err(err(ApiError::new(
+            ErrorCode::Unavailable,
+            format!("sandbox {id} is moving between nodes; retry"),
+        )));
+    }
+    Ok(cl.read(|s| s.placements.get(id).cloned()))
+}
+
+/// Serves here or forwards to the owner; a peer's request is served here or refused (one
+/// hop only: a stale entry node sent it).
+async fn route_placed(
+    st: &AppState,
+    id: &str,
+    p: Placement,
+    req: Request,
+    serve: Serve,
+) -> Response {
+    if req.extensions().get::<FromPeer>().is_some() && p.node != st.cluster.cluster.id {
+        return err(ApiError::new(
+            ErrorCode::Unavailable,
+            format!("sandbox {id} is owned by another node; retry"),
+        ));
+    }
+    route_to(st, id, p.node, p.epoch, req, serve).await
 }
 
 /// Commits a placement for a new id and sends the request to the chosen node. If that node
@@ -146,7 +202,7 @@ async fn place_and_route(
                 placement: Some(p),
                 applied: false,
             }) => {
-                return route_to(st, id, p.node, p.epoch, req, next).await;
+                return route_to(st, id, p.node, p.epoch, req, Serve::Api(next)).await;
             }
             Ok(other) => {
                 return err(ApiError::internal(format!(
@@ -156,7 +212,7 @@ async fn place_and_route(
             Err(e) => return err(cluster_error(e)),
         };
         if p.node == cl.id {
-            return serve_owned(st, id, p.epoch, req, next).await;
+            return serve_owned(st, id, p.epoch, req, Serve::Api(next)).await;
         }
         let Some(node) = cl.read(|s| s.nodes.get(&p.node).cloned()) else {
             return err(ApiError::internal(format!(
@@ -186,10 +242,10 @@ async fn route_to(
     owner: NodeId,
     epoch: u64,
     req: Request,
-    next: Next,
+    serve: Serve,
 ) -> Response {
     if owner == st.cluster.cluster.id {
-        return serve_owned(st, id, epoch, req, next).await;
+        return serve_owned(st, id, epoch, req, serve).await;
     }
     forward_to_owner(st, id, owner, with_epoch(req, epoch)).await
 }
@@ -228,7 +284,7 @@ fn with_epoch(mut req: Request, epoch: u64) -> Request {
 /// naming it. The lease comes first: a node that just restarted catches up on what it
 /// missed before it trusts its own view (the sandbox may have moved meanwhile; then a
 /// request that entered here follows it).
-async fn serve_owned(st: &AppState, id: &str, epoch: u64, req: Request, next: Next) -> Response {
+async fn serve_owned(st: &AppState, id: &str, epoch: u64, req: Request, serve: Serve) -> Response {
     let cl = &st.cluster.cluster;
     let me = cl.id;
     if !cl.wait_lease(Duration::from_secs(3)).await {
@@ -244,7 +300,7 @@ async fn serve_owned(st: &AppState, id: &str, epoch: u64, req: Request, next: Ne
         .await;
     match cl.read(current) {
         Some((node, _, PlacementState::Active)) if node == me => {
-            serve_local(st, id, req, next).await
+            serve_local(st, id, req, serve).await
         }
         Some((node, now, _)) if node != me && req.extensions().get::<FromPeer>().is_none() => {
             forward_to_owner(st, id, node, with_epoch(req, now)).await
@@ -264,7 +320,7 @@ fn no_lease() -> Response {
 }
 
 /// Serves on this node, if it holds the lease; forgets the placement after a delete.
-async fn serve_local(st: &AppState, id: &str, req: Request, next: Next) -> Response {
+async fn serve_local(st: &AppState, id: &str, req: Request, serve: Serve) -> Response {
     let cl = &st.cluster.cluster;
     // Just after a restart or an election the lease takes a moment to come back.
     if !cl.wait_lease(Duration::from_secs(3)).await {
@@ -290,7 +346,9 @@ async fn serve_local(st: &AppState, id: &str, req: Request, next: Next) -> Respo
             }
         }
     }
-    let delete = req.method() == Method::DELETE
+    let api = serve.is_api();
+    let delete = api
+        && req.method() == Method::DELETE
         && sandbox_of(req.uri().path()).is_some_and(|(_, whole)| whole);
     // Counted as in flight from here, then checked once more: a move that began meanwhile
     // either sees this request (and waits for it) or this request sees the move.
@@ -306,9 +364,9 @@ async fn serve_local(st: &AppState, id: &str, req: Request, next: Next) -> Respo
             format!("sandbox {id} is moving between nodes; retry"),
         ));
     }
-    let resp = next.run(req).await;
+    let resp = serve.run(st, req).await;
     drop(in_flight);
-    if !delete && resp.status().is_success() {
+    if api && !delete && resp.status().is_success() {
         // A sandbox created by this request is recoverable elsewhere before it is answered.
         super::migrate::publish_first_handoff(st, id).await;
     }
@@ -333,7 +391,7 @@ async fn serve_local(st: &AppState, id: &str, req: Request, next: Next) -> Respo
 /// predates the cluster is still answered locally).
 async fn local_or_absent(st: &AppState, id: &str, req: Request, next: Next) -> Response {
     if st.mgr.get(id).is_some() {
-        return serve_local(st, id, req, next).await;
+        return serve_local(st, id, req, Serve::Api(next)).await;
     }
     if req.method() == Method::DELETE {
         return http::StatusCode::NO_CONTENT.into_response();
