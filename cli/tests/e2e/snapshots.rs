@@ -53,10 +53,15 @@ const WRITE_FILES: &str = "mkdir -p /workspace/app && echo hello > /workspace/ap
     && head -c 3000000 /dev/urandom > /workspace/app/blob && sha256sum /workspace/app/blob \
     && ln -s a.txt /workspace/app/link && chmod 700 /workspace/app && echo root > /root/note \
     && rm /etc/debian_version && rm -rf /usr/share/doc && mkdir /usr/share/doc \
-    && echo mine > /usr/share/doc/only";
+    && echo mine > /usr/share/doc/only && ln /workspace/app/a.txt /workspace/app/hard \
+    && mkfifo -m 640 /workspace/app/pipe \
+    && python3 -c \"import os; os.setxattr('/workspace/app/a.txt', 'user.tag', b'kept')\"";
 
 const CHECK_FILES: &str = "cat /workspace/app/a.txt /root/note && readlink /workspace/app/link \
     && stat -c %a /workspace/app && sha256sum /workspace/app/blob \
+    && stat -c '%h %F %a' /workspace/app/hard /workspace/app/pipe \
+    && (test /workspace/app/a.txt -ef /workspace/app/hard && echo one inode) \
+    && python3 -c \"import os; print(os.getxattr('/workspace/app/a.txt', 'user.tag'))\" \
     && (test -e /etc/debian_version && echo debian_version back || echo debian_version gone) \
     && ls /usr/share/doc";
 
@@ -75,6 +80,9 @@ async fn sleep_then_any_call_wakes_with_the_same_files() {
     let before = sh(c, &id, CHECK_FILES).await;
     assert!(before.contains(sum.split_whitespace().next().unwrap()));
     assert!(before.contains("debian_version gone"));
+    for kept in ["2 regular file 644", "1 fifo 640", "one inode", "b'kept'"] {
+        assert!(before.contains(kept), "{kept}: {before}");
+    }
     // A directory removed and made again holds only what was put in it.
     assert!(before.ends_with("debian_version gone\nonly\n"), "{before}");
 

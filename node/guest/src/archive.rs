@@ -2,13 +2,22 @@
 //! `POST /archive/remove` deletes paths, `POST /archive/unpack` extracts a tar stream over
 //! the root filesystem. The node decides what changed (from the container engine); the
 //! guest only reads and writes files, so that any image works.
+//!
+//! What a snapshot keeps of each path: regular files, directories and symbolic links with
+//! their modes, owners and times; hard links between saved files (as links, not copies);
+//! FIFOs and device nodes; the extended attributes a sandbox can set back (`user.*`, and
+//! `security.capability` for file capabilities), as PAX records. Sockets are not kept: they
+//! belong to a process, which does not survive a snapshot.
 
 use crate::http::{self, Body, Request, Response};
 use bytes::Bytes;
 use futures_util::TryStreamExt;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use tokio::sync::mpsc;
 use warren_api::snapshot::{PackRequest, RemovePathsRequest};
@@ -89,29 +98,137 @@ fn write_archive(
     });
     b.follow_symlinks(false);
     b.mode(tar::HeaderMode::Complete);
+    // (device, inode) of files with several links -> the name they were first saved under.
+    let mut linked: HashMap<(u64, u64), String> = HashMap::new();
     for p in paths {
         let name = p.trim_start_matches('/');
         if name.is_empty() {
             continue;
         }
-        let meta = match std::fs::symlink_metadata(p) {
-            Ok(m) => m,
-            // Gone since the node listed it (a temporary file): nothing to save.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(std::io::Error::new(e.kind(), format!("{p}: {e}"))),
-        };
-        let t = meta.file_type();
-        // Sockets, pipes and devices are not saved (they are recreated by what uses them).
-        if !(t.is_file() || t.is_dir() || t.is_symlink()) {
-            continue;
-        }
-        match b.append_path_with_name(p, name) {
+        match append_entry(&mut b, p, name, &mut linked) {
             Ok(()) => {}
+            // Gone since the node listed it (a temporary file): nothing to save.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(std::io::Error::new(e.kind(), format!("{p}: {e}"))),
         }
     }
     b.into_inner()?.flush()
+}
+
+/// Appends one path. Everything that can fail because the path vanished is read before the
+/// first byte of its entry is written, so a vanished path leaves no partial entry behind.
+fn append_entry<W: Write>(
+    b: &mut tar::Builder<W>,
+    path: &str,
+    name: &str,
+    linked: &mut HashMap<(u64, u64), String>,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = std::fs::symlink_metadata(path)?;
+    let t = meta.file_type();
+    if t.is_socket() {
+        return Ok(());
+    }
+    let mut header = tar::Header::new_gnu();
+    header.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
+    if t.is_file() && meta.nlink() > 1 {
+        let key = (meta.dev(), meta.ino());
+        if let Some(first) = linked.get(&key) {
+            header.set_entry_type(tar::EntryType::Link);
+            header.set_size(0);
+            return b.append_link(&mut header, name, first);
+        }
+        linked.insert(key, name.to_string());
+    }
+    // Only files and directories carry xattrs here (Linux refuses user.* on the rest).
+    let attrs = if t.is_file() || t.is_dir() {
+        kept_xattrs(path)
+    } else {
+        Vec::new()
+    };
+    if t.is_file() {
+        let mut file = std::fs::File::open(path)?;
+        // The size as of now (the file may have changed since it was listed).
+        header.set_size(file.metadata()?.len());
+        append_pax(b, &attrs)?;
+        return b.append_data(&mut header, name, &mut file);
+    }
+    if t.is_symlink() {
+        let target = std::fs::read_link(path)?;
+        return b.append_link(&mut header, name, target);
+    }
+    if t.is_fifo() || t.is_char_device() || t.is_block_device() {
+        header.set_entry_type(if t.is_fifo() {
+            tar::EntryType::Fifo
+        } else if t.is_char_device() {
+            tar::EntryType::Char
+        } else {
+            tar::EntryType::Block
+        });
+        let dev = meta.rdev();
+        header.set_size(0);
+        header.set_device_major(libc::major(dev))?;
+        header.set_device_minor(libc::minor(dev))?;
+    }
+    append_pax(b, &attrs)?;
+    b.append_data(&mut header, name, std::io::empty())
+}
+
+/// Whether an extended attribute is saved: those a sandbox's root can set back.
+fn kept_xattr(name: &OsStr) -> bool {
+    let n = name.as_bytes();
+    n.starts_with(b"user.") || n == b"security.capability"
+}
+
+/// The path's kept extended attributes (none where the filesystem has no xattrs).
+fn kept_xattrs(path: &str) -> Vec<(OsString, Vec<u8>)> {
+    let Ok(names) = xattr::list(path) else {
+        return Vec::new();
+    };
+    names
+        .filter(|n| kept_xattr(n))
+        .filter_map(|n| {
+            let v = xattr::get(path, &n).ok()??;
+            Some((n, v))
+        })
+        .collect()
+}
+
+/// A PAX extended header carrying `attrs` for the entry that follows it.
+fn append_pax<W: Write>(
+    b: &mut tar::Builder<W>,
+    attrs: &[(OsString, Vec<u8>)],
+) -> std::io::Result<()> {
+    if attrs.is_empty() {
+        return Ok(());
+    }
+    let mut data = Vec::new();
+    for (k, v) in attrs {
+        let mut kv = b"SCHILY.xattr.".to_vec();
+        kv.extend_from_slice(k.as_bytes());
+        kv.push(b'=');
+        kv.extend_from_slice(v);
+        kv.push(b'\n');
+        data.extend_from_slice(&pax_record(&kv));
+    }
+    let mut header = tar::Header::new_ustar();
+    header.set_entry_type(tar::EntryType::XHeader);
+    header.set_size(data.len() as u64);
+    header.set_mode(0o644);
+    header.set_path("PaxHeader")?;
+    header.set_cksum();
+    b.append(&header, &data[..])
+}
+
+/// One PAX record, `"<length> <key>=<value>\n"`, whose length counts its own digits.
+fn pax_record(kv: &[u8]) -> Vec<u8> {
+    let mut len = kv.len() + 2;
+    while len != kv.len() + 1 + len.to_string().len() {
+        len = kv.len() + 1 + len.to_string().len();
+    }
+    let mut out = format!("{len} ").into_bytes();
+    out.extend_from_slice(kv);
+    out
 }
 
 /// Stops every process of the sandbox but this one (PID 1 of its namespace), so that the
@@ -181,27 +298,112 @@ pub async fn unpack(req: Request) -> Result<Response, ApiError> {
     ))
 }
 
-/// Extracts a tar over `root`, keeping modes, owners and times: (entries, bytes).
+/// Extracts a tar over `root`, keeping modes, owners, times and kept xattrs: (entries, bytes).
 fn extract(reader: impl std::io::Read, root: &Path) -> std::io::Result<(u64, u64)> {
+    use tar::EntryType;
     let mut a = tar::Archive::new(reader);
     a.set_overwrite(true);
     a.set_preserve_permissions(true);
     a.set_preserve_ownerships(true);
     a.set_preserve_mtime(true);
-    a.set_unpack_xattrs(false);
+    a.set_unpack_xattrs(true);
     let (mut entries, mut bytes) = (0u64, 0u64);
     for entry in a.entries()? {
         let mut e = entry?;
         bytes += e.size();
+        let kind = e.header().entry_type();
+        let special = matches!(kind, EntryType::Fifo | EntryType::Char | EntryType::Block);
+        if special || kind == EntryType::Link {
+            // These replace what is there (the tar crate would refuse a hard link over an
+            // existing file, and writes FIFOs and devices as regular files).
+            let dst = inside(root, &e.path()?)?;
+            match std::fs::symlink_metadata(&dst) {
+                Ok(m) if !m.is_dir() => std::fs::remove_file(&dst)?,
+                _ => {}
+            }
+            if special {
+                make_special(e.header(), &dst)?;
+                entries += 1;
+                continue;
+            }
+        }
         e.unpack_in(root)?;
         entries += 1;
     }
     Ok((entries, bytes))
 }
 
+/// `root` joined with an archive path that stays inside it.
+fn inside(root: &Path, path: &Path) -> std::io::Result<std::path::PathBuf> {
+    use std::path::Component;
+    if path.components().all(|c| matches!(c, Component::Normal(_))) {
+        return Ok(root.join(path));
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("{} leaves the archive's root", path.display()),
+    ))
+}
+
+/// Creates a FIFO or device node as the header describes, with its owner, mode and time.
+fn make_special(h: &tar::Header, dst: &Path) -> std::io::Result<()> {
+    use std::ffi::CString;
+    let kind = match h.entry_type() {
+        tar::EntryType::Fifo => libc::S_IFIFO,
+        tar::EntryType::Char => libc::S_IFCHR,
+        _ => libc::S_IFBLK,
+    };
+    let mode = h.mode()? & 0o7777;
+    let dev = libc::makedev(
+        h.device_major()?.unwrap_or(0),
+        h.device_minor()?.unwrap_or(0),
+    );
+    let c = CString::new(dst.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    let check = |r: libc::c_int| {
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    // SAFETY: `c` is a valid NUL-terminated path for each call below.
+    unsafe {
+        check(libc::mknod(c.as_ptr(), kind | mode, dev))?;
+        check(libc::lchown(c.as_ptr(), h.uid()? as u32, h.gid()? as u32))?;
+        // mknod applied the umask, and chown may have cleared set-id bits.
+        check(libc::chmod(c.as_ptr(), mode))?;
+        let t = libc::timespec {
+            tv_sec: h.mtime()? as _,
+            tv_nsec: 0,
+        };
+        let times = [t, t];
+        check(libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        ))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn round_trip(paths: Vec<String>) -> (tempfile::TempDir, (u64, u64)) {
+        let (tx, mut rx) = mpsc::channel(64);
+        let writer = std::thread::spawn(move || write_archive(&paths, tx));
+        let mut tar_bytes = Vec::new();
+        while let Some(piece) = rx.blocking_recv() {
+            tar_bytes.extend_from_slice(&piece.unwrap());
+        }
+        writer.join().unwrap().unwrap();
+        let dst = tempfile::tempdir().unwrap();
+        let counts = extract(&tar_bytes[..], dst.path()).unwrap();
+        (dst, counts)
+    }
 
     #[test]
     fn archive_round_trip_keeps_files_links_and_modes() {
@@ -217,16 +419,7 @@ mod tests {
             .iter()
             .map(|p| s.join(p).to_string_lossy().to_string())
             .collect();
-        let (tx, mut rx) = mpsc::channel(64);
-        let writer = std::thread::spawn(move || write_archive(&paths, tx));
-        let mut tar_bytes = Vec::new();
-        while let Some(piece) = rx.blocking_recv() {
-            tar_bytes.extend_from_slice(&piece.unwrap());
-        }
-        writer.join().unwrap().unwrap();
-
-        let dst = tempfile::tempdir().unwrap();
-        let (entries, bytes) = extract(&tar_bytes[..], dst.path()).unwrap();
+        let (dst, (entries, bytes)) = round_trip(paths);
         assert_eq!((entries, bytes), (4, 5));
         let out = dst.path().join(s.strip_prefix("/").unwrap());
         assert_eq!(std::fs::read(out.join("d/e/f.txt")).unwrap(), b"hello");
@@ -239,5 +432,76 @@ mod tests {
             std::fs::read_link(out.join("d/link")).unwrap(),
             Path::new("e/f.txt")
         );
+    }
+
+    #[test]
+    fn archive_round_trip_keeps_hard_links_fifos_and_xattrs() {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+        let src = tempfile::tempdir().unwrap();
+        let s = src.path();
+        std::fs::write(s.join("a"), b"shared").unwrap();
+        std::fs::hard_link(s.join("a"), s.join("b")).unwrap();
+        let fifo = std::ffi::CString::new(s.join("pipe").as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o640) }, 0);
+        std::fs::set_permissions(s.join("pipe"), std::fs::Permissions::from_mode(0o640)).unwrap();
+        // Not every filesystem has user xattrs (older tmpfs): then that part is skipped.
+        let xattrs = xattr::set(s.join("a"), "user.origin", b"warren").is_ok();
+        let paths: Vec<String> = ["a", "b", "pipe"]
+            .iter()
+            .map(|p| s.join(p).to_string_lossy().to_string())
+            .collect();
+
+        // Unpacked over older files of the same names: they are replaced.
+        let dst = tempfile::tempdir().unwrap();
+        let out = dst.path().join(s.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(&out).unwrap();
+        for n in ["b", "pipe"] {
+            std::fs::write(out.join(n), b"old").unwrap();
+        }
+        let (tx, mut rx) = mpsc::channel(64);
+        let writer = std::thread::spawn(move || write_archive(&paths, tx));
+        let mut tar_bytes = Vec::new();
+        while let Some(piece) = rx.blocking_recv() {
+            tar_bytes.extend_from_slice(&piece.unwrap());
+        }
+        writer.join().unwrap().unwrap();
+        let (entries, bytes) = extract(&tar_bytes[..], dst.path()).unwrap();
+        assert_eq!((entries, bytes), (3, 6), "the link stores no second copy");
+
+        let (a, b) = (
+            std::fs::metadata(out.join("a")).unwrap(),
+            std::fs::metadata(out.join("b")).unwrap(),
+        );
+        assert_eq!(a.ino(), b.ino(), "a and b are one file again");
+        assert_eq!(std::fs::read(out.join("b")).unwrap(), b"shared");
+        let p = std::fs::symlink_metadata(out.join("pipe")).unwrap();
+        assert!(p.file_type().is_fifo());
+        assert_eq!(p.permissions().mode() & 0o777, 0o640);
+        if xattrs {
+            assert_eq!(
+                xattr::get(out.join("a"), "user.origin").unwrap().as_deref(),
+                Some(&b"warren"[..])
+            );
+        }
+    }
+
+    #[test]
+    fn pax_records_count_their_own_length() {
+        assert_eq!(pax_record(b"k=v\n"), b"6 k=v\n");
+        let long = vec![b'x'; 96];
+        let r = pax_record(&long);
+        assert_eq!(r.len(), 99);
+        assert!(r.starts_with(b"99 "));
+        let r = pax_record(&[b'y'; 97]);
+        assert_eq!(r.len(), 101);
+        assert!(r.starts_with(b"101 "));
+    }
+
+    #[test]
+    fn archive_paths_must_stay_inside_the_root() {
+        assert!(inside(Path::new("/r"), Path::new("a/b")).is_ok());
+        assert!(inside(Path::new("/r"), Path::new("../etc")).is_err());
+        assert!(inside(Path::new("/r"), Path::new("/etc")).is_err());
     }
 }
