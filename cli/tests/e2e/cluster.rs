@@ -247,11 +247,30 @@ async fn partitioned_minority(n: usize) {
         c.wait(Duration::from_secs(30), |v| voters(v).len() == n)
             .await
     );
+    // Every node shows the voters: the voter change reached them all, and none is in flight
+    // when the majority stops (this test is about a settled cluster losing its majority).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut settled = true;
+        for i in 0..n {
+            settled &= c.view(i).await.is_some_and(|v| voters(&v).len() == n);
+        }
+        if settled {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the voters did not settle");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let majority: Vec<usize> = (n / 2..n).collect();
+    eprintln!(
+        "{} test: stopping {majority:?}",
+        warren_api::time::now_rfc3339()
+    );
     for &i in &majority {
         c.stop(i);
     }
     let id = format!("minority-{}", unique());
+    eprintln!("{} test: creating {id}", warren_api::time::now_rfc3339());
     let t = Instant::now();
     let r = c.nodes[0]
         .client

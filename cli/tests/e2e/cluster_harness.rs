@@ -55,9 +55,17 @@ impl TestNode {
                     .unwrap_or_else(|_| "warn,warren_consensus=info".into()),
             )
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start node");
+        // Every log line names its node: the nodes of a test write to the same output.
+        let err = BufReader::new(child.stderr.take().unwrap());
+        let name = self.name.clone();
+        std::thread::spawn(move || {
+            for line in err.lines().map_while(Result::ok) {
+                eprintln!("[{name}] {line}");
+            }
+        });
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         out.read_line(&mut line).unwrap();
