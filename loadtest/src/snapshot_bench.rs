@@ -70,6 +70,21 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
         ))?);
         snaps.push(s);
     }
+    // What copy-on-write forks would first need on this engine: the same files registered
+    // as an image layer (Docker applies and hashes the layer itself).
+    sh("sync")?;
+    let tag = format!("warren-bench-layer:{}", std::process::id());
+    let import = sh(&format!(
+        "zstd -d -q -c {dir}/ws.tar.zst | docker import - {tag} >/dev/null"
+    ))?;
+    let _ = sh(&format!("docker rmi {tag} >/dev/null"));
+    let untar_p50 = percentiles(&untar_t).0;
+    table.note(format!(
+        "the same archive as a Docker image layer (`docker import`, what a copy-on-write fork would first need): {:.0} ms, {:.2}x of zstd -d | tar -x ({:.0} ms)",
+        import.as_secs_f64() * 1000.0,
+        import.as_secs_f64() * 1000.0 / untar_p50,
+        untar_p50
+    ));
     let first = snaps.first().expect("at least one round");
     table.add(Row {
         name: format!("snapshot {mib} MiB workspace"),
