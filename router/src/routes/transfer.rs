@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warren_api::snapshot::TransferEvent;
 use warren_api::{sse, ApiError};
-use warren_node::sandbox::progress::{track, Progress};
+use warren_node::sandbox::progress::{track, Progress, ProgressReading};
 
 /// Progress events are sent at most this often (and only when something moved).
 const EVERY: Duration = Duration::from_millis(250);
@@ -23,6 +23,34 @@ pub fn wants_stream(headers: &http::HeaderMap) -> bool {
         .get_all(http::header::ACCEPT)
         .iter()
         .any(|v| v.to_str().is_ok_and(|s| s.contains(sse::CONTENT_TYPE)))
+}
+
+/// The state of a progress stream.
+struct Sending<T> {
+    task: Option<tokio::task::JoinHandle<Result<T, ApiError>>>,
+    /// The `complete` or `error` frame, once the operation ended.
+    last_frame: Option<Bytes>,
+    progress: Arc<Progress>,
+    last: Option<ProgressReading>,
+    quiet: Instant,
+}
+
+impl<T> Sending<T> {
+    /// A `progress` frame, if the reading moved since the last one sent.
+    fn changed(&mut self) -> Option<Bytes> {
+        let now = self.progress.read();
+        if Some(now) == self.last || now.phase.is_empty() {
+            return None;
+        }
+        self.last = Some(now);
+        self.quiet = Instant::now();
+        let event = TransferEvent::Progress {
+            phase: now.phase.to_string(),
+            bytes: now.bytes,
+            total_bytes: (now.total > 0).then_some(now.total),
+        };
+        Some(Bytes::from(sse::frame(&event)))
+    }
 }
 
 /// Runs `op`; answers with its JSON (and `status`) or, when `stream`, with its progress.
@@ -39,9 +67,18 @@ where
     }
     let progress = Arc::new(Progress::default());
     let task = tokio::spawn(track(progress.clone(), op));
-    let state = (Some(task), progress, None, Instant::now());
-    let events = futures_util::stream::unfold(state, |(task, progress, last, quiet)| async move {
-        let mut task = task?;
+    let state = Sending {
+        task: Some(task),
+        last_frame: None,
+        progress,
+        last: None,
+        quiet: Instant::now(),
+    };
+    let events = futures_util::stream::unfold(state, |mut st| async move {
+        if let Some(frame) = st.last_frame.take() {
+            return Some((Ok::<_, std::convert::Infallible>(frame), st));
+        }
+        let mut task = st.task.take()?;
         loop {
             tokio::select! {
                 done = &mut task => {
@@ -55,25 +92,25 @@ where
                         },
                     };
                     let frame = Bytes::from(sse::frame(&event));
-                    return Some((Ok::<_, std::convert::Infallible>(frame), (None, progress, last, quiet)));
+                    // Where the transfer got to goes out before the end, even when its last
+                    // phase took less than one interval.
+                    return match st.changed() {
+                        Some(progress) => {
+                            st.last_frame = Some(frame);
+                            Some((Ok(progress), st))
+                        }
+                        None => Some((Ok(frame), st)),
+                    };
                 }
                 _ = tokio::time::sleep(EVERY) => {
-                    let now = progress.read();
-                    if Some(now) != last && now.phase.is_empty() {
-                        continue;
+                    if let Some(frame) = st.changed() {
+                        st.task = Some(task);
+                        return Some((Ok(frame), st));
                     }
-                    if Some(now) != last {
-                        let event = TransferEvent::Progress {
-                            phase: now.phase.to_string(),
-                            bytes: now.bytes,
-                            total_bytes: (now.total > 0).then_some(now.total),
-                        };
-                        let frame = Bytes::from(sse::frame(&event));
-                        return Some((Ok(frame), (Some(task), progress, Some(now), Instant::now())));
-                    }
-                    if quiet.elapsed() >= Duration::from_secs(sse::KEEPALIVE_SECS) {
-                        let frame = Bytes::from_static(sse::KEEPALIVE.as_bytes());
-                        return Some((Ok(frame), (Some(task), progress, last, Instant::now())));
+                    if st.quiet.elapsed() >= Duration::from_secs(sse::KEEPALIVE_SECS) {
+                        st.task = Some(task);
+                        st.quiet = Instant::now();
+                        return Some((Ok(Bytes::from_static(sse::KEEPALIVE.as_bytes())), st));
                     }
                 }
             }
