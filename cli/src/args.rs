@@ -201,6 +201,10 @@ pub struct NodeArgs {
     /// fails); 0: never.
     #[arg(long, default_value_t = 600)]
     pub checkpoint_every_s: u64,
+    /// Let the guest archive snapshots inside the sandbox (under its CPU quota) instead of
+    /// the node entering the container's mount namespace (which needs root).
+    #[arg(long)]
+    pub pack_in_guest: bool,
 }
 
 impl NodeArgs {
@@ -238,6 +242,7 @@ impl NodeArgs {
             preview_scheme: self.preview_scheme.clone(),
             preview_port: self.preview_port,
             checkpoint_every_s: self.checkpoint_every_s,
+            pack_in_guest: self.pack_in_guest,
         };
         s.check()?;
         Ok(s)

@@ -124,6 +124,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     cfg.preview.domain = s.preview_domain.trim_matches('.').to_ascii_lowercase();
     cfg.preview.scheme = s.preview_scheme.clone();
     cfg.checkpoint_every = std::time::Duration::from_secs(s.checkpoint_every_s);
+    cfg.pack_in_node = !s.pack_in_guest;
 
     let subnets = SubnetPool {
         pool,

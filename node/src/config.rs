@@ -43,6 +43,10 @@ pub struct NodeConfig {
     /// Running sandboxes active since their last checkpoint are snapshotted this often (the
     /// recovery point if their node fails); zero: never.
     pub checkpoint_every: Duration,
+    /// Snapshots are archived by the node inside the container's mount namespace (outside
+    /// the sandbox's cgroup); false: by the guest inside the sandbox (needed when the node
+    /// may not enter the container's namespaces, e.g. without root).
+    pub pack_in_node: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +84,7 @@ impl NodeConfig {
             idle_check_every: Duration::from_secs(1),
             preview: PreviewConfig::default(),
             checkpoint_every: Duration::from_secs(600),
+            pack_in_node: true,
             node_id: node_id.into(),
             region: "local".into(),
             data_dir,

@@ -509,3 +509,99 @@ async fn snapshot_and_restore_stream_their_progress() {
         .unwrap_err();
     assert_eq!(api_err(e).1, ErrorCode::SnapshotNotFound);
 }
+
+/// The main process of a sandbox's container, on the host.
+fn container_pid(sandbox: &str) -> u32 {
+    let out = std::process::Command::new("docker")
+        .args([
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=warren.sandbox={sandbox}"),
+        ])
+        .output()
+        .unwrap();
+    let container = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let out = std::process::Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Pid}}", &container])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+#[tokio::test]
+async fn the_node_packs_inside_the_sandbox_root_and_the_guest_can_instead() {
+    use futures_util::TryStreamExt;
+    use std::io::Read;
+    use warren_api::snapshot::PackRequest;
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("pack-{}", unique());
+    c.put_sandbox(&id, &create(serde_json::json!({})))
+        .await
+        .unwrap();
+    sh(
+        c,
+        &id,
+        "mkdir -p /workspace/p && echo inside > /workspace/p/f && ln -s / /workspace/p/root",
+    )
+    .await;
+    let pid = container_pid(&id);
+    // A path through a symlink to `/` resolves inside the sandbox's root, not the host's:
+    // the packed hostname is the sandbox's own.
+    let paths = [
+        "/workspace/p",
+        "/workspace/p/f",
+        "/workspace/p/root",
+        "/workspace/p/root/etc/hostname",
+    ];
+    let request = serde_json::to_vec(&PackRequest {
+        paths: paths.iter().map(|p| p.to_string()).collect(),
+        quiesce: false,
+    })
+    .unwrap();
+    let stream = warren_node::runtime::enter::pack_in_container(pid, request)
+        .await
+        .unwrap();
+    let bytes: Vec<bytes::Bytes> = stream.try_collect().await.unwrap();
+    let tar_bytes = bytes.concat();
+    let mut found = std::collections::BTreeMap::new();
+    for e in tar::Archive::new(&tar_bytes[..]).entries().unwrap() {
+        let mut e = e.unwrap();
+        let name = e.path().unwrap().to_string_lossy().to_string();
+        let link = e
+            .link_name()
+            .unwrap()
+            .map(|l| l.to_string_lossy().to_string());
+        let mut text = String::new();
+        e.read_to_string(&mut text).unwrap();
+        found.insert(name, (link, text));
+    }
+    assert_eq!(found["workspace/p/f"].1, "inside\n");
+    assert_eq!(found["workspace/p/root"].0.as_deref(), Some("/"));
+    assert_eq!(found["workspace/p/root/etc/hostname"].1.trim(), id);
+
+    // A packer that cannot enter (no such process) fails; it never yields an archive.
+    assert!(
+        warren_node::runtime::enter::pack_in_container(u32::MAX - 1, b"{}".to_vec())
+            .await
+            .is_err()
+    );
+
+    // With --pack-in-guest the guest archives inside the sandbox: the same files come back.
+    let guest = Node::start_with("127.0.0.1:0", &["--pack-in-guest"]).await;
+    let g = &guest.client;
+    let id = format!("gpack-{}", unique());
+    g.put_sandbox(&id, &create(serde_json::json!({})))
+        .await
+        .unwrap();
+    sh(g, &id, WRITE_FILES).await;
+    let before = sh(g, &id, CHECK_FILES).await;
+    let snap = g
+        .create_snapshot(&id, &CreateSnapshotRequest::default())
+        .await
+        .unwrap();
+    sh(g, &id, "rm -rf /workspace/app /root/note").await;
+    g.restore(&id, &snap.id).await.unwrap();
+    assert_eq!(sh(g, &id, CHECK_FILES).await, before);
+}

@@ -1,4 +1,6 @@
-//! Archives for snapshots: `POST /archive/pack` streams a tar of the paths the node names,
+//! Archives for snapshots: `POST /archive/pack` streams a tar of the paths the node names
+//! (`warren-guest pack` does the same on stdin/stdout, run by the node in the sandbox's mount
+//! namespace), `POST /archive/quiesce` stops the sandbox's processes before a sleep,
 //! `POST /archive/remove` deletes paths, `POST /archive/unpack` extracts a tar stream over
 //! the root filesystem. The node decides what changed (from the container engine); the
 //! guest only reads and writes files, so that any image works.
@@ -69,7 +71,11 @@ pub async fn pack(req: Request) -> Result<Response, ApiError> {
     let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(8);
     tokio::task::spawn_blocking(move || {
         let errors = tx.clone();
-        if let Err(e) = write_archive(&body.paths, tx) {
+        let out = ChannelWriter {
+            tx,
+            buf: Vec::with_capacity(PIECE),
+        };
+        if let Err(e) = write_archive(&body.paths, out) {
             let _ = errors.blocking_send(Err(e));
         }
     });
@@ -88,14 +94,9 @@ fn tokio_stream_from(
     futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
-fn write_archive(
-    paths: &[String],
-    tx: mpsc::Sender<std::io::Result<Bytes>>,
-) -> std::io::Result<()> {
-    let mut b = tar::Builder::new(ChannelWriter {
-        tx,
-        buf: Vec::with_capacity(PIECE),
-    });
+/// Writes a tar of `paths` (absolute, as seen from this process's root) to `out`.
+pub fn write_archive<W: Write>(paths: &[String], out: W) -> std::io::Result<()> {
+    let mut b = tar::Builder::new(out);
     b.follow_symlinks(false);
     b.mode(tar::HeaderMode::Complete);
     // (device, inode) of files with several links -> the name they were first saved under.
@@ -113,6 +114,32 @@ fn write_archive(
         }
     }
     b.into_inner()?.flush()
+}
+
+/// `warren-guest pack`: a [`PackRequest`] on stdin, its archive on stdout. The node runs it
+/// in the sandbox's mount namespace but its own cgroup, so that saving a snapshot neither
+/// waits for the sandbox's CPU quota nor counts as the sandbox's CPU use. Exit code 0 only
+/// when the whole archive was written.
+pub fn pack_stdio() -> i32 {
+    let run = || -> std::io::Result<()> {
+        let mut input = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut input)?;
+        let req: PackRequest = serde_json::from_slice(&input)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        for p in &req.paths {
+            warren_api::files::validate_path(p)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.message))?;
+        }
+        let out = std::io::BufWriter::with_capacity(PIECE, std::io::stdout().lock());
+        write_archive(&req.paths, out)
+    };
+    match run() {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("warren-guest pack: {e}");
+            1
+        }
+    }
 }
 
 /// Appends one path. Everything that can fail because the path vanished is read before the
@@ -147,14 +174,33 @@ fn append_entry<W: Write>(
         Vec::new()
     };
     if t.is_file() {
-        let mut file = std::fs::File::open(path)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        // Neither a symlink nor a FIFO swapped in since the lstat above is followed or
+        // blocked on: opened without following, without waiting, then checked.
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)?;
+        let now = file.metadata()?;
+        if !now.is_file() {
+            return Err(std::io::ErrorKind::NotFound.into());
+        }
         // The size as of now (the file may have changed since it was listed).
-        header.set_size(file.metadata()?.len());
+        header.set_size(now.len());
         append_pax(b, &attrs)?;
         return b.append_data(&mut header, name, &mut file);
     }
     if t.is_symlink() {
         let target = std::fs::read_link(path)?;
+        let raw = target.as_os_str().as_bytes();
+        let field = &mut header.as_old_mut().linkname;
+        if raw.len() < field.len() {
+            // The target byte for byte (the tar crate's own setter turns `/` into `//` and
+            // normalizes `./` and trailing slashes away).
+            field.fill(0);
+            field[..raw.len()].copy_from_slice(raw);
+            return b.append_data(&mut header, name, std::io::empty());
+        }
         return b.append_link(&mut header, name, target);
     }
     if t.is_fifo() || t.is_char_device() || t.is_block_device() {
@@ -240,6 +286,12 @@ async fn quiesce() {
     }
     // Let the kernel finish tearing them down (their open files close with them).
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+}
+
+/// `POST /archive/quiesce`: stops every other process before the node saves the files.
+pub async fn quiesce_all(_req: Request) -> Result<Response, ApiError> {
+    quiesce().await;
+    Ok(http::json(200, &serde_json::json!({ "quiesced": true })))
 }
 
 pub async fn remove(req: Request) -> Result<Response, ApiError> {
@@ -393,13 +445,8 @@ mod tests {
     use super::*;
 
     fn round_trip(paths: Vec<String>) -> (tempfile::TempDir, (u64, u64)) {
-        let (tx, mut rx) = mpsc::channel(64);
-        let writer = std::thread::spawn(move || write_archive(&paths, tx));
         let mut tar_bytes = Vec::new();
-        while let Some(piece) = rx.blocking_recv() {
-            tar_bytes.extend_from_slice(&piece.unwrap());
-        }
-        writer.join().unwrap().unwrap();
+        write_archive(&paths, &mut tar_bytes).unwrap();
         let dst = tempfile::tempdir().unwrap();
         let counts = extract(&tar_bytes[..], dst.path()).unwrap();
         (dst, counts)
@@ -415,12 +462,22 @@ mod tests {
         std::fs::set_permissions(s.join("d/e/f.txt"), std::fs::Permissions::from_mode(0o751))
             .unwrap();
         std::os::unix::fs::symlink("e/f.txt", s.join("d/link")).unwrap();
-        let paths: Vec<String> = ["d", "d/e", "d/e/f.txt", "d/link", "d/vanished"]
-            .iter()
-            .map(|p| s.join(p).to_string_lossy().to_string())
-            .collect();
+        std::os::unix::fs::symlink("/", s.join("d/root")).unwrap();
+        std::os::unix::fs::symlink("e/./", s.join("d/dir")).unwrap();
+        let paths: Vec<String> = [
+            "d",
+            "d/e",
+            "d/e/f.txt",
+            "d/link",
+            "d/root",
+            "d/dir",
+            "d/vanished",
+        ]
+        .iter()
+        .map(|p| s.join(p).to_string_lossy().to_string())
+        .collect();
         let (dst, (entries, bytes)) = round_trip(paths);
-        assert_eq!((entries, bytes), (4, 5));
+        assert_eq!((entries, bytes), (6, 5));
         let out = dst.path().join(s.strip_prefix("/").unwrap());
         assert_eq!(std::fs::read(out.join("d/e/f.txt")).unwrap(), b"hello");
         let mode = std::fs::metadata(out.join("d/e/f.txt"))
@@ -431,6 +488,14 @@ mod tests {
         assert_eq!(
             std::fs::read_link(out.join("d/link")).unwrap(),
             Path::new("e/f.txt")
+        );
+        assert_eq!(
+            std::fs::read_link(out.join("d/root")).unwrap().as_os_str(),
+            "/"
+        );
+        assert_eq!(
+            std::fs::read_link(out.join("d/dir")).unwrap().as_os_str(),
+            "e/./"
         );
     }
 
@@ -459,13 +524,8 @@ mod tests {
         for n in ["b", "pipe"] {
             std::fs::write(out.join(n), b"old").unwrap();
         }
-        let (tx, mut rx) = mpsc::channel(64);
-        let writer = std::thread::spawn(move || write_archive(&paths, tx));
         let mut tar_bytes = Vec::new();
-        while let Some(piece) = rx.blocking_recv() {
-            tar_bytes.extend_from_slice(&piece.unwrap());
-        }
-        writer.join().unwrap().unwrap();
+        write_archive(&paths, &mut tar_bytes).unwrap();
         let (entries, bytes) = extract(&tar_bytes[..], dst.path()).unwrap();
         assert_eq!((entries, bytes), (3, 6), "the link stores no second copy");
 

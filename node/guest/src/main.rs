@@ -1,4 +1,5 @@
 //! `warren-guest [--run-dir DIR]`: the agent inside a sandbox (see the library docs).
+//! `warren-guest pack`: writes the archive of a snapshot to stdout (run by the node).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,6 +11,7 @@ fn main() {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--run-dir" => run_dir = PathBuf::from(args.next().expect("--run-dir needs a value")),
+            "pack" => std::process::exit(warren_guest::archive::pack_stdio()),
             "--version" => {
                 println!("warren-guest {}", env!("CARGO_PKG_VERSION"));
                 return;

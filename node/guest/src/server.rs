@@ -158,6 +158,7 @@ async fn dispatch(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
             crate::interpreter::run(g, &cid, req).await
         }
         (&Method::POST, ["archive", "pack"]) => archive::pack(req).await,
+        (&Method::POST, ["archive", "quiesce"]) => archive::quiesce_all(req).await,
         (&Method::POST, ["archive", "remove"]) => archive::remove(req).await,
         (&Method::POST, ["archive", "unpack"]) => archive::unpack(req).await,
         (&Method::POST, ["git", "checkout"]) => {

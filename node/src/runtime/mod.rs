@@ -2,6 +2,7 @@
 //! sandbox manager only sees this trait.
 
 pub mod docker;
+pub mod enter;
 pub mod firewall;
 pub mod subnets;
 pub mod upper_dir;

@@ -9,10 +9,12 @@
 
 use super::{guest_error, not_found, SandboxManager, Slot};
 use crate::guest::client::{full, BoxError, GuestBody};
-use crate::runtime::ChangeKind;
+use crate::runtime::{enter, ChangeKind};
 use crate::sandbox::lifecycle::{self, Event};
 use crate::sandbox::record::SandboxRecord;
-use futures_util::TryStreamExt;
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+use futures_util::{StreamExt, TryStreamExt};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -171,28 +173,16 @@ impl SandboxManager {
         // Parents sort before their children, so the archive creates directories first.
         saved.sort();
         deleted.sort();
-        let request = serde_json::to_vec(&PackRequest {
-            paths: saved,
-            quiesce,
-        })
-        .expect("serializes");
-        let resp = self
-            .guest_call(rec, "/archive/pack", "application/json", full(request))
-            .await?;
+        let archive = self.pack(rec, saved, quiesce).await?;
         let progress = crate::sandbox::progress::current();
         if let Some(p) = &progress {
             p.phase("archive", 0);
         }
-        let reader = tokio_util::io::StreamReader::new(
-            resp.into_body()
-                .into_data_stream()
-                .inspect_ok(move |b| {
-                    if let Some(p) = &progress {
-                        p.add(b.len() as u64);
-                    }
-                })
-                .map_err(std::io::Error::other),
-        );
+        let reader = tokio_util::io::StreamReader::new(archive.inspect_ok(move |b| {
+            if let Some(p) = &progress {
+                p.add(b.len() as u64);
+            }
+        }));
         let new = NewSnapshot {
             id: new_snapshot_id(),
             sandbox: rec.id.clone(),
@@ -215,6 +205,43 @@ impl SandboxManager {
         tracing::info!(sandbox_id = %rec.id, snapshot = %m.id, bytes = m.size_bytes, new_bytes = m.new_bytes,
             ms = started.elapsed().as_millis() as u64, "snapshot written");
         Ok(m)
+    }
+
+    /// The archive of `paths`, packed by the node inside the container's mount namespace
+    /// (outside the sandbox's cgroup), or by the guest when the node cannot enter it.
+    async fn pack(
+        &self,
+        rec: &SandboxRecord,
+        paths: Vec<String>,
+        quiesce: bool,
+    ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, ApiError> {
+        let running = self.runtime.inspect(&rec.id).await?.filter(|i| i.running);
+        if let Some(info) = running.filter(|_| self.config().pack_in_node) {
+            if quiesce {
+                self.guest_json(rec, "/archive/quiesce", b"{}".to_vec())
+                    .await?;
+            }
+            let request = serde_json::to_vec(&PackRequest {
+                paths: paths.clone(),
+                quiesce: false,
+            })
+            .expect("serializes");
+            match enter::pack_in_container(info.pid, request).await {
+                Ok(stream) => return Ok(stream.boxed()),
+                Err(e) => {
+                    tracing::warn!(sandbox_id = %rec.id, error = %e, "cannot pack in the container's namespace; the guest packs")
+                }
+            }
+        }
+        let request = serde_json::to_vec(&PackRequest { paths, quiesce }).expect("serializes");
+        let resp = self
+            .guest_call(rec, "/archive/pack", "application/json", full(request))
+            .await?;
+        Ok(resp
+            .into_body()
+            .into_data_stream()
+            .map_err(std::io::Error::other)
+            .boxed())
     }
 
     /// Fetches and verifies every chunk of a snapshot into the local cache.

@@ -1,0 +1,94 @@
+//! Running the guest binary inside a container's filesystem but outside its cgroup.
+//!
+//! Saving a snapshot reads the sandbox's changed files. Done by the guest inside the
+//! sandbox, that work waits for the sandbox's CPU quota and counts as the sandbox's CPU use.
+//! Instead the node starts `warren-guest pack` in a child that joins only the container's
+//! mount namespace and root (as `nsenter --mount --root` does): it sees exactly the files
+//! the sandbox sees, resolves every path and symlink inside the sandbox's root as the guest
+//! would, and stays in the node's own cgroup. This needs root on the container's host; when
+//! the child cannot be started the caller falls back to the guest.
+
+use super::GUEST_BIN_IN_CONTAINER;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use std::ffi::CString;
+use std::process::Stdio;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Bytes read from the packer's output at once.
+const READ_SIZE: usize = 256 * 1024;
+
+/// Starts `warren-guest pack` in the mount namespace of process `pid` (a container's main
+/// process), hands it `request` (a JSON `PackRequest`) and returns its archive as a stream.
+/// The stream ends with an error unless the packer exited successfully, so a packer that
+/// died half-way never yields an archive that looks complete.
+pub async fn pack_in_container(
+    pid: u32,
+    request: Vec<u8>,
+) -> std::io::Result<impl Stream<Item = std::io::Result<Bytes>> + Send + 'static> {
+    if pid == 0 {
+        return Err(std::io::Error::other("the container is not running"));
+    }
+    let ns = CString::new(format!("/proc/{pid}/ns/mnt")).expect("no NUL");
+    let root = CString::new(format!("/proc/{pid}/root")).expect("no NUL");
+    let mut cmd = tokio::process::Command::new(GUEST_BIN_IN_CONTAINER);
+    cmd.arg("pack")
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    // SAFETY: runs in the forked child before exec; only async-signal-safe system calls on
+    // memory prepared before the fork.
+    unsafe {
+        cmd.pre_exec(move || enter(&ns, &root));
+    }
+    let mut child = cmd.spawn()?;
+    let mut stdin = child.stdin.take().expect("piped");
+    // The packer reads its whole request before it writes a byte.
+    stdin.write_all(&request).await?;
+    drop(stdin);
+    let stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let body = tokio_util::io::ReaderStream::with_capacity(stdout, READ_SIZE);
+    let outcome = futures_util::stream::once(async move {
+        let mut why = String::new();
+        let _ = stderr.read_to_string(&mut why).await;
+        let status = child.wait().await?;
+        if status.success() {
+            return Ok(None);
+        }
+        Err(std::io::Error::other(format!(
+            "packing the sandbox's files failed ({status}): {}",
+            why.trim()
+        )))
+    })
+    .filter_map(|r: std::io::Result<Option<Bytes>>| async move { r.transpose() });
+    Ok(body.chain(outcome))
+}
+
+/// Joins the mount namespace of `ns` and makes `root` the root directory.
+fn enter(ns: &CString, root: &CString) -> std::io::Result<()> {
+    let check = |r: libc::c_int| {
+        if r < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(r)
+        }
+    };
+    // SAFETY: valid NUL-terminated paths; the descriptors are this child's own.
+    unsafe {
+        let ns_fd = check(libc::open(ns.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC))?;
+        let root_fd = check(libc::open(
+            root.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        ))?;
+        check(libc::setns(ns_fd, libc::CLONE_NEWNS))?;
+        check(libc::fchdir(root_fd))?;
+        check(libc::chroot(c".".as_ptr()))?;
+        check(libc::chdir(c"/".as_ptr()))?;
+        libc::close(ns_fd);
+        libc::close(root_fd);
+    }
+    Ok(())
+}
