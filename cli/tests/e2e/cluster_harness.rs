@@ -25,6 +25,8 @@ pub struct TestCluster {
     token: String,
     /// More settings (TOML lines) for every node.
     extra: String,
+    /// The nodes' object store (default: a directory of the cluster's).
+    store: Option<String>,
 }
 
 fn free_udp_port() -> u16 {
@@ -99,8 +101,23 @@ impl TestCluster {
         TestCluster::start_with(n, regions, "").await
     }
 
+    /// Like [`start_with`](Self::start_with), with every node on the object store at
+    /// `location` (e.g. an S3 bucket) instead of a shared directory.
+    pub async fn start_on_store(n: usize, extra: &str, location: &str) -> TestCluster {
+        TestCluster::start_inner(n, 1, extra, Some(location.to_string())).await
+    }
+
     /// Like [`start`](Self::start), with more settings (TOML lines) for every node.
     pub async fn start_with(n: usize, regions: usize, extra: &str) -> TestCluster {
+        TestCluster::start_inner(n, regions, extra, None).await
+    }
+
+    async fn start_inner(
+        n: usize,
+        regions: usize,
+        extra: &str,
+        store: Option<String>,
+    ) -> TestCluster {
         let prefix = format!("c{}", &unique()[..6]);
         let dir = PathBuf::from(format!("/tmp/wc-{prefix}"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -113,6 +130,7 @@ impl TestCluster {
             key,
             token: format!("wj_{}", unique()),
             extra: extra.to_string(),
+            store,
         };
         for i in 0..n {
             cluster.spawn_node(&format!("r{}", i % regions + 1));
@@ -169,7 +187,9 @@ impl TestCluster {
                 self.token,
                 self.dir.join("api-key").display(),
                 guest_bin(),
-                self.dir.join("objects").display(),
+                self.store
+                    .clone()
+                    .unwrap_or_else(|| self.dir.join("objects").display().to_string()),
                 self.extra,
             ),
         )

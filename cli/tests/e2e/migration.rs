@@ -380,3 +380,73 @@ async fn migration_preview_calls_during_a_drain_follow_the_move() {
     assert_eq!(r.status(), 200);
     assert_eq!(r.text().await.unwrap(), "hello from 8100");
 }
+
+#[tokio::test]
+async fn migration_through_s3_drain_and_kill_9_keep_the_files() {
+    use super::s3::moto;
+    moto::set_test_credentials();
+    let server = moto::Moto::start().await;
+    server.bucket("warren-cluster").await;
+    let location = moto::location(server.port, "warren-cluster", "c");
+    let mut c = TestCluster::start_on_store(3, "checkpoint_every_s = 1", &location).await;
+    let x = c.nodes[0].name.clone();
+    let id = ids_on(&c, 1, &x, 1).await.remove(0);
+    let client = c.nodes[1].client.clone();
+    let r = client
+        .sh(&id, "mkdir -p /workspace/d && echo through-s3 > /workspace/d/f && head -c 3000000 /dev/urandom > /workspace/d/r && sha256sum /workspace/d/r > /workspace/sum")
+        .await
+        .unwrap();
+    assert_eq!(r.exit_code, 0, "{}", r.stderr);
+
+    // Drain: the snapshot goes through the bucket to the new owner.
+    let r = client
+        .request(Method::POST, &format!("/v1/cluster/nodes/{x}/drain"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let owner = wait_moved(&c, 1, &id, &x).await;
+    let check = "cat /workspace/d/f && sha256sum -c /workspace/sum";
+    let r = client.sh(&id, check).await.unwrap();
+    assert_eq!(r.exit_code, 0, "{}", r.stderr);
+    assert!(r.stdout.starts_with("through-s3\n"), "{}", r.stdout);
+
+    // Kill -9 of the new owner after a checkpoint: a survivor restores it from the bucket.
+    client
+        .sh(&id, "echo after-drain > /workspace/d/g")
+        .await
+        .unwrap();
+    let written = warren_api::time::now_rfc3339();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let snaps = client.list_snapshots(Some(&id)).await.unwrap().snapshots;
+        if snaps.iter().any(|s| s.created_at > written) {
+            // The owner commits the checkpoint to the cluster right after writing it.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            break;
+        }
+        assert!(Instant::now() < deadline, "no checkpoint was taken");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let victim = c.index_of(&owner);
+    c.kill(victim);
+    let via = (0..3).find(|i| *i != victim && *i != 0).unwrap();
+    wait_moved(&c, via, &id, &owner).await;
+    let r = c.nodes[via]
+        .client
+        .sh(&id, &format!("{check} && cat /workspace/d/g"))
+        .await
+        .unwrap();
+    assert_eq!(r.exit_code, 0, "{}", r.stderr);
+    assert!(r.stdout.ends_with("after-drain\n"), "{}", r.stdout);
+    // The failed node comes back: its stale copy goes, one container remains.
+    c.restart(victim);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while c.containers_of(&id) != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the returning node kept its stale copy"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use warren_api::snapshot::CreateSnapshotRequest;
 
 #[path = "../../../storage/tests/moto.rs"]
-mod moto;
+pub mod moto;
 
 /// A TCP proxy in front of the store that can be switched off (connections are then closed
 /// at once, as by a store that is down).
