@@ -201,8 +201,9 @@ pub struct NodeArgs {
     /// fails); 0: never.
     #[arg(long, default_value_t = 600)]
     pub checkpoint_every_s: u64,
-    /// Let the guest archive snapshots inside the sandbox (under its CPU quota) instead of
-    /// the node entering the container's mount namespace (which needs root).
+    /// Let the guest archive and unpack snapshots inside the sandbox (counted as the
+    /// sandbox's CPU use) instead of the node entering the container's mount namespace
+    /// (which needs root).
     #[arg(long)]
     pub pack_in_guest: bool,
 }

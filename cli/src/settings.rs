@@ -76,8 +76,9 @@ pub struct Settings {
     /// 0: never (a failed node's sandboxes then come back from their last sleep, or fresh).
     #[serde(default = "default_checkpoint_every")]
     pub checkpoint_every_s: u64,
-    /// Let the guest archive snapshots inside the sandbox (under its CPU quota) instead of
-    /// the node entering the container's mount namespace (which needs root).
+    /// Let the guest archive and unpack snapshots inside the sandbox (counted as the
+    /// sandbox's CPU use) instead of the node entering the container's mount namespace
+    /// (which needs root).
     #[serde(default)]
     pub pack_in_guest: bool,
 }

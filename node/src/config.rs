@@ -43,9 +43,9 @@ pub struct NodeConfig {
     /// Running sandboxes active since their last checkpoint are snapshotted this often (the
     /// recovery point if their node fails); zero: never.
     pub checkpoint_every: Duration,
-    /// Snapshots are archived by the node inside the container's mount namespace (outside
-    /// the sandbox's cgroup); false: by the guest inside the sandbox (needed when the node
-    /// may not enter the container's namespaces, e.g. without root).
+    /// Snapshots are archived and unpacked by the node inside the container's mount
+    /// namespace (outside the sandbox's cgroup); false: by the guest inside the sandbox
+    /// (needed when the node may not enter the container's namespaces, e.g. without root).
     pub pack_in_node: bool,
 }
 

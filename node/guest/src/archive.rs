@@ -277,6 +277,26 @@ fn pax_record(kv: &[u8]) -> Vec<u8> {
     out
 }
 
+/// `warren-guest unpack`: a tar on stdin extracted over `/`; `{entries, bytes}` on stdout.
+/// Run by the node in the sandbox's mount namespace (see [`pack_stdio`]). Exit code 0 only
+/// when the whole archive was written.
+pub fn unpack_stdio() -> i32 {
+    let input = std::io::BufReader::with_capacity(1 << 20, std::io::stdin().lock());
+    match extract(input, Path::new("/")) {
+        Ok((entries, bytes)) => {
+            println!(
+                "{}",
+                serde_json::json!({ "entries": entries, "bytes": bytes })
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("warren-guest unpack: cannot unpack the snapshot: {e}");
+            1
+        }
+    }
+}
+
 /// Stops every process of the sandbox but this one (PID 1 of its namespace), so that the
 /// files are still while they are saved. Used only right before the sandbox sleeps.
 async fn quiesce() {

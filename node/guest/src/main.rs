@@ -1,5 +1,6 @@
 //! `warren-guest [--run-dir DIR]`: the agent inside a sandbox (see the library docs).
-//! `warren-guest pack`: writes the archive of a snapshot to stdout (run by the node).
+//! `warren-guest pack` / `unpack`: writes a snapshot's archive to stdout, or its files from
+//! stdin (run by the node in the sandbox's mount namespace).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,6 +13,7 @@ fn main() {
         match a.as_str() {
             "--run-dir" => run_dir = PathBuf::from(args.next().expect("--run-dir needs a value")),
             "pack" => std::process::exit(warren_guest::archive::pack_stdio()),
+            "unpack" => std::process::exit(warren_guest::archive::unpack_stdio()),
             "--version" => {
                 println!("warren-guest {}", env!("CARGO_PKG_VERSION"));
                 return;

@@ -1,8 +1,9 @@
 //! Running the guest binary inside a container's filesystem but outside its cgroup.
 //!
-//! Saving a snapshot reads the sandbox's changed files. Done by the guest inside the
-//! sandbox, that work waits for the sandbox's CPU quota and counts as the sandbox's CPU use.
-//! Instead the node starts `warren-guest pack` in a child that joins only the container's
+//! Saving a snapshot reads the sandbox's changed files; restoring one writes them. Done by
+//! the guest inside the sandbox, that work waits for the sandbox's CPU quota and counts as
+//! the sandbox's CPU use. Instead the node starts `warren-guest pack` (or `unpack`) in a
+//! child that joins only the container's
 //! mount namespace and root (as `nsenter --mount --root` does): it sees exactly the files
 //! the sandbox sees, resolves every path and symlink inside the sandbox's root as the guest
 //! would, and stays in the node's own cgroup. This needs root on the container's host; when
@@ -18,21 +19,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// Bytes read from the packer's output at once.
 const READ_SIZE: usize = 256 * 1024;
 
-/// Starts `warren-guest pack` in the mount namespace of process `pid` (a container's main
-/// process), hands it `request` (a JSON `PackRequest`) and returns its archive as a stream.
-/// The stream ends with an error unless the packer exited successfully, so a packer that
-/// died half-way never yields an archive that looks complete.
-pub async fn pack_in_container(
-    pid: u32,
-    request: Vec<u8>,
-) -> std::io::Result<impl Stream<Item = std::io::Result<Bytes>> + Send + 'static> {
+/// Starts `warren-guest {command}` in the mount namespace and root of process `pid` (a
+/// container's main process), with stdin, stdout and stderr piped.
+fn spawn_guest(pid: u32, command: &str) -> std::io::Result<tokio::process::Child> {
     if pid == 0 {
         return Err(std::io::Error::other("the container is not running"));
     }
     let ns = CString::new(format!("/proc/{pid}/ns/mnt")).expect("no NUL");
     let root = CString::new(format!("/proc/{pid}/root")).expect("no NUL");
     let mut cmd = tokio::process::Command::new(GUEST_BIN_IN_CONTAINER);
-    cmd.arg("pack")
+    cmd.arg(command)
         .env_clear()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -43,28 +39,93 @@ pub async fn pack_in_container(
     unsafe {
         cmd.pre_exec(move || enter(&ns, &root));
     }
-    let mut child = cmd.spawn()?;
+    cmd.spawn()
+}
+
+/// Waits for a guest command; an error with what it printed unless it exited 0.
+async fn finished(
+    mut child: tokio::process::Child,
+    mut stderr: tokio::process::ChildStderr,
+    what: &str,
+) -> std::io::Result<()> {
+    let mut why = String::new();
+    let _ = stderr.read_to_string(&mut why).await;
+    let status = child.wait().await?;
+    if status.success() {
+        return Ok(());
+    }
+    Err(std::io::Error::other(format!(
+        "{what} failed ({status}): {}",
+        why.trim()
+    )))
+}
+
+/// Starts `warren-guest pack` in the container of process `pid`, hands it `request` (a JSON
+/// `PackRequest`) and returns its archive as a stream. The stream ends with an error unless
+/// the packer exited successfully, so a packer that died half-way never yields an archive
+/// that looks complete.
+pub async fn pack_in_container(
+    pid: u32,
+    request: Vec<u8>,
+) -> std::io::Result<impl Stream<Item = std::io::Result<Bytes>> + Send + 'static> {
+    let mut child = spawn_guest(pid, "pack")?;
     let mut stdin = child.stdin.take().expect("piped");
     // The packer reads its whole request before it writes a byte.
     stdin.write_all(&request).await?;
     drop(stdin);
     let stdout = child.stdout.take().expect("piped");
-    let mut stderr = child.stderr.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
     let body = tokio_util::io::ReaderStream::with_capacity(stdout, READ_SIZE);
     let outcome = futures_util::stream::once(async move {
-        let mut why = String::new();
-        let _ = stderr.read_to_string(&mut why).await;
-        let status = child.wait().await?;
-        if status.success() {
-            return Ok(None);
-        }
-        Err(std::io::Error::other(format!(
-            "packing the sandbox's files failed ({status}): {}",
-            why.trim()
-        )))
+        finished(child, stderr, "packing the sandbox's files").await
     })
-    .filter_map(|r: std::io::Result<Option<Bytes>>| async move { r.transpose() });
+    .filter_map(|r| async move { r.err().map(Err) });
     Ok(body.chain(outcome))
+}
+
+/// A `warren-guest unpack` started in the container of process `pid`, ready for a tar.
+pub struct Unpacker {
+    child: tokio::process::Child,
+}
+
+impl Unpacker {
+    /// Starts it (an error here means nothing was read from any archive yet).
+    pub fn start(pid: u32) -> std::io::Result<Unpacker> {
+        Ok(Unpacker {
+            child: spawn_guest(pid, "unpack")?,
+        })
+    }
+
+    /// Feeds `archive` to it and waits until every file is written. An error of the
+    /// archive's own stream is returned as it is (the unpacker, cut short, is stopped).
+    pub async fn unpack<S>(mut self, archive: S) -> std::io::Result<()>
+    where
+        S: Stream<Item = std::io::Result<Bytes>> + Send,
+    {
+        let mut stdin = self.child.stdin.take().expect("piped");
+        let mut stdout = self.child.stdout.take().expect("piped");
+        let stderr = self.child.stderr.take().expect("piped");
+        // Its answer is small; read it alongside so that it never blocks on a full pipe.
+        let answer = tokio::spawn(async move {
+            let mut out = Vec::new();
+            let _ = stdout.read_to_end(&mut out).await;
+            out
+        });
+        let mut archive = std::pin::pin!(archive);
+        while let Some(piece) = archive.next().await {
+            let piece = piece?;
+            if let Err(e) = stdin.write_all(&piece).await {
+                // It stopped reading: its own error says why.
+                drop(stdin);
+                finished(self.child, stderr, "unpacking the snapshot").await?;
+                return Err(e);
+            }
+        }
+        drop(stdin);
+        finished(self.child, stderr, "unpacking the snapshot").await?;
+        let _ = answer.await;
+        Ok(())
+    }
 }
 
 /// Joins the mount namespace of `ns` and makes `root` the root directory.

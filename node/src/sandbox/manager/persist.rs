@@ -87,18 +87,23 @@ pub fn snapshot_error(e: SnapshotError) -> ApiError {
     }
 }
 
-fn tar_body(prepared: Prepared) -> GuestBody {
+/// The snapshot's archive, reporting the `unpack` phase to the caller's progress.
+fn tar_stream(
+    prepared: Prepared,
+) -> impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static {
     let progress = crate::sandbox::progress::current();
     if let Some(p) = &progress {
         p.phase("unpack", prepared.manifest().size_bytes);
     }
-    let stream = prepared
-        .into_stream()
-        .inspect_ok(move |b| {
-            if let Some(p) = &progress {
-                p.add(b.len() as u64);
-            }
-        })
+    prepared.into_stream().inspect_ok(move |b| {
+        if let Some(p) = &progress {
+            p.add(b.len() as u64);
+        }
+    })
+}
+
+fn tar_body(prepared: Prepared) -> GuestBody {
+    let stream = tar_stream(prepared)
         .map_ok(Frame::data)
         .map_err(|e| Box::new(e) as BoxError);
     StreamBody::new(stream).boxed_unsync()
@@ -244,6 +249,40 @@ impl SandboxManager {
             .boxed())
     }
 
+    /// Writes the snapshot's files into the sandbox's fresh container: from the node, in the
+    /// container's mount namespace (outside the sandbox's cgroup), or by the guest when the
+    /// node cannot enter it.
+    async fn unpack(&self, rec: &SandboxRecord, prepared: Prepared) -> Result<(), ApiError> {
+        if self.config().pack_in_node {
+            let pid = self
+                .runtime
+                .inspect(&rec.id)
+                .await?
+                .filter(|i| i.running)
+                .map_or(0, |i| i.pid);
+            match enter::Unpacker::start(pid) {
+                Ok(unpacker) => {
+                    return unpacker.unpack(tar_stream(prepared)).await.map_err(|e| {
+                        ApiError::internal(format!("cannot unpack the snapshot: {e}"))
+                    })
+                }
+                Err(e) => {
+                    tracing::warn!(sandbox_id = %rec.id, error = %e, "cannot unpack in the container's namespace; the guest unpacks")
+                }
+            }
+        }
+        let resp = self
+            .guest_call(
+                rec,
+                "/archive/unpack",
+                "application/x-tar",
+                tar_body(prepared),
+            )
+            .await?;
+        let _ = resp.into_body().collect().await;
+        Ok(())
+    }
+
     /// Fetches and verifies every chunk of a snapshot into the local cache.
     async fn prepare(&self, snapshot: &str) -> Result<Prepared, ApiError> {
         let m = self
@@ -291,12 +330,12 @@ impl SandboxManager {
         let Some(prepared) = prepared else {
             return self.start_container(rec, true).await;
         };
-        // Unpacking is the node's work, done inside the sandbox: the container starts with
-        // the machine's CPUs, and the sandbox's own limit applies once the files are in,
-        // before anyone else can use it.
+        // Unpacking is the node's work. Done in the node's cgroup it needs nothing more; done
+        // by the guest, the container starts with the machine's CPUs, and the sandbox's own
+        // limit applies once the files are in, before anyone else can use it.
         let machine = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         let own = rec.resources.cpus;
-        let lifted = machine > own;
+        let lifted = !self.config().pack_in_node && machine > own;
         if lifted {
             rec.resources.cpus = machine;
         }
@@ -314,15 +353,7 @@ impl SandboxManager {
                 .expect("serializes");
                 self.guest_json(rec, "/archive/remove", body).await?;
             }
-            let resp = self
-                .guest_call(
-                    rec,
-                    "/archive/unpack",
-                    "application/x-tar",
-                    tar_body(prepared),
-                )
-                .await?;
-            let _ = resp.into_body().collect().await;
+            self.unpack(rec, prepared).await?;
             if lifted {
                 self.runtime.set_cpus(&rec.id, rec.resources.cpus).await?;
             }
