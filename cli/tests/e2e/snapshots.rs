@@ -560,7 +560,8 @@ async fn the_node_packs_inside_the_sandbox_root_and_the_guest_can_instead() {
         quiesce: false,
     })
     .unwrap();
-    let stream = warren_node::runtime::enter::pack_in_container(pid, request)
+    let target = warren_node::runtime::enter::Target::open(pid).unwrap();
+    let stream = warren_node::runtime::enter::pack_in_container(&target, request)
         .await
         .unwrap();
     let bytes: Vec<bytes::Bytes> = stream.try_collect().await.unwrap();
@@ -581,11 +582,16 @@ async fn the_node_packs_inside_the_sandbox_root_and_the_guest_can_instead() {
     assert_eq!(found["workspace/p/root"].0.as_deref(), Some("/"));
     assert_eq!(found["workspace/p/root/etc/hostname"].1.trim(), id);
 
-    // A packer that cannot enter (no such process) fails; it never yields an archive.
+    // No such process: nothing to enter.
+    assert!(warren_node::runtime::enter::Target::open(u32::MAX - 1).is_err());
+    // A packer that fails (a request it cannot read) ends its stream with an error.
+    let stream = warren_node::runtime::enter::pack_in_container(&target, b"{".to_vec())
+        .await
+        .unwrap();
+    let r: Result<Vec<bytes::Bytes>, _> = stream.try_collect().await;
     assert!(
-        warren_node::runtime::enter::pack_in_container(u32::MAX - 1, b"{}".to_vec())
-            .await
-            .is_err()
+        r.is_err(),
+        "a failed packer must not end like a whole archive"
     );
 
     // With --pack-in-guest the guest archives inside the sandbox: the same files come back.

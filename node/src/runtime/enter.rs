@@ -12,21 +12,41 @@
 use super::GUEST_BIN_IN_CONTAINER;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
-use std::ffi::CString;
 use std::process::Stdio;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Bytes read from the packer's output at once.
 const READ_SIZE: usize = 256 * 1024;
 
-/// Starts `warren-guest {command}` in the mount namespace and root of process `pid` (a
-/// container's main process), with stdin, stdout and stderr piped.
-fn spawn_guest(pid: u32, command: &str) -> std::io::Result<tokio::process::Child> {
-    if pid == 0 {
-        return Err(std::io::Error::other("the container is not running"));
+/// A container's mount namespace and root directory, held open. Opened from its main
+/// process's pid; the caller checks afterwards that the pid is still the container's (a pid
+/// reused by another process in between would otherwise lend its files), and from then on
+/// the descriptors cannot change what they refer to.
+pub struct Target {
+    ns: std::fs::File,
+    root: std::fs::File,
+}
+
+impl Target {
+    pub fn open(pid: u32) -> std::io::Result<Target> {
+        use std::os::unix::fs::OpenOptionsExt;
+        if pid == 0 {
+            return Err(std::io::Error::other("the container is not running"));
+        }
+        let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt"))?;
+        let root = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY)
+            .open(format!("/proc/{pid}/root"))?;
+        Ok(Target { ns, root })
     }
-    let ns = CString::new(format!("/proc/{pid}/ns/mnt")).expect("no NUL");
-    let root = CString::new(format!("/proc/{pid}/root")).expect("no NUL");
+}
+
+/// Starts `warren-guest {command}` in the target's mount namespace and root, with stdin,
+/// stdout and stderr piped.
+fn spawn_guest(target: &Target, command: &str) -> std::io::Result<tokio::process::Child> {
+    use std::os::fd::AsRawFd;
+    let (ns, root) = (target.ns.as_raw_fd(), target.root.as_raw_fd());
     let mut cmd = tokio::process::Command::new(GUEST_BIN_IN_CONTAINER);
     cmd.arg(command)
         .env_clear()
@@ -37,7 +57,7 @@ fn spawn_guest(pid: u32, command: &str) -> std::io::Result<tokio::process::Child
     // SAFETY: runs in the forked child before exec; only async-signal-safe system calls on
     // memory prepared before the fork.
     unsafe {
-        cmd.pre_exec(move || enter(&ns, &root));
+        cmd.pre_exec(move || enter(ns, root));
     }
     cmd.spawn()
 }
@@ -65,10 +85,10 @@ async fn finished(
 /// the packer exited successfully, so a packer that died half-way never yields an archive
 /// that looks complete.
 pub async fn pack_in_container(
-    pid: u32,
+    target: &Target,
     request: Vec<u8>,
 ) -> std::io::Result<impl Stream<Item = std::io::Result<Bytes>> + Send + 'static> {
-    let mut child = spawn_guest(pid, "pack")?;
+    let mut child = spawn_guest(target, "pack")?;
     let mut stdin = child.stdin.take().expect("piped");
     // The packer reads its whole request before it writes a byte.
     stdin.write_all(&request).await?;
@@ -90,9 +110,9 @@ pub struct Unpacker {
 
 impl Unpacker {
     /// Starts it (an error here means nothing was read from any archive yet).
-    pub fn start(pid: u32) -> std::io::Result<Unpacker> {
+    pub fn start(target: &Target) -> std::io::Result<Unpacker> {
         Ok(Unpacker {
-            child: spawn_guest(pid, "unpack")?,
+            child: spawn_guest(target, "unpack")?,
         })
     }
 
@@ -128,28 +148,21 @@ impl Unpacker {
     }
 }
 
-/// Joins the mount namespace of `ns` and makes `root` the root directory.
-fn enter(ns: &CString, root: &CString) -> std::io::Result<()> {
+/// Joins the mount namespace `ns` and makes the directory `root` the root directory.
+fn enter(ns: libc::c_int, root: libc::c_int) -> std::io::Result<()> {
     let check = |r: libc::c_int| {
         if r < 0 {
             Err(std::io::Error::last_os_error())
         } else {
-            Ok(r)
+            Ok(())
         }
     };
-    // SAFETY: valid NUL-terminated paths; the descriptors are this child's own.
+    // SAFETY: plain system calls on descriptors this child inherited open.
     unsafe {
-        let ns_fd = check(libc::open(ns.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC))?;
-        let root_fd = check(libc::open(
-            root.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        ))?;
-        check(libc::setns(ns_fd, libc::CLONE_NEWNS))?;
-        check(libc::fchdir(root_fd))?;
+        check(libc::setns(ns, libc::CLONE_NEWNS))?;
+        check(libc::fchdir(root))?;
         check(libc::chroot(c".".as_ptr()))?;
         check(libc::chdir(c"/".as_ptr()))?;
-        libc::close(ns_fd);
-        libc::close(root_fd);
     }
     Ok(())
 }

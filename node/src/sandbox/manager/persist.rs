@@ -220,8 +220,7 @@ impl SandboxManager {
         paths: Vec<String>,
         quiesce: bool,
     ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, ApiError> {
-        let running = self.runtime.inspect(&rec.id).await?.filter(|i| i.running);
-        if let Some(info) = running.filter(|_| self.config().pack_in_node) {
+        if let Some(target) = self.enter_target(&rec.id).await? {
             if quiesce {
                 self.guest_json(rec, "/archive/quiesce", b"{}".to_vec())
                     .await?;
@@ -231,7 +230,7 @@ impl SandboxManager {
                 quiesce: false,
             })
             .expect("serializes");
-            match enter::pack_in_container(info.pid, request).await {
+            match enter::pack_in_container(&target, request).await {
                 Ok(stream) => return Ok(stream.boxed()),
                 Err(e) => {
                     tracing::warn!(sandbox_id = %rec.id, error = %e, "cannot pack in the container's namespace; the guest packs")
@@ -249,18 +248,37 @@ impl SandboxManager {
             .boxed())
     }
 
+    /// The running container's namespaces for the node's own archive work, unless the node
+    /// is set to leave that to the guest or cannot open them.
+    async fn enter_target(&self, id: &str) -> Result<Option<enter::Target>, ApiError> {
+        if !self.config().pack_in_node {
+            return Ok(None);
+        }
+        let Some(before) = self.runtime.inspect(id).await?.filter(|i| i.running) else {
+            return Ok(None);
+        };
+        let target = match enter::Target::open(before.pid) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(sandbox_id = %id, error = %e, "cannot open the container's namespaces; the guest does the archive work");
+                return Ok(None);
+            }
+        };
+        // Still the container's process now that its namespace is held open.
+        let same = self
+            .runtime
+            .inspect(id)
+            .await?
+            .is_some_and(|i| i.running && i.pid == before.pid);
+        Ok(same.then_some(target))
+    }
+
     /// Writes the snapshot's files into the sandbox's fresh container: from the node, in the
     /// container's mount namespace (outside the sandbox's cgroup), or by the guest when the
     /// node cannot enter it.
     async fn unpack(&self, rec: &SandboxRecord, prepared: Prepared) -> Result<(), ApiError> {
-        if self.config().pack_in_node {
-            let pid = self
-                .runtime
-                .inspect(&rec.id)
-                .await?
-                .filter(|i| i.running)
-                .map_or(0, |i| i.pid);
-            match enter::Unpacker::start(pid) {
+        if let Some(target) = self.enter_target(&rec.id).await? {
+            match enter::Unpacker::start(&target) {
                 Ok(unpacker) => {
                     return unpacker.unpack(tar_stream(prepared)).await.map_err(|e| {
                         ApiError::internal(format!("cannot unpack the snapshot: {e}"))
