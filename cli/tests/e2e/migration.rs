@@ -238,7 +238,22 @@ async fn migration_after_kill_9_survivors_serve_the_last_checkpoint() {
 
 #[tokio::test]
 async fn migration_a_joining_node_takes_over_the_ids_it_wins() {
-    let mut c = TestCluster::start(2, 1).await;
+    joining_node_takes_over(TestCluster::start(2, 1).await).await;
+}
+
+#[tokio::test]
+async fn migration_through_s3_a_joining_node_takes_over_the_ids_it_wins() {
+    use super::s3::moto;
+    moto::set_test_credentials();
+    let server = moto::Moto::start().await;
+    server.bucket("warren-join").await;
+    let location = moto::location(server.port, "warren-join", "c");
+    joining_node_takes_over(TestCluster::start_on_store(2, "", &location).await).await;
+}
+
+/// A third node joins a cluster of two: the ids it wins move to it with their files, the
+/// others stay, and nothing moves back and forth.
+async fn joining_node_takes_over(mut c: TestCluster) {
     let client = c.nodes[0].client.clone();
     // Ids the third node (id 3) will win, and ids it will not, by the placement function.
     let node = |id: u64| warren_consensus::NodeRecord {
