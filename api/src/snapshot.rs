@@ -133,6 +133,12 @@ pub struct SnapshotListQuery {
     pub sandbox: Option<String>,
 }
 
+/// `warren-guest pack|unpack --enter`, started by the node on the host: the descriptors of
+/// the container's mount namespace and root directory it finds open, and joins before it
+/// touches a file (the node never runs a binary from inside a container).
+pub const ENTER_NS_FD: i32 = 100;
+pub const ENTER_ROOT_FD: i32 = 101;
+
 /// Node → guest: archive these paths (`POST /archive/pack`), answered with a tar stream.
 /// Directories are archived as entries only: their changed contents are listed themselves.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

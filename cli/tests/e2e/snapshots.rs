@@ -560,7 +560,8 @@ async fn the_node_packs_inside_the_sandbox_root_and_the_guest_can_instead() {
         quiesce: false,
     })
     .unwrap();
-    let target = warren_node::runtime::enter::Target::open(pid).unwrap();
+    let guest_bin = std::path::PathBuf::from(super::harness::guest_bin());
+    let target = warren_node::runtime::enter::Target::open(pid, &guest_bin).unwrap();
     let stream = warren_node::runtime::enter::pack_in_container(&target, request)
         .await
         .unwrap();
@@ -582,8 +583,43 @@ async fn the_node_packs_inside_the_sandbox_root_and_the_guest_can_instead() {
     assert_eq!(found["workspace/p/root"].0.as_deref(), Some("/"));
     assert_eq!(found["workspace/p/root/etc/hostname"].1.trim(), id);
 
+    // The sandbox swaps its /.warren for one whose guest binary is its own program: the
+    // node still runs the host's binary, so the program never runs outside the sandbox.
+    sh(
+        c,
+        &id,
+        "mv /.warren /.warren-old && mkdir -p /.warren/bin \
+         && printf '#!/bin/sh\\ntouch /ran-as-host-root\\n' > /.warren/bin/warren-guest \
+         && chmod +x /.warren/bin/warren-guest",
+    )
+    .await;
+    let request = serde_json::to_vec(&PackRequest {
+        paths: vec!["/workspace/p/f".into()],
+        quiesce: false,
+    })
+    .unwrap();
+    let again = warren_node::runtime::enter::Target::open(pid, &guest_bin).unwrap();
+    let bytes: Vec<bytes::Bytes> = warren_node::runtime::enter::pack_in_container(&again, request)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let mut names = Vec::new();
+    for e in tar::Archive::new(&bytes.concat()[..]).entries().unwrap() {
+        names.push(e.unwrap().path().unwrap().to_string_lossy().to_string());
+    }
+    assert_eq!(names, ["workspace/p/f"]);
+    let out = sh(
+        c,
+        &id,
+        "test -e /ran-as-host-root && echo ran || echo never",
+    )
+    .await;
+    assert_eq!(out, "never\n");
+
     // No such process: nothing to enter.
-    assert!(warren_node::runtime::enter::Target::open(u32::MAX - 1).is_err());
+    assert!(warren_node::runtime::enter::Target::open(u32::MAX - 1, &guest_bin).is_err());
     // A packer that fails (a request it cannot read) ends its stream with an error.
     let stream = warren_node::runtime::enter::pack_in_container(&target, b"{".to_vec())
         .await

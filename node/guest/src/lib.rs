@@ -9,6 +9,7 @@
 pub mod archive;
 pub mod cmd;
 pub mod content_type;
+pub mod enter;
 pub mod exec;
 pub mod files;
 pub mod fsops;

@@ -12,8 +12,20 @@ fn main() {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--run-dir" => run_dir = PathBuf::from(args.next().expect("--run-dir needs a value")),
-            "pack" => std::process::exit(warren_guest::archive::pack_stdio()),
-            "unpack" => std::process::exit(warren_guest::archive::unpack_stdio()),
+            "pack" | "unpack" => {
+                // Started by the node on the host: into the sandbox's filesystem first.
+                if args.next().as_deref() == Some("--enter") {
+                    if let Err(e) = warren_guest::enter::enter_container() {
+                        eprintln!("warren-guest {a}: cannot enter the container: {e}");
+                        std::process::exit(1);
+                    }
+                }
+                std::process::exit(if a == "pack" {
+                    warren_guest::archive::pack_stdio()
+                } else {
+                    warren_guest::archive::unpack_stdio()
+                });
+            }
             "--version" => {
                 println!("warren-guest {}", env!("CARGO_PKG_VERSION"));
                 return;

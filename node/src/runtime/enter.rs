@@ -1,34 +1,38 @@
-//! Running the guest binary inside a container's filesystem but outside its cgroup.
+//! Running the guest binary in a container's filesystem but outside its cgroup.
 //!
 //! Saving a snapshot reads the sandbox's changed files; restoring one writes them. Done by
 //! the guest inside the sandbox, that work waits for the sandbox's CPU quota and counts as
-//! the sandbox's CPU use. Instead the node starts `warren-guest pack` (or `unpack`) in a
-//! child that joins only the container's
-//! mount namespace and root (as `nsenter --mount --root` does): it sees exactly the files
-//! the sandbox sees, resolves every path and symlink inside the sandbox's root as the guest
-//! would, and stays in the node's own cgroup. This needs root on the container's host; when
-//! the child cannot be started the caller falls back to the guest.
+//! the sandbox's CPU use. Instead the node runs its own copy of the guest binary (the host's
+//! file, never one from inside the container, which the sandbox could have replaced) as
+//! `warren-guest pack --enter` (or `unpack`). Handed the container's mount namespace and
+//! root directory as open descriptors, it joins them before it touches a file (as
+//! `nsenter --mount --root` does): it sees exactly the files the sandbox sees, resolves
+//! every path and symlink inside the sandbox's root as the guest would, and stays in the
+//! node's own cgroup. This needs root on the container's host; when the child cannot be
+//! started the caller falls back to the guest.
 
-use super::GUEST_BIN_IN_CONTAINER;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use warren_api::snapshot::{ENTER_NS_FD, ENTER_ROOT_FD};
 
 /// Bytes read from the packer's output at once.
 const READ_SIZE: usize = 256 * 1024;
 
-/// A container's mount namespace and root directory, held open. Opened from its main
-/// process's pid; the caller checks afterwards that the pid is still the container's (a pid
-/// reused by another process in between would otherwise lend its files), and from then on
-/// the descriptors cannot change what they refer to.
+/// A container's mount namespace and root directory, held open, and the host's guest binary
+/// to run there. Opened from the container's main pid; the caller checks afterwards that the
+/// pid is still the container's (a pid reused by another process in between would otherwise
+/// lend its files), and from then on the descriptors cannot change what they refer to.
 pub struct Target {
     ns: std::fs::File,
     root: std::fs::File,
+    guest_binary: PathBuf,
 }
 
 impl Target {
-    pub fn open(pid: u32) -> std::io::Result<Target> {
+    pub fn open(pid: u32, guest_binary: &Path) -> std::io::Result<Target> {
         use std::os::unix::fs::OpenOptionsExt;
         if pid == 0 {
             return Err(std::io::Error::other("the container is not running"));
@@ -38,28 +42,51 @@ impl Target {
             .read(true)
             .custom_flags(libc::O_DIRECTORY)
             .open(format!("/proc/{pid}/root"))?;
-        Ok(Target { ns, root })
+        Ok(Target {
+            ns,
+            root,
+            guest_binary: guest_binary.to_path_buf(),
+        })
     }
 }
 
-/// Starts `warren-guest {command}` in the target's mount namespace and root, with stdin,
-/// stdout and stderr piped.
+/// Starts `warren-guest {command} --enter` with the target's descriptors, and stdin, stdout
+/// and stderr piped.
 fn spawn_guest(target: &Target, command: &str) -> std::io::Result<tokio::process::Child> {
     use std::os::fd::AsRawFd;
     let (ns, root) = (target.ns.as_raw_fd(), target.root.as_raw_fd());
-    let mut cmd = tokio::process::Command::new(GUEST_BIN_IN_CONTAINER);
-    cmd.arg(command)
+    let mut cmd = tokio::process::Command::new(&target.guest_binary);
+    cmd.args([command, "--enter"])
         .env_clear()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    // SAFETY: runs in the forked child before exec; only async-signal-safe system calls on
-    // memory prepared before the fork.
+    // SAFETY: runs in the forked child before exec; only async-signal-safe system calls.
     unsafe {
-        cmd.pre_exec(move || enter(ns, root));
+        cmd.pre_exec(move || hand_over(ns, root));
     }
     cmd.spawn()
+}
+
+/// Puts the namespace and root descriptors where the guest binary looks for them, open
+/// across exec (every other descriptor of the node's stays close-on-exec).
+fn hand_over(ns: libc::c_int, root: libc::c_int) -> std::io::Result<()> {
+    let check = |r: libc::c_int| {
+        if r < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(r)
+        }
+    };
+    // SAFETY: plain system calls on descriptors this child inherited open.
+    unsafe {
+        // Out of the way of both targets first: `root` may sit where `ns` goes.
+        let root = check(libc::fcntl(root, libc::F_DUPFD_CLOEXEC, 200))?;
+        check(libc::dup2(ns, ENTER_NS_FD))?;
+        check(libc::dup2(root, ENTER_ROOT_FD))?;
+    }
+    Ok(())
 }
 
 /// Waits for a guest command; an error with what it printed unless it exited 0.
@@ -146,23 +173,4 @@ impl Unpacker {
         let _ = answer.await;
         Ok(())
     }
-}
-
-/// Joins the mount namespace `ns` and makes the directory `root` the root directory.
-fn enter(ns: libc::c_int, root: libc::c_int) -> std::io::Result<()> {
-    let check = |r: libc::c_int| {
-        if r < 0 {
-            Err(std::io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
-    };
-    // SAFETY: plain system calls on descriptors this child inherited open.
-    unsafe {
-        check(libc::setns(ns, libc::CLONE_NEWNS))?;
-        check(libc::fchdir(root))?;
-        check(libc::chroot(c".".as_ptr()))?;
-        check(libc::chdir(c"/".as_ptr()))?;
-    }
-    Ok(())
 }

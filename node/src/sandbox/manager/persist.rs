@@ -257,7 +257,7 @@ impl SandboxManager {
         let Some(before) = self.runtime.inspect(id).await?.filter(|i| i.running) else {
             return Ok(None);
         };
-        let target = match enter::Target::open(before.pid) {
+        let target = match enter::Target::open(before.pid, &self.config().guest_binary) {
             Ok(t) => t,
             Err(e) => {
                 tracing::warn!(sandbox_id = %id, error = %e, "cannot open the container's namespaces; the guest does the archive work");
