@@ -407,7 +407,7 @@ async fn snapshots_fork_and_wake_work_from_any_node() {
 
 #[tokio::test]
 async fn terminals_watches_contexts_and_previews_work_through_a_forwarding_node() {
-    use super::preview::{node_addr, preview_client, start_server, ws_echo};
+    use super::preview::{entering, expose, node_addr, preview_client, start_server, ws_echo};
     use super::terminals::{read_until, size};
     let c = TestCluster::start(3, 1).await;
     assert!(
@@ -470,22 +470,10 @@ async fn terminals_watches_contexts_and_previews_work_through_a_forwarding_node(
 
     // A preview URL answered at every node, the owner included.
     start_server(via, &id, 8100).await;
-    let exposed = via
-        .expose_port(
-            &id,
-            &warren_api::ports::ExposeRequest {
-                port: 8100,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let exposed = expose(via, &id, 8100).await;
     for n in &c.nodes {
         let addr = node_addr(&n.url);
-        let url = exposed.url.replace(
-            &format!(":{}/", node_addr(&c.nodes[other].url).port()),
-            &format!(":{}/", addr.port()),
-        );
+        let url = entering(&exposed, &n.url);
         let r = preview_client(&url, addr).get(&url).send().await.unwrap();
         assert_eq!(r.status(), 200, "entering {}", n.name);
         assert_eq!(r.text().await.unwrap(), "hello from 8100");

@@ -1,7 +1,7 @@
 //! Real multi-node clusters for tests: one `warren serve --config` process per node on
 //! loopback, each with its own data dir; kill -9, SIGSTOP/SIGCONT and restarts per node.
 
-use super::harness::{guest_bin, unique};
+use super::harness::{guest_bin, running_containers, unique};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -302,19 +302,7 @@ impl TestCluster {
 
     /// Containers of `sandbox` on every node of this cluster.
     pub fn containers_of(&self, sandbox: &str) -> usize {
-        let out = Command::new("docker")
-            .args([
-                "ps",
-                "-q",
-                "--filter",
-                &format!("label=warren.sandbox={sandbox}"),
-            ])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter(|l| !l.is_empty())
-            .count()
+        running_containers(sandbox).len()
     }
 }
 

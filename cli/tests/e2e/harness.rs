@@ -18,6 +18,24 @@ pub struct Node {
 }
 
 /// The static guest binary of this build.
+/// Running containers of `sandbox`, on any node (Docker's ids).
+pub fn running_containers(sandbox: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=warren.sandbox={sandbox}"),
+        ])
+        .output()
+        .expect("docker ps");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 pub fn guest_bin() -> String {
     std::env::var("WARREN_GUEST_BIN").unwrap_or_else(|_| {
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_warren"));

@@ -51,6 +51,40 @@ async fn wait_moved(c: &TestCluster, via: usize, sandbox: &str, from: &str) -> S
     }
 }
 
+/// Waits until a checkpoint of `sandbox` taken from now on is listed, and committed.
+async fn wait_checkpoint(client: &warren_client::Client, sandbox: &str) {
+    let written = warren_api::time::now_rfc3339();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let snaps = client
+            .list_snapshots(Some(sandbox))
+            .await
+            .unwrap()
+            .snapshots;
+        if snaps.iter().any(|s| s.created_at > written) {
+            // The owner commits the checkpoint to the cluster right after writing it.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            return;
+        }
+        assert!(Instant::now() < deadline, "no checkpoint was taken");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Restarts the failed node `victim`: its stale copy of `sandbox` goes, one container
+/// remains.
+async fn restart_drops_stale_copy(c: &mut TestCluster, victim: usize, sandbox: &str) {
+    c.restart(victim);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while c.containers_of(sandbox) != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the returning node kept its stale copy"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 #[tokio::test]
 async fn migration_drain_moves_running_and_sleeping_sandboxes_with_their_files() {
     let c = TestCluster::start(3, 1).await;
@@ -194,19 +228,7 @@ async fn migration_after_kill_9_survivors_serve_the_last_checkpoint() {
         )
         .await
         .unwrap();
-    // Wait for a checkpoint taken after the write.
-    let written = warren_api::time::now_rfc3339();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let snaps = client.list_snapshots(Some(&id)).await.unwrap().snapshots;
-        if snaps.iter().any(|s| s.created_at > written) {
-            // The owner commits the checkpoint to the cluster right after writing it.
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            break;
-        }
-        assert!(Instant::now() < deadline, "no checkpoint was taken");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_checkpoint(&client, &id).await;
 
     c.kill(victim);
     let other = (victim + 2) % 3;
@@ -218,16 +240,7 @@ async fn migration_after_kill_9_survivors_serve_the_last_checkpoint() {
         .unwrap();
     assert_eq!(r.stdout, "checkpointed\n");
 
-    // The failed node comes back: its stale copy goes, one container remains.
-    c.restart(victim);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while c.containers_of(&id) != 1 {
-        assert!(
-            Instant::now() < deadline,
-            "the returning node kept its stale copy"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    restart_drops_stale_copy(&mut c, victim, &id).await;
     let r = c.nodes[victim]
         .client
         .sh(&id, "cat /workspace/d/f")
@@ -328,28 +341,15 @@ async fn joining_node_takes_over(mut c: TestCluster) {
 
 #[tokio::test]
 async fn migration_preview_calls_during_a_drain_follow_the_move() {
-    use super::preview::{node_addr, preview_client, start_server};
+    use super::preview::{entering, expose, node_addr, preview_client, start_server};
     let c = TestCluster::start(3, 1).await;
     let x = c.nodes[0].name.clone();
     let id = ids_on(&c, 1, &x, 1).await.remove(0);
     let client = c.nodes[1].client.clone();
     start_server(&client, &id, 8100).await;
-    let exposed = client
-        .expose_port(
-            &id,
-            &warren_api::ports::ExposeRequest {
-                port: 8100,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
     // Entering the owner that is about to drain: the one that must not serve mid-move.
+    let url = entering(&expose(&client, &id, 8100).await, &c.nodes[0].url);
     let addr = node_addr(&c.nodes[0].url);
-    let url = exposed.url.replace(
-        &format!(":{}/", node_addr(&c.nodes[1].url).port()),
-        &format!(":{}/", addr.port()),
-    );
     let http = preview_client(&url, addr);
     assert_eq!(http.get(&url).send().await.unwrap().status(), 200);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -431,18 +431,7 @@ async fn migration_through_s3_drain_and_kill_9_keep_the_files() {
         .sh(&id, "echo after-drain > /workspace/d/g")
         .await
         .unwrap();
-    let written = warren_api::time::now_rfc3339();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let snaps = client.list_snapshots(Some(&id)).await.unwrap().snapshots;
-        if snaps.iter().any(|s| s.created_at > written) {
-            // The owner commits the checkpoint to the cluster right after writing it.
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            break;
-        }
-        assert!(Instant::now() < deadline, "no checkpoint was taken");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_checkpoint(&client, &id).await;
     let victim = c.index_of(&owner);
     c.kill(victim);
     let via = (0..3).find(|i| *i != victim && *i != 0).unwrap();
@@ -454,14 +443,5 @@ async fn migration_through_s3_drain_and_kill_9_keep_the_files() {
         .unwrap();
     assert_eq!(r.exit_code, 0, "{}", r.stderr);
     assert!(r.stdout.ends_with("after-drain\n"), "{}", r.stdout);
-    // The failed node comes back: its stale copy goes, one container remains.
-    c.restart(victim);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while c.containers_of(&id) != 1 {
-        assert!(
-            Instant::now() < deadline,
-            "the returning node kept its stale copy"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    restart_drops_stale_copy(&mut c, victim, &id).await;
 }

@@ -58,6 +58,27 @@ pub fn preview_client(url: &str, node: SocketAddr) -> reqwest::Client {
         .unwrap()
 }
 
+/// Exposes `port` of sandbox `id`; returns its preview URL.
+pub async fn expose(c: &Client, id: &str, port: u16) -> String {
+    c.expose_port(
+        id,
+        &ExposeRequest {
+            port,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+    .url
+}
+
+/// The preview `url` sent to the node at `node_url` instead of the one that made it.
+pub fn entering(url: &str, node_url: &str) -> String {
+    let mut u = reqwest::Url::parse(url).unwrap();
+    u.set_port(Some(node_addr(node_url).port())).unwrap();
+    u.to_string()
+}
+
 pub fn node_addr(url: &str) -> SocketAddr {
     url.trim_start_matches("http://").parse().unwrap()
 }

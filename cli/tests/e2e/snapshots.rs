@@ -512,16 +512,7 @@ async fn snapshot_and_restore_stream_their_progress() {
 
 /// The main process of a sandbox's container, on the host.
 fn container_pid(sandbox: &str) -> u32 {
-    let out = std::process::Command::new("docker")
-        .args([
-            "ps",
-            "-q",
-            "--filter",
-            &format!("label=warren.sandbox={sandbox}"),
-        ])
-        .output()
-        .unwrap();
-    let container = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let container = super::harness::running_containers(sandbox).remove(0);
     let out = std::process::Command::new("docker")
         .args(["inspect", "-f", "{{.State.Pid}}", &container])
         .output()

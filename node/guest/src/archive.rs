@@ -60,11 +60,16 @@ impl Write for ChannelWriter {
     }
 }
 
+/// Every path of a pack request is one the guest may read.
+fn validate_paths(req: &PackRequest) -> Result<(), ApiError> {
+    req.paths
+        .iter()
+        .try_for_each(|p| warren_api::files::validate_path(p))
+}
+
 pub async fn pack(req: Request) -> Result<Response, ApiError> {
     let body: PackRequest = http::read_json(req).await?;
-    for p in &body.paths {
-        warren_api::files::validate_path(p)?;
-    }
+    validate_paths(&body)?;
     if body.quiesce {
         quiesce().await;
     }
@@ -126,10 +131,8 @@ pub fn pack_stdio() -> i32 {
         std::io::Read::read_to_end(&mut std::io::stdin(), &mut input)?;
         let req: PackRequest = serde_json::from_slice(&input)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-        for p in &req.paths {
-            warren_api::files::validate_path(p)
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.message))?;
-        }
+        validate_paths(&req)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.message))?;
         let out = std::io::BufWriter::with_capacity(PIECE, std::io::stdout().lock());
         write_archive(&req.paths, out)
     };
@@ -277,19 +280,13 @@ fn pax_record(kv: &[u8]) -> Vec<u8> {
     out
 }
 
-/// `warren-guest unpack`: a tar on stdin extracted over `/`; `{entries, bytes}` on stdout.
+/// `warren-guest unpack`: a tar on stdin extracted over `/`; errors on stderr.
 /// Run by the node in the sandbox's mount namespace (see [`pack_stdio`]). Exit code 0 only
 /// when the whole archive was written.
 pub fn unpack_stdio() -> i32 {
     let input = std::io::BufReader::with_capacity(1 << 20, std::io::stdin().lock());
     match extract(input, Path::new("/")) {
-        Ok((entries, bytes)) => {
-            println!(
-                "{}",
-                serde_json::json!({ "entries": entries, "bytes": bytes })
-            );
-            0
-        }
+        Ok(_) => 0,
         Err(e) => {
             eprintln!("warren-guest unpack: cannot unpack the snapshot: {e}");
             1

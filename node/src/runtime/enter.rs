@@ -50,16 +50,20 @@ impl Target {
     }
 }
 
-/// Starts `warren-guest {command} --enter` with the target's descriptors, and stdin, stdout
-/// and stderr piped.
-fn spawn_guest(target: &Target, command: &str) -> std::io::Result<tokio::process::Child> {
+/// Starts `warren-guest {command} --enter` with the target's descriptors, stdin and stderr
+/// piped, and stdout as given.
+fn spawn_guest(
+    target: &Target,
+    command: &str,
+    stdout: Stdio,
+) -> std::io::Result<tokio::process::Child> {
     use std::os::fd::AsRawFd;
     let (ns, root) = (target.ns.as_raw_fd(), target.root.as_raw_fd());
     let mut cmd = tokio::process::Command::new(&target.guest_binary);
     cmd.args([command, "--enter"])
         .env_clear()
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     // SAFETY: runs in the forked child before exec; only async-signal-safe system calls.
@@ -107,7 +111,7 @@ async fn finished(
     )))
 }
 
-/// Starts `warren-guest pack` in the container of process `pid`, hands it `request` (a JSON
+/// Starts `warren-guest pack` in the target container, hands it `request` (a JSON
 /// `PackRequest`) and returns its archive as a stream. The stream ends with an error unless
 /// the packer exited successfully, so a packer that died half-way never yields an archive
 /// that looks complete.
@@ -115,7 +119,7 @@ pub async fn pack_in_container(
     target: &Target,
     request: Vec<u8>,
 ) -> std::io::Result<impl Stream<Item = std::io::Result<Bytes>> + Send + 'static> {
-    let mut child = spawn_guest(target, "pack")?;
+    let mut child = spawn_guest(target, "pack", Stdio::piped())?;
     let mut stdin = child.stdin.take().expect("piped");
     // The packer reads its whole request before it writes a byte.
     stdin.write_all(&request).await?;
@@ -130,7 +134,7 @@ pub async fn pack_in_container(
     Ok(body.chain(outcome))
 }
 
-/// A `warren-guest unpack` started in the container of process `pid`, ready for a tar.
+/// A `warren-guest unpack` started in the target container, ready for a tar.
 pub struct Unpacker {
     child: tokio::process::Child,
 }
@@ -139,7 +143,7 @@ impl Unpacker {
     /// Starts it (an error here means nothing was read from any archive yet).
     pub fn start(target: &Target) -> std::io::Result<Unpacker> {
         Ok(Unpacker {
-            child: spawn_guest(target, "unpack")?,
+            child: spawn_guest(target, "unpack", Stdio::null())?,
         })
     }
 
@@ -150,14 +154,7 @@ impl Unpacker {
         S: Stream<Item = std::io::Result<Bytes>> + Send,
     {
         let mut stdin = self.child.stdin.take().expect("piped");
-        let mut stdout = self.child.stdout.take().expect("piped");
         let stderr = self.child.stderr.take().expect("piped");
-        // Its answer is small; read it alongside so that it never blocks on a full pipe.
-        let answer = tokio::spawn(async move {
-            let mut out = Vec::new();
-            let _ = stdout.read_to_end(&mut out).await;
-            out
-        });
         let mut archive = std::pin::pin!(archive);
         while let Some(piece) = archive.next().await {
             let piece = piece?;
@@ -169,8 +166,6 @@ impl Unpacker {
             }
         }
         drop(stdin);
-        finished(self.child, stderr, "unpacking the snapshot").await?;
-        let _ = answer.await;
-        Ok(())
+        finished(self.child, stderr, "unpacking the snapshot").await
     }
 }
