@@ -384,8 +384,8 @@ impl Cluster {
                     last_seen.clear();
                     was_leader = true;
                 }
-                me.probe(&mut last_seen).await;
-                if let Err(e) = me.reconcile_membership().await {
+                let silent = me.probe(&mut last_seen).await;
+                if let Err(e) = me.reconcile_membership(&silent).await {
                     tracing::debug!(error = %e, "membership reconciliation");
                 }
             }
@@ -417,7 +417,10 @@ impl Cluster {
         )
     }
 
-    async fn probe(&self, last_seen: &mut HashMap<NodeId, Instant>) {
+    /// Pings every node, records liveness changes; returns the nodes silent for longer than
+    /// `down_after` (a draining node keeps its state when silent, so this is how the voter
+    /// choice knows it is gone).
+    async fn probe(&self, last_seen: &mut HashMap<NodeId, Instant>) -> BTreeSet<NodeId> {
         let nodes: Vec<_> = self.read(|s| s.nodes.values().cloned().collect());
         let now = Instant::now();
         let probes = nodes
@@ -441,9 +444,13 @@ impl Cluster {
             .nodes()
             .map(|(id, _)| *id)
             .collect();
+        let mut silent_nodes = BTreeSet::new();
         for n in nodes {
             let seen = last_seen.get(&n.id).copied().unwrap_or(now);
             let silent = now.duration_since(seen) > self.cfg.down_after;
+            if silent {
+                silent_nodes.insert(n.id);
+            }
             let answered = seen == now;
             let next = match (n.state, silent) {
                 (NodeState::Up, true) => Some(NodeState::Down),
@@ -462,9 +469,10 @@ impl Cluster {
                     .await;
             }
         }
+        silent_nodes
     }
 
-    async fn reconcile_membership(&self) -> Result<(), ClusterError> {
+    async fn reconcile_membership(&self, silent: &BTreeSet<NodeId>) -> Result<(), ClusterError> {
         let m = self.raft.metrics().borrow().clone();
         let membership = m.membership_config.membership().clone();
         let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
@@ -498,10 +506,12 @@ impl Cluster {
                 .map_err(|e| ClusterError::Rejected(e.to_string()))?;
             return Ok(());
         }
-        // Voters: at most five, spread over regions; only nodes already in Raft qualify.
+        // Voters: at most five, spread over regions; only nodes already in Raft qualify, and
+        // no draining node that stopped answering.
         let eligible: Vec<_> = nodes
             .into_iter()
             .filter(|n| members.contains(&n.id))
+            .filter(|n| !(n.state == NodeState::Draining && silent.contains(&n.id)))
             .collect();
         let want = desired_voters(&eligible, &voters);
         if !want.is_empty() && want != voters {

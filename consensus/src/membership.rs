@@ -1,5 +1,7 @@
 //! Which nodes vote: at most five, an odd number, spread over regions, keeping current voters
-//! where possible. Pure; the cluster applies the result with `change_membership`.
+//! where possible. A draining node is still alive and keeps voting while the cluster needs its
+//! vote (a drained node of three must not leave a single voter), but an up node takes a new
+//! seat first. Pure; the cluster applies the result with `change_membership`.
 
 use crate::state::{NodeId, NodeRecord, NodeState};
 use std::collections::{BTreeMap, BTreeSet};
@@ -7,9 +9,13 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Largest voter set.
 pub const MAX_VOTERS: usize = 5;
 
-/// The voters a cluster of `nodes` should have, given the `current` ones.
+/// The voters a cluster of `nodes` should have, given the `current` ones. `nodes` holds
+/// the candidates: the caller leaves out draining nodes that stopped answering.
 pub fn desired_voters(nodes: &[NodeRecord], current: &BTreeSet<NodeId>) -> BTreeSet<NodeId> {
-    let up: Vec<&NodeRecord> = nodes.iter().filter(|n| n.state == NodeState::Up).collect();
+    let up: Vec<&NodeRecord> = nodes
+        .iter()
+        .filter(|n| matches!(n.state, NodeState::Up | NodeState::Draining))
+        .collect();
     if up.is_empty() {
         return current.clone();
     }
@@ -17,13 +23,19 @@ pub fn desired_voters(nodes: &[NodeRecord], current: &BTreeSet<NodeId>) -> BTree
         n if n % 2 == 0 => n - 1,
         n => n,
     };
-    // Candidates per region: current voters first, then by id.
+    // Candidates per region: up before draining, current voters first, then by id.
     let mut by_region: BTreeMap<&str, Vec<&NodeRecord>> = BTreeMap::new();
     for n in &up {
         by_region.entry(n.region.as_str()).or_default().push(n);
     }
     for list in by_region.values_mut() {
-        list.sort_by_key(|n| (!current.contains(&n.id), n.id));
+        list.sort_by_key(|n| {
+            (
+                n.state == NodeState::Draining,
+                !current.contains(&n.id),
+                n.id,
+            )
+        });
     }
     let mut chosen = BTreeSet::new();
     let mut taken: BTreeMap<&str, usize> = BTreeMap::new();
@@ -87,6 +99,22 @@ mod tests {
         for r in ["eu", "us", "ap"] {
             assert!(regions.contains(&r), "{r} has a voter: {v:?}");
         }
+    }
+
+    #[test]
+    fn a_draining_node_votes_only_while_its_vote_is_needed() {
+        let draining = |id| test_node(id, "r", NodeState::Draining);
+        // Three nodes, one draining: all three still vote (not one voter left).
+        let nodes = vec![draining(1), n(2, "r", true), n(3, "r", true)];
+        assert_eq!(desired_voters(&nodes, &set(&[1, 2, 3])), set(&[1, 2, 3]));
+        // A fourth, up node takes the draining node's seat.
+        let nodes = vec![
+            draining(1),
+            n(2, "r", true),
+            n(3, "r", true),
+            n(4, "r", true),
+        ];
+        assert_eq!(desired_voters(&nodes, &set(&[1, 2, 3])), set(&[2, 3, 4]));
     }
 
     #[test]
