@@ -7,7 +7,8 @@
 //! and fork rounds on a ~200 MiB workspace, default 3), WARREN_BENCH_SURFACE (keystroke echo
 //! and watch samples, default 200), WARREN_BENCH_INTERP (interpreter round trips, default
 //! 200), WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`, `snapshots`,
-//! `watch`, `interpreter`, `cluster`, `commits`, `placement`; default all).
+//! `watch`, `interpreter`, `cluster`, `commits`, `placement`; default all),
+//! WARREN_BENCH_WORKDIR (where the snapshot baselines write, default /tmp).
 
 use warren_loadtest::{
     cluster_node, commit_bench, interpreter_bench, node::BenchNode, placement_bench, report::Table,

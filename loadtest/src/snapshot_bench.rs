@@ -36,8 +36,10 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
         r.stderr
     );
     let mib = r.stdout.trim().to_string();
-    // The baseline works on a copy of the same files on the host's disk.
-    let dir = format!("/tmp/warren-bench-ws-{}", std::process::id());
+    // The baseline works on a copy of the same files on the host's disk (or the directory
+    // WARREN_BENCH_WORKDIR names, e.g. on the filesystem of Docker's data root).
+    let workdir = std::env::var("WARREN_BENCH_WORKDIR").unwrap_or_else(|_| "/tmp".into());
+    let dir = format!("{workdir}/warren-bench-ws-{}", std::process::id());
     sh(&format!("rm -rf {dir} && mkdir -p {dir}/restore"))?;
     sh(&format!(
         "docker cp {}:/workspace/ws {dir}/ws",
@@ -84,6 +86,14 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
         import.as_secs_f64() * 1000.0,
         import.as_secs_f64() * 1000.0 / untar_p50,
         untar_p50
+    ));
+    let backing = Command::new("docker")
+        .args(["info", "--format", "{{json .DriverStatus}}"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    table.note(format!(
+        "Docker's storage (forks copy with copy_file_range, which shares blocks on XFS and btrfs): {backing}"
     ));
     let first = snaps.first().expect("at least one round");
     table.add(Row {

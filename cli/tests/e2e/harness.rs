@@ -17,7 +17,6 @@ pub struct Node {
     extra: Vec<String>,
 }
 
-/// The static guest binary of this build.
 /// Running containers of `sandbox`, on any node (Docker's ids).
 pub fn running_containers(sandbox: &str) -> Vec<String> {
     let out = Command::new("docker")
@@ -36,6 +35,7 @@ pub fn running_containers(sandbox: &str) -> Vec<String> {
         .collect()
 }
 
+/// The static guest binary of this build.
 pub fn guest_bin() -> String {
     std::env::var("WARREN_GUEST_BIN").unwrap_or_else(|_| {
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_warren"));

@@ -1,7 +1,7 @@
 //! Snapshots, restore, fork, sleep and wake against real containers and a real
 //! local-directory object store.
 
-use super::harness::{api_err, unique, Node};
+use super::harness::{api_err, running_containers, unique, Node};
 use std::time::{Duration, Instant};
 use warren_api::sandbox::{CreateSandboxRequest, SandboxState};
 use warren_api::snapshot::{CreateSnapshotRequest, ForkRequest};
@@ -241,7 +241,7 @@ async fn persist_none_wakes_fresh_and_persist_dirs_keeps_only_those() {
 
 #[tokio::test]
 async fn restore_replaces_files_and_fork_makes_independent_copies() {
-    let node = Node::start().await;
+    let mut node = Node::start().await;
     let c = &node.client;
     let id = format!("rst-{}", unique());
     sh(c, &id, "mkdir -p /workspace && echo 1 > /workspace/a").await;
@@ -279,7 +279,16 @@ async fn restore_replaces_files_and_fork_makes_independent_copies() {
         "1\na\ndoc\n"
     );
 
-    // Fork: one snapshot, four sandboxes, each its own copy.
+    // Fork: one snapshot, four sandboxes, each its own copy. On this one node every fork
+    // copies the frozen source's overlay files: an image file deleted (a whiteout), a hard
+    // link, a symlink and a mode all come along.
+    sh(
+        c,
+        &id,
+        "rm -rf /usr/share/doc && ln /workspace/a /workspace/a-link && ln -s /etc/hostname /workspace/host && chmod 4750 /workspace/a",
+    )
+    .await;
+    let copies_before = fork_copies(&node).await;
     let out = c
         .fork(
             &id,
@@ -303,8 +312,30 @@ async fn restore_replaces_files_and_fork_makes_independent_copies() {
     }
     for (i, f) in ids.iter().enumerate() {
         assert_eq!(sh(c, f, "cat /workspace/a").await, format!("1\n{i}\n"));
+        assert_eq!(
+            sh(
+                c,
+                f,
+                "stat -c '%h %a' /workspace/a; readlink /workspace/host; cat /workspace/host; test -e /usr/share/doc || echo no-doc"
+            )
+            .await,
+            format!("2 4750\n/etc/hostname\n{f}\nno-doc\n")
+        );
     }
+    assert_eq!(fork_copies(&node).await - copies_before, 4);
+    // The source runs again, unchanged.
     assert_eq!(sh(c, &id, "cat /workspace/a").await, "1\n");
+    // A copied fork is a sandbox like any other: its files survive sleep and wake.
+    c.sleep(&ids[0]).await.unwrap();
+    assert_eq!(
+        sh(
+            c,
+            &ids[0],
+            "cat /workspace/a-link; test -e /usr/share/doc || echo no-doc"
+        )
+        .await,
+        "1\n0\nno-doc\n"
+    );
     // A new sandbox from the user snapshot; the same PUT again is idempotent, another
     // snapshot for an existing sandbox is a conflict.
     let from = format!("from-{}", unique());
@@ -332,6 +363,19 @@ async fn restore_replaces_files_and_fork_makes_independent_copies() {
         .await
         .unwrap_err();
     assert_eq!(api_err(e).1, ErrorCode::Conflict);
+    // The failed fork froze the source too, and thawed it.
+    assert_eq!(sh(c, &id, "cat /workspace/a").await, "1\n");
+    // A node that stops while a fork holds the source frozen thaws it when it starts again.
+    let source = running_containers(&id);
+    assert_eq!(source.len(), 1);
+    let paused = std::process::Command::new("docker")
+        .args(["pause", &source[0]])
+        .status()
+        .unwrap();
+    assert!(paused.success());
+    node.restart().await;
+    let c = &node.client;
+    assert_eq!(sh(c, &id, "cat /workspace/a").await, "1\n");
     // Named snapshots outlive their sandbox.
     c.delete_sandbox(&id).await.unwrap();
     assert_eq!(c.get_snapshot(&snap.id).await.unwrap().id, snap.id);
@@ -637,4 +681,19 @@ async fn the_node_packs_inside_the_sandbox_root_and_the_guest_can_instead() {
     sh(g, &id, "rm -rf /workspace/app /root/note").await;
     g.restore(&id, &snap.id).await.unwrap();
     assert_eq!(sh(g, &id, CHECK_FILES).await, before);
+}
+
+/// How many forks on this node started from a copy of their source's files.
+async fn fork_copies(node: &Node) -> u64 {
+    let text = node
+        .req(reqwest::Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("warren_snapshot_step_seconds_count{step=\"fork_copy\"} "))
+        .map_or(0, |n| n.trim().parse().unwrap())
 }

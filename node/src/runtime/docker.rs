@@ -6,13 +6,13 @@ use super::subnets::{Cidr, SubnetPool};
 use super::{
     ChangeKind, ContainerInfo, ContainerRuntime, ContainerSpec, FsChange, RuntimeError,
     GUEST_BIN_IN_CONTAINER, GUEST_RUN_IN_CONTAINER, LABEL_KIND, LABEL_MANAGED, LABEL_NODE,
-    LABEL_SANDBOX,
+    LABEL_SANDBOX, NEVER_SAVED,
 };
 use async_trait::async_trait;
 use bollard::errors::Error as BollardError;
 use bollard::models::{
-    ContainerCreateBody, HostConfig, HostConfigLogConfig, Ipam, IpamConfig, NetworkCreateRequest,
-    RestartPolicy, RestartPolicyNameEnum,
+    ContainerCreateBody, ContainerSummaryStateEnum, HostConfig, HostConfigLogConfig, Ipam,
+    IpamConfig, NetworkCreateRequest, RestartPolicy, RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder,
@@ -23,7 +23,7 @@ use bollard::Docker;
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::Mutex;
@@ -434,6 +434,44 @@ impl DockerRuntime {
         }
     }
 
+    /// The overlay2 upper directory of a container, if the engine uses overlay2 and the
+    /// directory is on this machine.
+    async fn upper_of(&self, name: &str) -> Result<Option<PathBuf>, RuntimeError> {
+        let c = match self.docker.inspect_container(name, None).await {
+            Ok(c) => c,
+            Err(e) if status_of(&e) == Some(404) => return Ok(None),
+            Err(e) => return Err(docker_err(e)),
+        };
+        Ok(c.graph_driver
+            .filter(|g| g.name == "overlay2")
+            .and_then(|g| g.data.get("UpperDir").map(PathBuf::from))
+            .filter(|p| p.is_dir()))
+    }
+
+    /// Copies a paused source container's upper directory into the new, not yet started
+    /// container `name` (see `upper_copy`).
+    async fn copy_seed(&self, name: &str, seed: &Path) -> Result<(), RuntimeError> {
+        let upper = self.upper_of(name).await?.ok_or_else(|| {
+            RuntimeError::Other(format!(
+                "container {name} has no overlay2 upper directory to seed"
+            ))
+        })?;
+        let from = seed.to_path_buf();
+        let t = std::time::Instant::now();
+        let skip: Vec<&str> = NEVER_SAVED
+            .iter()
+            .map(|p| p.trim_start_matches('/'))
+            .collect();
+        let copied =
+            tokio::task::spawn_blocking(move || super::upper_copy::copy(&from, &upper, &skip))
+                .await
+                .map_err(|e| RuntimeError::Other(e.to_string()))?
+                .map_err(|e| RuntimeError::Other(format!("cannot copy the fork's files: {e}")))?;
+        tracing::info!(container = %name, entries = copied.entries, bytes = copied.bytes,
+            ms = t.elapsed().as_millis() as u64, "fork: files copied from the source");
+        Ok(())
+    }
+
     /// Removes every container and network of this node (tests and `warren` uninstall).
     pub async fn remove_everything(&self) -> Result<(), RuntimeError> {
         for c in self.list_summaries().await? {
@@ -526,6 +564,9 @@ impl ContainerRuntime for Arc<DockerRuntime> {
         let name = self.container_name(&spec.sandbox_id);
         let created = async {
             self.create_container(spec, &network).await?;
+            if let Some(seed) = &spec.seed {
+                self.copy_seed(&name, seed).await?;
+            }
             self.docker
                 .start_container(&name, None)
                 .await
@@ -624,6 +665,13 @@ impl ContainerRuntime for Arc<DockerRuntime> {
                 self.force_remove(&name).await?;
                 continue;
             }
+            if c.state == Some(ContainerSummaryStateEnum::PAUSED) {
+                // Frozen for a fork when the node stopped: the fork is gone, thaw it.
+                self.docker
+                    .unpause_container(&name)
+                    .await
+                    .map_err(docker_err)?;
+            }
             if let Some((info, _)) = self.inspect_name(&name).await? {
                 out.push(info);
             }
@@ -661,23 +709,39 @@ impl ContainerRuntime for Arc<DockerRuntime> {
             .map_err(docker_err)
     }
 
+    async fn pause(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        self.docker
+            .pause_container(&self.container_name(sandbox_id))
+            .await
+            .map_err(docker_err)
+    }
+
+    async fn unpause(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        match self
+            .docker
+            .unpause_container(&self.container_name(sandbox_id))
+            .await
+        {
+            Ok(()) => Ok(()),
+            // Not paused (any more), or gone: nothing is frozen.
+            Err(e) if matches!(status_of(&e), Some(404 | 409)) => Ok(()),
+            Err(e) => Err(docker_err(e)),
+        }
+    }
+
+    async fn upper_dir(&self, sandbox_id: &str) -> Result<Option<PathBuf>, RuntimeError> {
+        self.upper_of(&self.container_name(sandbox_id)).await
+    }
+
     async fn changes(&self, sandbox_id: &str) -> Result<Vec<FsChange>, RuntimeError> {
         use bollard::models::ChangeType;
         let name = self.container_name(sandbox_id);
         // overlay2: list the upper directory (as much work as there are changes).
-        let upper = self
-            .docker
-            .inspect_container(&name, None)
-            .await
-            .ok()
-            .and_then(|c| c.graph_driver)
-            .filter(|g| g.name == "overlay2")
-            .and_then(|g| g.data.get("UpperDir").cloned());
+        let upper = self.upper_of(&name).await.ok().flatten();
         if let Some(upper) = upper {
-            let listed =
-                tokio::task::spawn_blocking(move || super::upper_dir::changes(Path::new(&upper)))
-                    .await
-                    .map_err(|e| RuntimeError::Other(e.to_string()))?;
+            let listed = tokio::task::spawn_blocking(move || super::upper_dir::changes(&upper))
+                .await
+                .map_err(|e| RuntimeError::Other(e.to_string()))?;
             match listed {
                 Ok(changes) => return Ok(changes),
                 Err(e) => {

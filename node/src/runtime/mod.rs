@@ -5,6 +5,7 @@ pub mod docker;
 pub mod enter;
 pub mod firewall;
 pub mod subnets;
+pub mod upper_copy;
 pub mod upper_dir;
 
 use async_trait::async_trait;
@@ -18,6 +19,9 @@ pub const LABEL_MANAGED: &str = "warren.managed";
 pub const LABEL_NODE: &str = "warren.node";
 pub const LABEL_SANDBOX: &str = "warren.sandbox";
 pub const LABEL_KIND: &str = "warren.kind";
+
+/// Paths a snapshot or a fork never carries over: the guest's own mount and the kernel's.
+pub const NEVER_SAVED: &[&str] = &["/.warren", "/proc", "/sys", "/dev"];
 
 /// Where the guest binary and its run directory appear inside a container.
 pub const GUEST_BIN_IN_CONTAINER: &str = "/.warren/bin/warren-guest";
@@ -34,6 +38,9 @@ pub struct ContainerSpec {
     pub guest_binary: PathBuf,
     /// Host directory mounted as the guest's run directory (its socket lives there).
     pub run_dir: PathBuf,
+    /// The upper directory of a paused container of the same image (a fork's source) whose
+    /// entries this container starts with, copied in before it first starts.
+    pub seed: Option<PathBuf>,
 }
 
 /// A container as the runtime sees it.
@@ -105,6 +112,13 @@ pub trait ContainerRuntime: Send + Sync {
     async fn logs_tail(&self, sandbox_id: &str, lines: usize) -> String;
     /// Changes the CPU limit of a running container (`cpus` in CPUs).
     async fn set_cpus(&self, sandbox_id: &str, cpus: f64) -> Result<(), RuntimeError>;
+    /// Freezes every process of the container (nothing runs until `unpause`).
+    async fn pause(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
+    /// Thaws a container frozen by `pause`.
+    async fn unpause(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
+    /// The host path of the container's overlay upper directory, where the engine has one
+    /// this node can read.
+    async fn upper_dir(&self, sandbox_id: &str) -> Result<Option<PathBuf>, RuntimeError>;
     /// The paths the container added, modified or deleted relative to its image.
     async fn changes(&self, sandbox_id: &str) -> Result<Vec<FsChange>, RuntimeError>;
     /// Whether per-container disk limits are enforced by this engine.

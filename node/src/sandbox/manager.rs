@@ -6,12 +6,14 @@
 //! delete), so concurrent first calls create exactly one container. Calls on a running
 //! sandbox take no lock and touch no Docker API: they go straight to the guest's socket.
 
+mod fork;
 mod idle;
 mod migrate;
 mod persist;
 mod ports;
 mod upgrade;
 
+pub use fork::{Forked, SnapshotWritten};
 pub use migrate::HandoffData;
 
 pub use persist::{normalize_dirs, snapshot_error, to_api as snapshot_to_api};
@@ -47,6 +49,8 @@ pub struct SandboxManager {
     guest_binary: PathBuf,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     create_permits: Semaphore,
+    /// Forks in progress on this node, by snapshot id: what their new sandboxes copy.
+    seeds: Mutex<HashMap<String, fork::Seed>>,
     metrics: NodeMetrics,
     snapshots: SnapshotStore,
     /// One garbage collection of snapshot chunks at a time.
@@ -166,6 +170,7 @@ impl SandboxManager {
             snapshots: SnapshotStore::new(objects, cache),
             gc: Arc::default(),
             deleted: Mutex::new(HashMap::new()),
+            seeds: Mutex::new(HashMap::new()),
         });
         mgr.adopt().await?;
         idle::spawn(&mgr);
@@ -382,6 +387,7 @@ impl SandboxManager {
             env: rec.env.clone(),
             guest_binary: self.guest_binary.clone(),
             run_dir: self.run_dir(&rec.id),
+            seed: None,
         }
     }
 
@@ -414,14 +420,20 @@ impl SandboxManager {
             &self.cfg.default_image,
         )?;
         rec.snapshot = req.from_snapshot.clone();
-        // Every chunk of the snapshot it starts from is fetched and checked first.
-        let prepared = self.prepare_for(&rec).await?;
-        if let Some(p) = &prepared {
-            let image = &p.manifest().image;
+        // A fork on its source's node copies the frozen source's files; any other sandbox
+        // from a snapshot has every chunk fetched and checked first.
+        let seed = self.seed_for(rec.snapshot.as_ref());
+        let prepared = match seed {
+            Some(_) => None,
+            None => self.prepare_for(&rec).await?,
+        };
+        let image =
+            (prepared.as_ref().map(|p| &p.manifest().image)).or(seed.as_ref().map(|s| &s.image));
+        if let Some(image) = image {
             if req.image.as_ref().is_some_and(|i| i != image) {
                 return Err(ApiError::invalid(format!(
                     "snapshot {} is of image {image}; omit image or name that one",
-                    p.manifest().id
+                    rec.snapshot.as_deref().unwrap_or_default()
                 )));
             }
             rec.image = image.clone();
@@ -429,9 +441,10 @@ impl SandboxManager {
         // The record exists before the container does, so no container is ever unaccounted for.
         self.save(&rec)?;
         slot.set(Some(rec.clone()));
-        let result = match prepared {
-            Some(p) => self.start_fresh(&mut rec, Some(p)).await,
-            None => self.start_container(&mut rec, true).await,
+        let result = match (prepared, seed) {
+            (Some(p), _) => self.start_fresh(&mut rec, Some(p)).await,
+            (None, Some(seed)) => self.start_seeded(&mut rec, seed.upper).await,
+            (None, None) => self.start_container(&mut rec, true).await,
         };
         match result {
             Ok(()) => {
@@ -463,6 +476,27 @@ impl SandboxManager {
 
     /// Creates (or restarts) the container and waits for its guest.
     async fn start_container(&self, rec: &mut SandboxRecord, fresh: bool) -> Result<(), ApiError> {
+        self.start_container_with(rec, fresh, None).await
+    }
+
+    /// Creates the container with a fork's files copied in before it starts.
+    async fn start_seeded(&self, rec: &mut SandboxRecord, upper: PathBuf) -> Result<(), ApiError> {
+        let t = Instant::now();
+        self.start_container_with(rec, true, Some(upper)).await?;
+        self.metrics
+            .snapshots
+            .with_label_values(&["fork_copy"])
+            .observe(t.elapsed().as_secs_f64());
+        tracing::info!(sandbox_id = %rec.id, ms = t.elapsed().as_millis() as u64, "fork: started with the source's files");
+        Ok(())
+    }
+
+    async fn start_container_with(
+        &self,
+        rec: &mut SandboxRecord,
+        fresh: bool,
+        seed: Option<PathBuf>,
+    ) -> Result<(), ApiError> {
         rec.generation += 1;
         let run_dir = self.run_dir(&rec.id);
         std::fs::create_dir_all(&run_dir)
@@ -476,7 +510,9 @@ impl SandboxManager {
             if fresh {
                 // A stale socket from an earlier container must not be mistaken for the new guest.
                 let _ = std::fs::remove_file(run_dir.join(crate::guest::client::SOCKET_NAME));
-                self.runtime.create(&self.spec(rec)).await?;
+                let mut spec = self.spec(rec);
+                spec.seed = seed;
+                self.runtime.create(&spec).await?;
             } else {
                 self.runtime.start(&rec.id).await?;
             }

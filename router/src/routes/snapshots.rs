@@ -3,7 +3,8 @@
 //! Sandbox-scoped calls run on the sandbox's owner (routed like every sandbox call). The
 //! snapshot catalog lives in the object store that all nodes share, so `/v1/snapshots` is
 //! served by whichever node receives it. A fork's new sandboxes are created through this
-//! node's own router, so each lands on its own owner like any other new sandbox.
+//! node's own router, so each lands on its own owner like any other new sandbox; those that
+//! land on the source's node copy its files (see the node's `manager::fork`).
 
 use super::transfer::{respond, wants_stream};
 use crate::error::ApiResult;
@@ -21,8 +22,8 @@ use warren_api::snapshot::{
     CreateSnapshotRequest, ForkRequest, ForkResponse, RestoreRequest, SnapshotList,
     SnapshotListQuery,
 };
-use warren_api::ApiError;
-use warren_node::sandbox::manager::{snapshot_error, snapshot_to_api};
+use warren_api::{ApiError, ErrorCode};
+use warren_node::sandbox::manager::{snapshot_error, snapshot_to_api, SnapshotWritten};
 use warren_storage::snapshots::{validate_snapshot_id, SnapshotOrigin};
 
 pub async fn create(
@@ -79,22 +80,40 @@ async fn fork_all(
     targets: Vec<String>,
     auth: Option<http::HeaderValue>,
 ) -> Result<ForkResponse, ApiError> {
-    let snap = state
-        .mgr
-        .snapshot(&id, &CreateSnapshotRequest::default(), SnapshotOrigin::Fork)
-        .await?;
-    let create_body =
-        serde_json::to_vec(&serde_json::json!({ "from_snapshot": snap.id })).expect("serializes");
-    let results = join_all(targets.iter().map(|t| {
-        call_self(
-            &state,
-            http::Method::PUT,
-            format!("/v1/sandboxes/{t}"),
-            auth.clone(),
-            create_body.clone(),
-        )
-    }))
-    .await;
+    // The sandboxes are created while the source is held as it was snapshotted, so the
+    // ones placed on this node copy its files instead of restoring the snapshot.
+    let (creator, creds, targets) = (&state, &auth, &targets);
+    let create_all = |sid: String, written: SnapshotWritten| async move {
+        let body =
+            serde_json::to_vec(&serde_json::json!({ "from_snapshot": sid })).expect("serializes");
+        let put = |t: &String| {
+            call_self(
+                creator,
+                http::Method::PUT,
+                format!("/v1/sandboxes/{t}"),
+                creds.clone(),
+                body.clone(),
+            )
+        };
+        let mut results = join_all(targets.iter().map(put)).await;
+        // One placed on another node restores the snapshot, which may not have been written
+        // yet when it asked (nothing of it was kept): it asks again once it is.
+        let early: Vec<usize> = (0..results.len())
+            .filter(|&i| matches!(&results[i], Err(e) if e.code == ErrorCode::SnapshotNotFound))
+            .collect();
+        if !early.is_empty() {
+            tracing::info!(snapshot = %sid, sandboxes = early.len(), "fork: sandboxes placed on other nodes wait for the snapshot");
+        }
+        if !early.is_empty() && written.wait().await {
+            let again = join_all(early.iter().map(|&i| put(&targets[i]))).await;
+            for (i, r) in early.into_iter().zip(again) {
+                results[i] = r;
+            }
+        }
+        results
+    };
+    let forked = state.mgr.fork(&id, create_all).await?;
+    let results = forked.created;
     let mut sandboxes = Vec::new();
     let mut failure = None;
     for r in results {
@@ -103,21 +122,26 @@ async fn fork_all(
             Err(e) => failure = failure.or(Some(e)),
         }
     }
-    if let Some(e) = failure {
-        join_all(sandboxes.iter().map(|s| {
-            call_self(
-                &state,
-                http::Method::DELETE,
-                format!("/v1/sandboxes/{}", s.id),
-                auth.clone(),
-                Vec::new(),
-            )
-        }))
-        .await;
-        return Err(e);
-    }
+    let snapshot = match (forked.snapshot, failure) {
+        (Ok(s), None) => s,
+        // The snapshot failed (the sandboxes that copied the source are deleted again), or
+        // a sandbox could not be created.
+        (Err(e), _) | (Ok(_), Some(e)) => {
+            join_all(sandboxes.iter().map(|s| {
+                call_self(
+                    &state,
+                    http::Method::DELETE,
+                    format!("/v1/sandboxes/{}", s.id),
+                    auth.clone(),
+                    Vec::new(),
+                )
+            }))
+            .await;
+            return Err(e);
+        }
+    };
     Ok(ForkResponse {
-        snapshot: snap,
+        snapshot,
         sandboxes,
     })
 }

@@ -9,7 +9,7 @@
 
 use super::{guest_error, not_found, SandboxManager, Slot};
 use crate::guest::client::{full, BoxError, GuestBody};
-use crate::runtime::{enter, ChangeKind};
+use crate::runtime::{enter, ChangeKind, NEVER_SAVED};
 use crate::sandbox::lifecycle::{self, Event};
 use crate::sandbox::record::SandboxRecord;
 use bytes::Bytes;
@@ -27,9 +27,6 @@ use warren_api::{ApiError, ErrorCode};
 use warren_storage::snapshots::{
     new_snapshot_id, Manifest, NewSnapshot, Prepared, SnapshotError, SnapshotOrigin,
 };
-
-/// Paths never saved: the guest's own mounts and the kernel's filesystems.
-const NEVER_SAVED: &[&str] = &["/.warren", "/proc", "/sys", "/dev"];
 
 /// Whether `path` is `dir` or inside it.
 fn under(path: &str, dir: &str) -> bool {
@@ -162,6 +159,20 @@ impl SandboxManager {
         dirs: &[String],
         quiesce: bool,
     ) -> Result<Manifest, ApiError> {
+        let id = new_snapshot_id();
+        self.capture_as(rec, id, origin, name, dirs, quiesce).await
+    }
+
+    /// `capture`, under an id chosen beforehand.
+    pub(super) async fn capture_as(
+        &self,
+        rec: &SandboxRecord,
+        id: String,
+        origin: SnapshotOrigin,
+        name: Option<String>,
+        dirs: &[String],
+        quiesce: bool,
+    ) -> Result<Manifest, ApiError> {
         let started = Instant::now();
         let changes = self.runtime.changes(&rec.id).await?;
         let keep = |p: &str| {
@@ -189,7 +200,7 @@ impl SandboxManager {
             }
         }));
         let new = NewSnapshot {
-            id: new_snapshot_id(),
+            id,
             sandbox: rec.id.clone(),
             name,
             origin,
@@ -250,7 +261,7 @@ impl SandboxManager {
 
     /// The running container's namespaces for the node's own archive work, unless the node
     /// is set to leave that to the guest or cannot open them.
-    async fn enter_target(&self, id: &str) -> Result<Option<enter::Target>, ApiError> {
+    pub(super) async fn enter_target(&self, id: &str) -> Result<Option<enter::Target>, ApiError> {
         if !self.config().pack_in_node {
             return Ok(None);
         }
@@ -661,7 +672,7 @@ pub(super) struct GcState {
     queued: AtomicBool,
 }
 
-fn running(slot: &Arc<Slot>, id: &str) -> Result<SandboxRecord, ApiError> {
+pub(super) fn running(slot: &Arc<Slot>, id: &str) -> Result<SandboxRecord, ApiError> {
     slot.record()
         .filter(|r| r.state == SandboxState::Running)
         .ok_or_else(|| {

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The snapshot benchmark (snapshot, restore, fork 4, wake) with Docker's data root on XFS,
+# where the copy_file_range a fork copies its source's files with shares blocks (reflink)
+# instead of writing them again: what a fork costs on a copy-on-write filesystem. The
+# baselines write to the same XFS filesystem.
+#
+#   loadtest/fork-on-xfs.sh            (root; no dockerd may be running)
+#
+# It makes an XFS filesystem in a sparse file (WARREN_XFS_SIZE, default 12G) on a loop
+# device, starts its own dockerd on it, imports the sandbox image from the cached rootfs
+# (deploy/image/build-local.sh), runs `make bench` with WARREN_BENCH_ONLY=snapshots, and
+# removes all of it again, whatever happens.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+if pgrep -x dockerd >/dev/null; then
+  echo "a dockerd is running; stop it first (this script runs its own on XFS)" >&2
+  exit 1
+fi
+command -v mkfs.xfs >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q xfsprogs >/dev/null
+work=$(mktemp -d /var/lib/warren-xfs-bench.XXXXXX)
+img="$work/fs.img"
+mnt="$work/mnt"
+mkdir -p "$mnt"
+cleanup() {
+  if [ -s "$work/dockerd.pid" ]; then
+    kill "$(cat "$work/dockerd.pid")" 2>/dev/null || true
+    for _ in $(seq 1 40); do pgrep -x dockerd >/dev/null || break; sleep 0.5; done
+  fi
+  pkill -x containerd 2>/dev/null || true
+  sleep 1
+  umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+truncate -s "${WARREN_XFS_SIZE:-12G}" "$img"
+mkfs.xfs -q -m reflink=1 "$img"
+mount -o loop "$img" "$mnt"
+dockerd --data-root "$mnt/docker" --pidfile "$work/dockerd.pid" >"$work/dockerd.log" 2>&1 &
+for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
+docker info >/dev/null 2>&1 || { tail -20 "$work/dockerd.log" >&2; exit 1; }
+"$here/deploy/image/build-local.sh"
+mkdir -p "$mnt/bench"
+cd "$here"
+WARREN_BENCH_ONLY=snapshots WARREN_BENCH_WORKDIR="$mnt/bench" make bench

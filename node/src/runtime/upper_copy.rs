@@ -1,0 +1,322 @@
+//! Copies one container's overlay2 upper directory into another's, entry for entry, before
+//! the second container starts: how a fork on the source's own node gets its files without
+//! packing, compressing and unpacking them. Both containers sit on the same image, so the
+//! upper directory means the same thing in both: whiteouts (character devices 0:0), opaque
+//! directories and every other overlay xattr are copied as they are.
+//!
+//! Regular files go through `std::io::copy`, which on Linux is `copy_file_range`: the
+//! kernel copies the bytes, nothing passes through this process. Hard links stay links,
+//! devices and FIFOs are made again, owners, modes, times and xattrs are kept; sockets are
+//! skipped (a snapshot does not keep them either).
+//!
+//! Nothing is followed. The source belongs to a sandbox and must be frozen while it is
+//! copied (its container paused), so that no entry changes under the walk; the target is a
+//! new container's directory nobody else writes to.
+
+use std::collections::HashMap;
+use std::ffi::{CString, OsStr};
+use std::fs::{self, OpenOptions};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+/// What one copy did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Copied {
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+/// Copies every entry of `from` into `to` (an existing directory of a container that has
+/// not started), except the top-level names in `skip`. Directories the engine made there
+/// already (mount points) are kept and take the source's metadata; any other entry that
+/// exists is an error, so two sandboxes' files never mix.
+pub fn copy(from: &Path, to: &Path, skip: &[&str]) -> io::Result<Copied> {
+    if !fs::symlink_metadata(from)?.is_dir() || !fs::symlink_metadata(to)?.is_dir() {
+        return Err(io::Error::other(format!(
+            "{} or {} is not a directory",
+            from.display(),
+            to.display()
+        )));
+    }
+    let mut c = Copier {
+        links: HashMap::new(),
+        done: Copied::default(),
+    };
+    c.dir_contents(from, to, Some(skip))?;
+    copy_xattrs(from, to)?;
+    Ok(c.done)
+}
+
+struct Copier {
+    /// (device, inode) of a source file with several names → the first target path.
+    links: HashMap<(u64, u64), std::path::PathBuf>,
+    done: Copied,
+}
+
+impl Copier {
+    fn dir_contents(&mut self, from: &Path, to: &Path, skip: Option<&[&str]>) -> io::Result<()> {
+        for entry in fs::read_dir(from)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            if skip.is_some_and(|s| s.iter().any(|n| OsStr::new(n) == name)) {
+                continue;
+            }
+            self.entry(&from.join(&name), &to.join(&name))?;
+        }
+        Ok(())
+    }
+
+    fn entry(&mut self, src: &Path, dst: &Path) -> io::Result<()> {
+        let meta = fs::symlink_metadata(src)?;
+        let t = meta.file_type();
+        if t.is_socket() {
+            return Ok(());
+        }
+        if !t.is_dir() && meta.nlink() > 1 {
+            if let Some(first) = self.links.get(&(meta.dev(), meta.ino())) {
+                fs::hard_link(first, dst)?;
+                self.done.entries += 1;
+                return Ok(());
+            }
+            self.links
+                .insert((meta.dev(), meta.ino()), dst.to_path_buf());
+        }
+        if t.is_dir() {
+            match fs::create_dir(dst) {
+                Err(e)
+                    if e.kind() == io::ErrorKind::AlreadyExists
+                        && fs::symlink_metadata(dst)?.is_dir() => {}
+                r => r?,
+            }
+            self.dir_contents(src, dst, None)?;
+        } else if t.is_file() {
+            let mut from = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .open(src)?;
+            let mut to = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(dst)?;
+            self.done.bytes += io::copy(&mut from, &mut to)?;
+        } else if t.is_symlink() {
+            std::os::unix::fs::symlink(fs::read_link(src)?, dst)?;
+        } else {
+            // Character and block devices (whiteouts among them) and FIFOs.
+            let path = c_path(dst)?;
+            // SAFETY: `path` is a valid C string; mknod reads nothing else.
+            if unsafe { libc::mknod(path.as_ptr(), meta.mode(), meta.rdev() as libc::dev_t) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        self.done.entries += 1;
+        std::os::unix::fs::lchown(dst, Some(meta.uid()), Some(meta.gid()))?;
+        copy_xattrs(src, dst)?;
+        if !t.is_symlink() {
+            // After the owner: chown clears set-user-ID and set-group-ID bits.
+            fs::set_permissions(dst, fs::Permissions::from_mode(meta.mode() & 0o7777))?;
+        }
+        set_times(dst, &meta)
+    }
+}
+
+fn c_path(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other)
+}
+
+/// Access and modification times, set without following a symlink (last, so that adding a
+/// directory's entries does not change its mtime again).
+fn set_times(dst: &Path, meta: &fs::Metadata) -> io::Result<()> {
+    let path = c_path(dst)?;
+    let times = [
+        libc::timespec {
+            tv_sec: meta.atime(),
+            tv_nsec: meta.atime_nsec(),
+        },
+        libc::timespec {
+            tv_sec: meta.mtime(),
+            tv_nsec: meta.mtime_nsec(),
+        },
+    ];
+    // SAFETY: `path` and `times` are valid for the call.
+    let r = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Every extended attribute of `src` (overlay's `trusted.*` ones included) onto `dst`,
+/// neither followed if a symlink.
+fn copy_xattrs(src: &Path, dst: &Path) -> io::Result<()> {
+    let (s, d) = (c_path(src)?, c_path(dst)?);
+    let names = read_list(|buf, len| {
+        // SAFETY: `buf` is valid for `len` bytes (or null with len 0).
+        unsafe { libc::llistxattr(s.as_ptr(), buf as *mut libc::c_char, len) }
+    })?;
+    for name in names.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        let name = CString::new(name).map_err(io::Error::other)?;
+        let value = read_list(|buf, len| {
+            // SAFETY: as above; `name` is a valid C string.
+            unsafe { libc::lgetxattr(s.as_ptr(), name.as_ptr(), buf as *mut libc::c_void, len) }
+        })?;
+        // SAFETY: all pointers are valid for the lengths given.
+        let r = unsafe {
+            libc::lsetxattr(
+                d.as_ptr(),
+                name.as_ptr(),
+                value.as_ptr() as *const libc::c_void,
+                value.len(),
+                0,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Calls a size-then-fill syscall (llistxattr, lgetxattr) until the buffer is big enough.
+fn read_list(mut call: impl FnMut(*mut u8, usize) -> isize) -> io::Result<Vec<u8>> {
+    loop {
+        let n = call(std::ptr::null_mut(), 0);
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::ENOTSUP) => Ok(Vec::new()),
+                _ => Err(e),
+            };
+        }
+        let mut buf = vec![0u8; n as usize];
+        if buf.is_empty() {
+            return Ok(buf);
+        }
+        let got = call(buf.as_mut_ptr(), buf.len());
+        if got >= 0 {
+            buf.truncate(got as usize);
+            return Ok(buf);
+        }
+        // Grew between the two calls: ask again.
+        if io::Error::last_os_error().raw_os_error() != Some(libc::ERANGE) {
+            return Err(io::Error::last_os_error());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn root() -> bool {
+        // SAFETY: geteuid has no preconditions.
+        unsafe { libc::geteuid() == 0 }
+    }
+
+    #[test]
+    fn copies_files_links_modes_times_and_skips_top_level_names() {
+        let t = tempfile::tempdir().unwrap();
+        let (from, to) = (t.path().join("from"), t.path().join("to"));
+        fs::create_dir_all(from.join("w/sub")).unwrap();
+        fs::create_dir_all(from.join(".warren/run")).unwrap();
+        fs::create_dir(&to).unwrap();
+        fs::write(from.join("w/a.txt"), b"alpha").unwrap();
+        fs::write(from.join(".warren/run/x"), b"never").unwrap();
+        fs::hard_link(from.join("w/a.txt"), from.join("w/sub/a-again")).unwrap();
+        symlink("/", from.join("w/root")).unwrap();
+        fs::set_permissions(from.join("w/a.txt"), fs::Permissions::from_mode(0o640)).unwrap();
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        fs::File::options()
+            .write(true)
+            .open(from.join("w/a.txt"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let fifo = c_path(&from.join("w/pipe")).unwrap();
+        // SAFETY: valid C string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let user_attr = xattr_set(&from.join("w/sub"), "user.warren", b"v");
+
+        let done = copy(&from, &to, &[".warren"]).unwrap();
+        assert_eq!(done.bytes, 5);
+        assert!(!to.join(".warren").exists());
+        assert_eq!(fs::read(to.join("w/a.txt")).unwrap(), b"alpha");
+        let (a, again) = (
+            fs::metadata(to.join("w/a.txt")).unwrap(),
+            fs::metadata(to.join("w/sub/a-again")).unwrap(),
+        );
+        assert_eq!(a.ino(), again.ino(), "a hard link stays one inode");
+        assert_eq!(a.mode() & 0o7777, 0o640);
+        assert_eq!(a.modified().unwrap(), old);
+        assert_eq!(fs::read_link(to.join("w/root")).unwrap(), Path::new("/"));
+        assert!(fs::symlink_metadata(to.join("w/pipe"))
+            .unwrap()
+            .file_type()
+            .is_fifo());
+        if user_attr {
+            assert_eq!(xattr_get(&to.join("w/sub"), "user.warren"), b"v");
+        }
+        // Files already there are never overwritten: two sandboxes' files never mix.
+        let again = copy(&from, &to, &[]).unwrap_err();
+        assert_eq!(again.kind(), io::ErrorKind::AlreadyExists);
+        // A directory the engine made already (a mount point) is fine.
+        let to2 = t.path().join("to2");
+        fs::create_dir_all(to2.join("w")).unwrap();
+        copy(&from, &to2, &[".warren"]).unwrap();
+        assert_eq!(fs::read(to2.join("w/a.txt")).unwrap(), b"alpha");
+    }
+
+    #[test]
+    fn whiteouts_and_opaque_directories_are_kept() {
+        if !root() {
+            eprintln!("skipped: needs root (mknod 0:0, trusted.* xattrs)");
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        let (from, to) = (t.path().join("from"), t.path().join("to"));
+        fs::create_dir_all(from.join("etc")).unwrap();
+        fs::create_dir(&to).unwrap();
+        let wh = c_path(&from.join("etc/motd")).unwrap();
+        // SAFETY: valid C string.
+        assert_eq!(unsafe { libc::mknod(wh.as_ptr(), libc::S_IFCHR, 0) }, 0);
+        assert!(xattr_set(&from.join("etc"), "trusted.overlay.opaque", b"y"));
+        copy(&from, &to, &[]).unwrap();
+        let m = fs::symlink_metadata(to.join("etc/motd")).unwrap();
+        assert!(m.file_type().is_char_device() && m.rdev() == 0);
+        assert_eq!(xattr_get(&to.join("etc"), "trusted.overlay.opaque"), b"y");
+    }
+
+    fn xattr_set(p: &Path, name: &str, v: &[u8]) -> bool {
+        let (p, n) = (c_path(p).unwrap(), CString::new(name).unwrap());
+        // SAFETY: valid pointers and lengths.
+        unsafe {
+            libc::lsetxattr(
+                p.as_ptr(),
+                n.as_ptr(),
+                v.as_ptr() as *const libc::c_void,
+                v.len(),
+                0,
+            ) == 0
+        }
+    }
+
+    fn xattr_get(p: &Path, name: &str) -> Vec<u8> {
+        let (p, n) = (c_path(p).unwrap(), CString::new(name).unwrap());
+        read_list(|buf, len| {
+            // SAFETY: valid pointers and lengths.
+            unsafe { libc::lgetxattr(p.as_ptr(), n.as_ptr(), buf as *mut libc::c_void, len) }
+        })
+        .unwrap()
+    }
+}
