@@ -9,17 +9,19 @@
 //! devices and FIFOs are made again, owners, modes, times and xattrs are kept; sockets are
 //! skipped (a snapshot does not keep them either).
 //!
-//! Nothing is followed. The source belongs to a sandbox and must be frozen while it is
-//! copied (its container paused), so that no entry changes under the walk; the target is a
-//! new container's directory nobody else writes to.
+//! Nothing is followed. The source belongs to a sandbox and is frozen while it is copied
+//! (its container paused), so that the copy is one moment's files; should it run anyway,
+//! the walk still only ever reaches the source's own entries (see `SourceDir`). The target
+//! is a new container's directory that nobody else writes to before it starts.
 
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
 use std::fs::{self, OpenOptions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What one copy did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -33,43 +35,69 @@ pub struct Copied {
 /// already (mount points) are kept and take the source's metadata; any other entry that
 /// exists is an error, so two sandboxes' files never mix.
 pub fn copy(from: &Path, to: &Path, skip: &[&str]) -> io::Result<Copied> {
-    if !fs::symlink_metadata(from)?.is_dir() || !fs::symlink_metadata(to)?.is_dir() {
+    if !fs::symlink_metadata(to)?.is_dir() {
         return Err(io::Error::other(format!(
-            "{} or {} is not a directory",
-            from.display(),
+            "{} is not a directory",
             to.display()
         )));
     }
+    let root = SourceDir::open(from)?;
     let mut c = Copier {
         links: HashMap::new(),
         done: Copied::default(),
     };
-    c.dir_contents(from, to, Some(skip))?;
-    copy_xattrs(from, to)?;
+    c.dir_contents(&root, to, Some(skip))?;
+    copy_xattrs(&root.path(), to)?;
     Ok(c.done)
+}
+
+/// An open directory of the source. Its entries are reached as
+/// `/proc/self/fd/<fd>/<name>`: the kernel goes from the open directory itself to the
+/// entry, so no path is walked again and a directory the sandbox turned into a symlink
+/// after it was listed is never followed (opening it as a directory then fails).
+struct SourceDir(fs::File);
+
+impl SourceDir {
+    fn open(path: &Path) -> io::Result<SourceDir> {
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+            .open(path)
+            .map(SourceDir)
+    }
+
+    fn path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.0.as_raw_fd()))
+    }
 }
 
 struct Copier {
     /// (device, inode) of a source file with several names → the first target path.
-    links: HashMap<(u64, u64), std::path::PathBuf>,
+    links: HashMap<(u64, u64), PathBuf>,
     done: Copied,
 }
 
 impl Copier {
-    fn dir_contents(&mut self, from: &Path, to: &Path, skip: Option<&[&str]>) -> io::Result<()> {
-        for entry in fs::read_dir(from)? {
-            let entry = entry?;
-            let name = entry.file_name();
+    fn dir_contents(
+        &mut self,
+        from: &SourceDir,
+        to: &Path,
+        skip: Option<&[&str]>,
+    ) -> io::Result<()> {
+        let base = from.path();
+        for entry in fs::read_dir(&base)? {
+            let name = entry?.file_name();
             if skip.is_some_and(|s| s.iter().any(|n| OsStr::new(n) == name)) {
                 continue;
             }
-            self.entry(&from.join(&name), &to.join(&name))?;
+            self.entry(&base.join(&name), &to.join(&name))?;
         }
         Ok(())
     }
 
+    /// `src` is `/proc/self/fd/<parent>/<name>`: only `name` is looked up, never followed.
     fn entry(&mut self, src: &Path, dst: &Path) -> io::Result<()> {
-        let meta = fs::symlink_metadata(src)?;
+        let mut meta = fs::symlink_metadata(src)?;
         let t = meta.file_type();
         if t.is_socket() {
             return Ok(());
@@ -84,18 +112,27 @@ impl Copier {
                 .insert((meta.dev(), meta.ino()), dst.to_path_buf());
         }
         if t.is_dir() {
+            let dir = SourceDir::open(src)?;
+            meta = dir.0.metadata()?;
             match fs::create_dir(dst) {
                 Err(e)
                     if e.kind() == io::ErrorKind::AlreadyExists
                         && fs::symlink_metadata(dst)?.is_dir() => {}
                 r => r?,
             }
-            self.dir_contents(src, dst, None)?;
+            self.dir_contents(&dir, dst, None)?;
         } else if t.is_file() {
             let mut from = OpenOptions::new()
                 .read(true)
                 .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
                 .open(src)?;
+            meta = from.metadata()?;
+            if !meta.is_file() {
+                return Err(io::Error::other(format!(
+                    "{} changed while it was copied",
+                    dst.display()
+                )));
+            }
             let mut to = OpenOptions::new()
                 .write(true)
                 .create_new(true)
@@ -275,6 +312,22 @@ mod tests {
         fs::create_dir_all(to2.join("w")).unwrap();
         copy(&from, &to2, &[".warren"]).unwrap();
         assert_eq!(fs::read(to2.join("w/a.txt")).unwrap(), b"alpha");
+    }
+
+    #[test]
+    fn a_directory_turned_into_a_symlink_is_not_entered() {
+        let t = tempfile::tempdir().unwrap();
+        fs::create_dir(t.path().join("real")).unwrap();
+        fs::write(t.path().join("real/secret"), b"host").unwrap();
+        symlink(t.path().join("real"), t.path().join("swapped")).unwrap();
+        let parent = SourceDir::open(t.path()).unwrap();
+        // What the walk does with an entry it listed as a directory.
+        let e = SourceDir::open(&parent.path().join("swapped"))
+            .err()
+            .unwrap();
+        // O_DIRECTORY | O_NOFOLLOW on a symlink: ENOTDIR (ELOOP on some kernels).
+        assert!(matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)), "{e}");
+        assert!(SourceDir::open(&parent.path().join("real")).is_ok());
     }
 
     #[test]

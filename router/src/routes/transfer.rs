@@ -60,9 +60,13 @@ where
     F: Future<Output = Result<T, ApiError>> + Send + 'static,
 {
     if !stream {
-        return match op.await {
-            Ok(v) => (status, axum::Json(v)).into_response(),
-            Err(e) => ApiErrorResponse(e).into_response(),
+        // Its own task: a client that goes away does not cut the operation short (a fork
+        // holds its source frozen until every copy is made, a restore finishes its
+        // container), in either mode.
+        return match tokio::spawn(op).await {
+            Ok(Ok(v)) => (status, axum::Json(v)).into_response(),
+            Ok(Err(e)) => ApiErrorResponse(e).into_response(),
+            Err(e) => ApiErrorResponse(ApiError::internal(e.to_string())).into_response(),
         };
     }
     let progress = Arc::new(Progress::default());
