@@ -326,7 +326,10 @@ mod tests {
             .err()
             .unwrap();
         // O_DIRECTORY | O_NOFOLLOW on a symlink: ENOTDIR (ELOOP on some kernels).
-        assert!(matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)), "{e}");
+        assert!(
+            matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)),
+            "{e}"
+        );
         assert!(SourceDir::open(&parent.path().join("real")).is_ok());
     }
 
