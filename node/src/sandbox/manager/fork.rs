@@ -12,9 +12,10 @@
 use super::persist::{running, to_api};
 use super::SandboxManager;
 use crate::runtime::ContainerRuntime;
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use warren_api::snapshot::Snapshot;
 use warren_api::ApiError;
@@ -27,6 +28,35 @@ pub(super) struct Seed {
     pub upper: PathBuf,
     /// The source's image (the copy means nothing over any other).
     pub image: String,
+}
+
+/// A fork's seed, listed while it lives: removed when dropped, however the fork ends
+/// (before its source is thawed, as it is declared after the `Frozen`).
+struct SeedEntry<'a> {
+    seeds: &'a Mutex<HashMap<String, Seed>>,
+    snapshot: String,
+}
+
+impl<'a> SeedEntry<'a> {
+    fn add(seeds: &'a Mutex<HashMap<String, Seed>>, snapshot: &str, seed: Seed) -> Self {
+        seeds
+            .lock()
+            .expect("seeds lock")
+            .insert(snapshot.to_string(), seed);
+        SeedEntry {
+            seeds,
+            snapshot: snapshot.to_string(),
+        }
+    }
+}
+
+impl Drop for SeedEntry<'_> {
+    fn drop(&mut self) {
+        self.seeds
+            .lock()
+            .expect("seeds lock")
+            .remove(&self.snapshot);
+    }
 }
 
 /// A source container paused for a fork. Thawed by `thaw`, or on drop (an error, or the
@@ -121,13 +151,11 @@ impl SandboxManager {
             upper,
             image: rec.image.clone(),
         };
-        self.seeds
-            .lock()
-            .expect("seeds lock")
-            .insert(sid.clone(), seed);
+        let seeded = SeedEntry::add(&self.seeds, &sid, seed);
         let (snapshot, created) =
             tokio::join!(capture, create_all(sid.clone(), SnapshotWritten(written)));
-        self.seeds.lock().expect("seeds lock").remove(&sid);
+        // No later sandbox from this snapshot may copy the source once it runs again.
+        drop(seeded);
         frozen.thaw().await;
         Ok(Forked { snapshot, created })
     }
