@@ -14,6 +14,7 @@
 //! the walk still only ever reaches the source's own entries (see `SourceDir`). The target
 //! is a new container's directory that nobody else writes to before it starts.
 
+use filetime::FileTime;
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
 use std::fs::{self, OpenOptions};
@@ -167,88 +168,27 @@ fn c_path(p: &Path) -> io::Result<CString> {
 /// Access and modification times, set without following a symlink (last, so that adding a
 /// directory's entries does not change its mtime again).
 fn set_times(dst: &Path, meta: &fs::Metadata) -> io::Result<()> {
-    let path = c_path(dst)?;
-    let times = [
-        libc::timespec {
-            tv_sec: meta.atime(),
-            tv_nsec: meta.atime_nsec(),
-        },
-        libc::timespec {
-            tv_sec: meta.mtime(),
-            tv_nsec: meta.mtime_nsec(),
-        },
-    ];
-    // SAFETY: `path` and `times` are valid for the call.
-    let r = unsafe {
-        libc::utimensat(
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            times.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    filetime::set_symlink_file_times(
+        dst,
+        FileTime::from_last_access_time(meta),
+        FileTime::from_last_modification_time(meta),
+    )
 }
 
 /// Every extended attribute of `src` (overlay's `trusted.*` ones included) onto `dst`,
-/// neither followed if a symlink.
+/// neither followed if a symlink (the `xattr` crate's calls never follow one).
 fn copy_xattrs(src: &Path, dst: &Path) -> io::Result<()> {
-    let (s, d) = (c_path(src)?, c_path(dst)?);
-    let names = read_list(|buf, len| {
-        // SAFETY: `buf` is valid for `len` bytes (or null with len 0).
-        unsafe { libc::llistxattr(s.as_ptr(), buf as *mut libc::c_char, len) }
-    })?;
-    for name in names.split(|b| *b == 0).filter(|n| !n.is_empty()) {
-        let name = CString::new(name).map_err(io::Error::other)?;
-        let value = read_list(|buf, len| {
-            // SAFETY: as above; `name` is a valid C string.
-            unsafe { libc::lgetxattr(s.as_ptr(), name.as_ptr(), buf as *mut libc::c_void, len) }
-        })?;
-        // SAFETY: all pointers are valid for the lengths given.
-        let r = unsafe {
-            libc::lsetxattr(
-                d.as_ptr(),
-                name.as_ptr(),
-                value.as_ptr() as *const libc::c_void,
-                value.len(),
-                0,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
+    let names = match xattr::list(src) {
+        Ok(names) => names,
+        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for name in names {
+        if let Some(value) = xattr::get(src, &name)? {
+            xattr::set(dst, &name, &value)?;
         }
     }
     Ok(())
-}
-
-/// Calls a size-then-fill syscall (llistxattr, lgetxattr) until the buffer is big enough.
-fn read_list(mut call: impl FnMut(*mut u8, usize) -> isize) -> io::Result<Vec<u8>> {
-    loop {
-        let n = call(std::ptr::null_mut(), 0);
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::ENOTSUP) => Ok(Vec::new()),
-                _ => Err(e),
-            };
-        }
-        let mut buf = vec![0u8; n as usize];
-        if buf.is_empty() {
-            return Ok(buf);
-        }
-        let got = call(buf.as_mut_ptr(), buf.len());
-        if got >= 0 {
-            buf.truncate(got as usize);
-            return Ok(buf);
-        }
-        // Grew between the two calls: ask again.
-        if io::Error::last_os_error().raw_os_error() != Some(libc::ERANGE) {
-            return Err(io::Error::last_os_error());
-        }
-    }
 }
 
 #[cfg(test)]
@@ -354,25 +294,10 @@ mod tests {
     }
 
     fn xattr_set(p: &Path, name: &str, v: &[u8]) -> bool {
-        let (p, n) = (c_path(p).unwrap(), CString::new(name).unwrap());
-        // SAFETY: valid pointers and lengths.
-        unsafe {
-            libc::lsetxattr(
-                p.as_ptr(),
-                n.as_ptr(),
-                v.as_ptr() as *const libc::c_void,
-                v.len(),
-                0,
-            ) == 0
-        }
+        xattr::set(p, name, v).is_ok()
     }
 
     fn xattr_get(p: &Path, name: &str) -> Vec<u8> {
-        let (p, n) = (c_path(p).unwrap(), CString::new(name).unwrap());
-        read_list(|buf, len| {
-            // SAFETY: valid pointers and lengths.
-            unsafe { libc::lgetxattr(p.as_ptr(), n.as_ptr(), buf as *mut libc::c_void, len) }
-        })
-        .unwrap()
+        xattr::get(p, name).unwrap().unwrap_or_default()
     }
 }

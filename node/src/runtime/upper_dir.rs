@@ -70,23 +70,13 @@ fn walk(dir: &Path, prefix: &str, out: &mut Vec<FsChange>) -> std::io::Result<()
     Ok(())
 }
 
-/// Whether overlayfs marked the directory opaque (`trusted.overlay.opaque = y`).
+/// Whether overlayfs marked the directory opaque (`trusted.overlay.opaque = y`; the
+/// `xattr` crate does not follow a symlink).
 fn is_opaque(dir: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-        return false;
-    };
-    let mut value = [0u8; 1];
-    // SAFETY: both pointers are valid for the lengths given; lgetxattr does not follow links.
-    let n = unsafe {
-        libc::lgetxattr(
-            path.as_ptr(),
-            c"trusted.overlay.opaque".as_ptr(),
-            value.as_mut_ptr().cast(),
-            value.len(),
-        )
-    };
-    n == 1 && value[0] == b'y'
+    xattr::get(dir, "trusted.overlay.opaque")
+        .ok()
+        .flatten()
+        .is_some_and(|v| v == b"y")
 }
 
 #[cfg(test)]
