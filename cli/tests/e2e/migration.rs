@@ -254,13 +254,20 @@ async fn migration_a_joining_node_takes_over_the_ids_it_wins() {
     joining_node_takes_over(TestCluster::start(2, 1).await).await;
 }
 
-#[tokio::test]
-async fn migration_through_s3_a_joining_node_takes_over_the_ids_it_wins() {
+/// A local S3 server (moto) with `bucket`, and the object store location of the cluster's
+/// nodes in it. The server stops when the first value is dropped.
+async fn s3_bucket(bucket: &str) -> (super::s3::moto::Moto, String) {
     use super::s3::moto;
     moto::set_test_credentials();
     let server = moto::Moto::start().await;
-    server.bucket("warren-join").await;
-    let location = moto::location(server.port, "warren-join", "c");
+    server.bucket(bucket).await;
+    let location = moto::location(server.port, bucket, "c");
+    (server, location)
+}
+
+#[tokio::test]
+async fn migration_through_s3_a_joining_node_takes_over_the_ids_it_wins() {
+    let (_moto, location) = s3_bucket("warren-join").await;
     joining_node_takes_over(TestCluster::start_on_store(2, "", &location).await).await;
 }
 
@@ -398,11 +405,7 @@ async fn migration_preview_calls_during_a_drain_follow_the_move() {
 
 #[tokio::test]
 async fn migration_through_s3_drain_and_kill_9_keep_the_files() {
-    use super::s3::moto;
-    moto::set_test_credentials();
-    let server = moto::Moto::start().await;
-    server.bucket("warren-cluster").await;
-    let location = moto::location(server.port, "warren-cluster", "c");
+    let (_moto, location) = s3_bucket("warren-cluster").await;
     let mut c = TestCluster::start_on_store(3, "checkpoint_every_s = 1", &location).await;
     let x = c.nodes[0].name.clone();
     let id = ids_on(&c, 1, &x, 1).await.remove(0);

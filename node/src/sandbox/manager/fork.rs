@@ -70,23 +70,21 @@ struct Frozen {
 impl Frozen {
     async fn thaw(mut self) {
         self.thawed = true;
-        if let Err(e) = self.runtime.unpause(&self.id).await {
-            tracing::error!(sandbox_id = %self.id, error = %e, "cannot thaw a fork's source");
-        }
+        unpause(self.runtime.clone(), self.id.clone()).await;
     }
 }
 
 impl Drop for Frozen {
     fn drop(&mut self) {
-        if self.thawed {
-            return;
+        if !self.thawed {
+            tokio::spawn(unpause(self.runtime.clone(), self.id.clone()));
         }
-        let (runtime, id) = (self.runtime.clone(), self.id.clone());
-        tokio::spawn(async move {
-            if let Err(e) = runtime.unpause(&id).await {
-                tracing::error!(sandbox_id = %id, error = %e, "cannot thaw a fork's source");
-            }
-        });
+    }
+}
+
+async fn unpause(runtime: Arc<dyn ContainerRuntime>, id: String) {
+    if let Err(e) = runtime.unpause(&id).await {
+        tracing::error!(sandbox_id = %id, error = %e, "cannot thaw a fork's source");
     }
 }
 
