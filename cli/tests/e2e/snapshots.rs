@@ -103,9 +103,16 @@ async fn sleep_then_any_call_wakes_with_the_same_files() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].origin, "sleep");
 
-    // Any call wakes it, with its files as they were.
+    // Any call wakes it, with its files as they were: deletions (a whiteout, a directory
+    // replaced) and files written into the new container while it started.
+    let filled_before = step_count(&node, "start_and_apply").await;
     assert_eq!(sh(c, &id, CHECK_FILES).await, before);
     assert_eq!(state(c, &id).await, SandboxState::Running);
+    assert_eq!(
+        step_count(&node, "start_and_apply").await - filled_before,
+        1,
+        "the files went in while the container started"
+    );
 
     // A second sleep replaces the first sleep snapshot; a restart keeps it asleep.
     sh(c, &id, "echo more >> /workspace/app/a.txt").await;
@@ -288,7 +295,7 @@ async fn restore_replaces_files_and_fork_makes_independent_copies() {
         "rm -rf /usr/share/doc && ln /workspace/a /workspace/a-link && ln -s /etc/hostname /workspace/host && chmod 4750 /workspace/a",
     )
     .await;
-    let copies_before = fork_copies(&node).await;
+    let copies_before = step_count(&node, "fork_copy").await;
     let out = c
         .fork(
             &id,
@@ -322,7 +329,7 @@ async fn restore_replaces_files_and_fork_makes_independent_copies() {
             format!("2 4750\n/etc/hostname\n{f}\nno-doc\n")
         );
     }
-    assert_eq!(fork_copies(&node).await - copies_before, 4);
+    assert_eq!(step_count(&node, "fork_copy").await - copies_before, 4);
     // The source runs again, unchanged.
     assert_eq!(sh(c, &id, "cat /workspace/a").await, "1\n");
     // A copied fork is a sandbox like any other: its files survive sleep and wake.
@@ -683,8 +690,11 @@ async fn the_node_packs_inside_the_sandbox_root_and_the_guest_can_instead() {
     assert_eq!(sh(g, &id, CHECK_FILES).await, before);
 }
 
-/// How many forks on this node started from a copy of their source's files.
-async fn fork_copies(node: &Node) -> u64 {
+/// How many times this node timed a snapshot step (`fork_copy`: forks that started from a
+/// copy of their source's files; `start_and_apply`: snapshots written while the container
+/// started).
+async fn step_count(node: &Node, step: &str) -> u64 {
+    let prefix = format!("warren_snapshot_step_seconds_count{{step=\"{step}\"}} ");
     let text = node
         .req(reqwest::Method::GET, "/metrics")
         .send()
@@ -694,6 +704,6 @@ async fn fork_copies(node: &Node) -> u64 {
         .await
         .unwrap();
     text.lines()
-        .find_map(|l| l.strip_prefix("warren_snapshot_step_seconds_count{step=\"fork_copy\"} "))
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
         .map_or(0, |n| n.trim().parse().unwrap())
 }

@@ -311,33 +311,58 @@ pub async fn quiesce_all(_req: Request) -> Result<Response, ApiError> {
     Ok(http::json(200, &serde_json::json!({ "quiesced": true })))
 }
 
+/// `POST /archive/remove`: the paths a snapshot deleted, removed before it is unpacked.
 pub async fn remove(req: Request) -> Result<Response, ApiError> {
     let body: RemovePathsRequest = http::read_json(req).await?;
-    for p in &body.paths {
+    let removed = tokio::task::spawn_blocking(move || remove_paths(&body.paths))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))??;
+    Ok(http::json(200, &serde_json::json!({ "removed": removed })))
+}
+
+/// `warren-guest remove`: a [`RemovePathsRequest`] on stdin, its paths removed. Run by the
+/// node in the sandbox's filesystem (see [`pack_stdio`]) before it unpacks a snapshot there.
+pub fn remove_stdio() -> i32 {
+    let run = || -> Result<u64, ApiError> {
+        let mut input = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut input)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let req: RemovePathsRequest = serde_json::from_slice(&input)
+            .map_err(|e| ApiError::invalid(format!("bad remove request: {e}")))?;
+        remove_paths(&req.paths)
+    };
+    match run() {
+        Ok(_) => 0,
+        Err(e) => {
+            eprintln!("warren-guest remove: {}", e.message);
+            1
+        }
+    }
+}
+
+/// Removes each path (a directory with everything in it); one that is not there is fine.
+/// Returns how many were removed.
+fn remove_paths(paths: &[String]) -> Result<u64, ApiError> {
+    for p in paths {
         warren_api::files::validate_path(p)?;
         if p == "/" {
             return Err(ApiError::invalid("refusing to remove /"));
         }
     }
-    let removed = tokio::task::spawn_blocking(move || {
-        let mut removed = 0u64;
-        for p in &body.paths {
-            let r = match std::fs::symlink_metadata(p) {
-                Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
-                Ok(_) => std::fs::remove_file(p),
-                Err(e) => Err(e),
-            };
-            match r {
-                Ok(()) => removed += 1,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(ApiError::internal(format!("cannot remove {p}: {e}"))),
-            }
+    let mut removed = 0u64;
+    for p in paths {
+        let r = match std::fs::symlink_metadata(p) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
+            Ok(_) => std::fs::remove_file(p),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(ApiError::internal(format!("cannot remove {p}: {e}"))),
         }
-        Ok(removed)
-    })
-    .await
-    .map_err(|e| ApiError::internal(e.to_string()))??;
-    Ok(http::json(200, &serde_json::json!({ "removed": removed })))
+    }
+    Ok(removed)
 }
 
 pub async fn unpack(req: Request) -> Result<Response, ApiError> {

@@ -1,6 +1,6 @@
 //! `warren-guest [--run-dir DIR]`: the agent inside a sandbox (see the library docs).
-//! `warren-guest pack` / `unpack`: writes a snapshot's archive to stdout, or its files from
-//! stdin (run by the node in the sandbox's mount namespace).
+//! `warren-guest pack` / `unpack` / `remove`: writes a snapshot's archive to stdout, its files
+//! from stdin, or removes the paths it deleted (run by the node in the sandbox's filesystem).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,7 +12,7 @@ fn main() {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--run-dir" => run_dir = PathBuf::from(args.next().expect("--run-dir needs a value")),
-            "pack" | "unpack" => {
+            "pack" | "unpack" | "remove" => {
                 // Started by the node on the host: into the sandbox's filesystem first.
                 if args.next().as_deref() == Some("--enter") {
                     if let Err(e) = warren_guest::enter::enter_container() {
@@ -20,10 +20,10 @@ fn main() {
                         std::process::exit(1);
                     }
                 }
-                std::process::exit(if a == "pack" {
-                    warren_guest::archive::pack_stdio()
-                } else {
-                    warren_guest::archive::unpack_stdio()
+                std::process::exit(match a.as_str() {
+                    "pack" => warren_guest::archive::pack_stdio(),
+                    "unpack" => warren_guest::archive::unpack_stdio(),
+                    _ => warren_guest::archive::remove_stdio(),
                 });
             }
             "--version" => {

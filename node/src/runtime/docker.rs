@@ -4,7 +4,7 @@
 
 use super::subnets::{Cidr, SubnetPool};
 use super::{
-    ChangeKind, ContainerInfo, ContainerRuntime, ContainerSpec, FsChange, RuntimeError,
+    ChangeKind, ContainerInfo, ContainerRuntime, ContainerSpec, FsChange, RootFill, RuntimeError,
     GUEST_BIN_IN_CONTAINER, GUEST_RUN_IN_CONTAINER, LABEL_KIND, LABEL_MANAGED, LABEL_NODE,
     LABEL_SANDBOX, NEVER_SAVED,
 };
@@ -437,6 +437,16 @@ impl DockerRuntime {
     /// The overlay2 upper directory of a container, if the engine uses overlay2 and the
     /// directory is on this machine.
     async fn upper_of(&self, name: &str) -> Result<Option<PathBuf>, RuntimeError> {
+        Ok(self
+            .overlay_dir(name, "UpperDir")
+            .await?
+            .filter(|p| p.is_dir()))
+    }
+
+    /// One of a container's overlay2 directories (`UpperDir`, `MergedDir`), if the engine
+    /// uses overlay2 and the layer's directory is on this machine (`MergedDir` itself is
+    /// only made when the engine first mounts it).
+    async fn overlay_dir(&self, name: &str, which: &str) -> Result<Option<PathBuf>, RuntimeError> {
         let c = match self.docker.inspect_container(name, None).await {
             Ok(c) => c,
             Err(e) if status_of(&e) == Some(404) => return Ok(None),
@@ -444,8 +454,90 @@ impl DockerRuntime {
         };
         Ok(c.graph_driver
             .filter(|g| g.name == "overlay2")
-            .and_then(|g| g.data.get("UpperDir").map(PathBuf::from))
-            .filter(|p| p.is_dir()))
+            .and_then(|g| g.data.get(which).map(PathBuf::from))
+            .filter(|p| p.parent().is_some_and(Path::is_dir)))
+    }
+
+    /// Starts a created container and, once the engine has mounted its root filesystem
+    /// where this process sees it, runs `fill` there while the start goes on. Whether
+    /// `fill` ran; its error, or the start's, otherwise.
+    async fn start_filling(&self, name: &str, fill: &dyn RootFill) -> Result<bool, RuntimeError> {
+        let Some(merged) = self.overlay_dir(name, "MergedDir").await? else {
+            self.start_named(name).await?;
+            return Ok(false);
+        };
+        let started = AtomicBool::new(false);
+        let start = async {
+            let r = self.start_named(name).await;
+            started.store(true, Ordering::SeqCst);
+            r
+        };
+        let t = std::time::Instant::now();
+        let filling = async {
+            let Some(root) = super::root_mount::wait_mounted(&merged, &started).await else {
+                tracing::debug!(container = %name, "the container's root was not seen mounted; files go in after the start");
+                return Ok(false);
+            };
+            let mounted = t.elapsed().as_millis() as u64;
+            fill.fill(root).await.map_err(RuntimeError::Fill)?;
+            tracing::debug!(container = %name, mounted_ms = mounted, filled_ms = t.elapsed().as_millis() as u64,
+                "files written while the container started");
+            Ok(true)
+        };
+        let (start, filled) = tokio::join!(
+            async {
+                let r = start.await;
+                tracing::debug!(container = %name, ms = t.elapsed().as_millis() as u64, "container started");
+                r
+            },
+            filling
+        );
+        start?;
+        filled
+    }
+
+    async fn start_named(&self, name: &str) -> Result<(), RuntimeError> {
+        self.docker
+            .start_container(name, None)
+            .await
+            .map_err(docker_err)
+    }
+
+    /// Creates, fills (see `start_filling`) and starts a container; nothing of it is left
+    /// when any step fails.
+    async fn create_and_start(
+        self: &Arc<Self>,
+        spec: &ContainerSpec,
+        fill: Option<&dyn RootFill>,
+    ) -> Result<(ContainerInfo, bool), RuntimeError> {
+        let network = self.take_network().await?;
+        let name = self.container_name(&spec.sandbox_id);
+        let created = async {
+            self.create_container(spec, &network).await?;
+            if let Some(seed) = &spec.seed {
+                self.copy_seed(&name, seed).await?;
+            }
+            let filled = match fill {
+                Some(fill) => self.start_filling(&name, fill).await?,
+                None => {
+                    self.start_named(&name).await?;
+                    false
+                }
+            };
+            let info = self
+                .inspect_name(&name)
+                .await?
+                .map(|(i, _)| i)
+                .ok_or_else(|| RuntimeError::Other("container vanished after start".into()))?;
+            Ok((info, filled))
+        }
+        .await;
+        if created.is_err() {
+            // Leave nothing behind: no half-created container, network back to the pool.
+            let _ = self.force_remove(&name).await;
+            self.release_network(&network).await;
+        }
+        created
     }
 
     /// Copies a paused source container's upper directory into the new, not yet started
@@ -560,32 +652,17 @@ fn rand_index(n: u32) -> u32 {
 #[async_trait]
 impl ContainerRuntime for Arc<DockerRuntime> {
     async fn create(&self, spec: &ContainerSpec) -> Result<ContainerInfo, RuntimeError> {
-        let network = self.take_network().await?;
-        let name = self.container_name(&spec.sandbox_id);
-        let created = async {
-            self.create_container(spec, &network).await?;
-            if let Some(seed) = &spec.seed {
-                self.copy_seed(&name, seed).await?;
-            }
-            self.docker
-                .start_container(&name, None)
-                .await
-                .map_err(docker_err)?;
-            self.inspect_name(&name)
-                .await?
-                .map(|(i, _)| i)
-                .ok_or_else(|| RuntimeError::Other("container vanished after start".into()))
-        }
-        .await;
-        match created {
-            Ok(info) => Ok(info),
-            Err(e) => {
-                // Leave nothing behind: no half-created container, network back to the pool.
-                let _ = self.force_remove(&name).await;
-                self.release_network(&network).await;
-                Err(e)
-            }
-        }
+        self.create_and_start(spec, None)
+            .await
+            .map(|(info, _)| info)
+    }
+
+    async fn create_filled(
+        &self,
+        spec: &ContainerSpec,
+        fill: &dyn RootFill,
+    ) -> Result<(ContainerInfo, bool), RuntimeError> {
+        self.create_and_start(spec, Some(fill)).await
     }
 
     async fn start(&self, sandbox_id: &str) -> Result<(), RuntimeError> {

@@ -48,6 +48,17 @@ impl Target {
             guest_binary: guest_binary.to_path_buf(),
         })
     }
+
+    /// A container's root filesystem as the engine mounted it on this host, before the
+    /// container runs: the node's own mount namespace, and `root` (an open directory of
+    /// that mount) as the root the guest binary changes into.
+    pub fn host_mount(root: std::fs::File, guest_binary: &Path) -> std::io::Result<Target> {
+        Ok(Target {
+            ns: std::fs::File::open("/proc/self/ns/mnt")?,
+            root,
+            guest_binary: guest_binary.to_path_buf(),
+        })
+    }
 }
 
 /// Starts `warren-guest {command} --enter` with the target's descriptors, stdin and stderr
@@ -132,6 +143,18 @@ pub async fn pack_in_container(
     })
     .filter_map(|r| async move { r.err().map(Err) });
     Ok(body.chain(outcome))
+}
+
+/// Runs `warren-guest remove` in the target container with `request` (a JSON
+/// `RemovePathsRequest`): the paths a snapshot deleted, removed before it is unpacked.
+pub async fn remove_in_container(target: &Target, request: Vec<u8>) -> std::io::Result<()> {
+    let mut child = spawn_guest(target, "remove", Stdio::null())?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+    let written = stdin.write_all(&request).await;
+    drop(stdin);
+    finished(child, stderr, "removing the snapshot's deleted paths").await?;
+    written
 }
 
 /// A `warren-guest unpack` started in the target container, ready for a tar.

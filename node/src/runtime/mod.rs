@@ -4,6 +4,7 @@
 pub mod docker;
 pub mod enter;
 pub mod firewall;
+pub mod root_mount;
 pub mod subnets;
 pub mod upper_copy;
 pub mod upper_dir;
@@ -65,6 +66,9 @@ pub enum RuntimeError {
     Network(String),
     #[error("{0}")]
     Other(String),
+    /// What a [`RootFill`] failed with, kept as it is.
+    #[error("{0}")]
+    Fill(ApiError),
 }
 
 impl From<RuntimeError> for ApiError {
@@ -72,6 +76,7 @@ impl From<RuntimeError> for ApiError {
         match &e {
             RuntimeError::ImageMissing { .. } => ApiError::invalid(e.to_string()),
             RuntimeError::Network(_) => ApiError::new(ErrorCode::CapacityExhausted, e.to_string()),
+            RuntimeError::Fill(e) => e.clone(),
             _ => ApiError::new(ErrorCode::Unavailable, e.to_string()),
         }
     }
@@ -92,11 +97,29 @@ pub struct FsChange {
     pub kind: ChangeKind,
 }
 
+/// Files written into a new container while the engine starts it (`create_filled`).
+#[async_trait]
+pub trait RootFill: Send + Sync {
+    /// Writes them under `root`: an open directory of the container's root filesystem, as
+    /// the engine mounted it on this host. The container's own process may already run.
+    async fn fill(&self, root: std::fs::File) -> Result<(), ApiError>;
+}
+
 /// What the node needs from a container engine.
 #[async_trait]
 pub trait ContainerRuntime: Send + Sync {
     /// Creates and starts the sandbox's container (and its network).
     async fn create(&self, spec: &ContainerSpec) -> Result<ContainerInfo, RuntimeError>;
+    /// Creates and starts the container like `create`, and runs `fill` on its root
+    /// filesystem while the engine starts it, so that writing the files and starting the
+    /// container overlap. Returns whether `fill` ran: not when this process cannot see the
+    /// engine's mount, in which case the caller writes the files once the container runs.
+    /// Returns only once `fill` is done; if it fails the container is removed again.
+    async fn create_filled(
+        &self,
+        spec: &ContainerSpec,
+        fill: &dyn RootFill,
+    ) -> Result<(ContainerInfo, bool), RuntimeError>;
     /// Starts an existing, stopped container.
     async fn start(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
     /// The sandbox's container, if it exists.

@@ -11,6 +11,7 @@ mod idle;
 mod migrate;
 mod persist;
 mod ports;
+mod restore_fill;
 mod upgrade;
 
 pub use fork::{Forked, SnapshotWritten};
@@ -24,7 +25,7 @@ use super::store::RecordStore;
 use crate::config::NodeConfig;
 use crate::guest::client::{full, GuestBody, GuestClient};
 use crate::metrics::NodeMetrics;
-use crate::runtime::{ContainerRuntime, ContainerSpec};
+use crate::runtime::{ContainerRuntime, ContainerSpec, RootFill};
 use bytes::Bytes;
 use hyper::body::Incoming;
 use std::collections::HashMap;
@@ -476,13 +477,16 @@ impl SandboxManager {
 
     /// Creates (or restarts) the container and waits for its guest.
     async fn start_container(&self, rec: &mut SandboxRecord, fresh: bool) -> Result<(), ApiError> {
-        self.start_container_with(rec, fresh, None).await
+        self.start_container_with(rec, fresh, None, None)
+            .await
+            .map(|_| ())
     }
 
     /// Creates the container with a fork's files copied in before it starts.
     async fn start_seeded(&self, rec: &mut SandboxRecord, upper: PathBuf) -> Result<(), ApiError> {
         let t = Instant::now();
-        self.start_container_with(rec, true, Some(upper)).await?;
+        self.start_container_with(rec, true, Some(upper), None)
+            .await?;
         self.metrics
             .snapshots
             .with_label_values(&["fork_copy"])
@@ -491,13 +495,18 @@ impl SandboxManager {
         Ok(())
     }
 
-    async fn start_container_with(
+    /// Creates (`fresh`) or restarts the container and waits for its guest: a new one with
+    /// a fork's files copied in (`seed`), or with `fill` run on its files while it starts.
+    /// Whether `fill` ran (see `ContainerRuntime::create_filled`).
+    pub(super) async fn start_container_with(
         &self,
         rec: &mut SandboxRecord,
         fresh: bool,
         seed: Option<PathBuf>,
-    ) -> Result<(), ApiError> {
+        fill: Option<&dyn RootFill>,
+    ) -> Result<bool, ApiError> {
         rec.generation += 1;
+        let mut filled = false;
         let run_dir = self.run_dir(&rec.id);
         std::fs::create_dir_all(&run_dir)
             .map_err(|e| ApiError::internal(format!("cannot create run dir: {e}")))?;
@@ -512,12 +521,18 @@ impl SandboxManager {
                 let _ = std::fs::remove_file(run_dir.join(crate::guest::client::SOCKET_NAME));
                 let mut spec = self.spec(rec);
                 spec.seed = seed;
-                self.runtime.create(&spec).await?;
+                match fill {
+                    Some(fill) => filled = self.runtime.create_filled(&spec, fill).await?.1,
+                    None => {
+                        self.runtime.create(&spec).await?;
+                    }
+                }
             } else {
                 self.runtime.start(&rec.id).await?;
             }
         }
-        self.wait_guest(rec).await
+        self.wait_guest(rec).await?;
+        Ok(filled)
     }
 
     async fn wait_guest(&self, rec: &SandboxRecord) -> Result<(), ApiError> {

@@ -7,9 +7,10 @@
 //! and only after every chunk was fetched and verified, so a damaged snapshot fails before
 //! anything changes.
 
+use super::restore_fill::SnapshotFill;
 use super::{guest_error, not_found, SandboxManager, Slot};
 use crate::guest::client::{full, BoxError, GuestBody};
-use crate::runtime::{enter, ChangeKind, NEVER_SAVED};
+use crate::runtime::{enter, ChangeKind, RootFill, NEVER_SAVED};
 use crate::sandbox::lifecycle::{self, Event};
 use crate::sandbox::record::SandboxRecord;
 use bytes::Bytes;
@@ -85,7 +86,7 @@ pub fn snapshot_error(e: SnapshotError) -> ApiError {
 }
 
 /// The snapshot's archive, reporting the `unpack` phase to the caller's progress.
-fn tar_stream(
+pub(super) fn tar_stream(
     prepared: Prepared,
 ) -> impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static {
     let progress = crate::sandbox::progress::current();
@@ -359,18 +360,49 @@ impl SandboxManager {
         let Some(prepared) = prepared else {
             return self.start_container(rec, true).await;
         };
-        // Unpacking is the node's work. Done in the node's cgroup it needs nothing more; done
-        // by the guest, the container starts with the machine's CPUs, and the sandbox's own
-        // limit applies once the files are in, before anyone else can use it.
+        // Where the node does the archive work, the files go in while the container starts.
+        let (fill, prepared) = if self.config().pack_in_node && SnapshotFill::possible() {
+            let fill = SnapshotFill::new(prepared, self.config().guest_binary.clone());
+            (Some(fill), None)
+        } else {
+            (None, Some(prepared))
+        };
+        // Otherwise unpacking is done after the start. Done in the node's cgroup it needs
+        // nothing more; done by the guest, the container starts with the machine's CPUs,
+        // and the sandbox's own limit applies once the files are in, before anyone else
+        // can use it.
         let machine = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         let own = rec.resources.cpus;
         let lifted = !self.config().pack_in_node && machine > own;
         if lifted {
             rec.resources.cpus = machine;
         }
-        let started = self.start_container(rec, true).await;
+        let started = self
+            .start_container_with(rec, true, None, fill.as_ref().map(|f| f as &dyn RootFill))
+            .await;
         rec.resources.cpus = own;
-        started?;
+        let filled = match started {
+            Ok(filled) => filled,
+            Err(e) => {
+                if fill.is_some() {
+                    // Its files may be half-written: never a half-restored sandbox.
+                    let _ = self.runtime.remove(&rec.id).await;
+                }
+                return Err(e);
+            }
+        };
+        if filled {
+            self.metrics
+                .snapshots
+                .with_label_values(&["start_and_apply"])
+                .observe(t.elapsed().as_secs_f64());
+            tracing::info!(sandbox_id = %rec.id, ms = t.elapsed().as_millis() as u64,
+                "restore: files written while the container started");
+            return Ok(());
+        }
+        let prepared = prepared
+            .or_else(|| fill.and_then(SnapshotFill::into_unwritten))
+            .ok_or_else(|| ApiError::internal("the snapshot was neither written nor kept"))?;
         tracing::info!(sandbox_id = %rec.id, ms = t.elapsed().as_millis() as u64, "restore: new container ready");
         let started = Instant::now();
         let applied = async {
