@@ -39,6 +39,7 @@ pub struct GcReport {
 /// A snapshot whose chunks are all verified and in the local cache (pinned there).
 pub struct Prepared {
     manifest: Manifest,
+    objects: Arc<dyn ObjectStore>,
     cache: Arc<ChunkCache>,
     pins: Arc<Pins>,
 }
@@ -251,36 +252,16 @@ impl SnapshotStore {
             .cloned()
             .collect();
         futures_util::stream::iter(missing)
-            .map(|c| self.fetch(&m.id, c))
+            .map(|c| fetch(&self.objects, &self.cache, &m.id, c))
             .buffer_unordered(TRANSFERS)
-            .try_collect::<Vec<()>>()
+            .try_for_each(|_| async { Ok(()) })
             .await?;
         Ok(Prepared {
             manifest: m.clone(),
+            objects: self.objects.clone(),
             cache: self.cache.clone(),
             pins: Arc::new(pins),
         })
-    }
-
-    async fn fetch(&self, snapshot: &str, c: ChunkRef) -> Result<(), SnapshotError> {
-        let stored = match self.objects.get(&chunk::key(&c.hash)).await {
-            Ok(r) => r.bytes().await.map_err(store_err)?,
-            Err(object_store::Error::NotFound { .. }) => {
-                return Err(SnapshotError::Damaged {
-                    id: snapshot.to_string(),
-                    why: format!("chunk {} is missing from the object store", c.hash),
-                })
-            }
-            Err(e) => return Err(store_err(e)),
-        };
-        let (id, name, check) = (snapshot.to_string(), c.hash.clone(), stored.clone());
-        tokio::task::spawn_blocking(move || chunk::open(&id, &name, c.size, &check))
-            .await
-            .map_err(join_err)??;
-        self.cache
-            .put(&c.hash, stored)
-            .await
-            .map_err(SnapshotError::Cache)
     }
 
     /// Deletes chunks that no manifest refers to and that are older than `grace`. Does
@@ -379,34 +360,81 @@ fn parse_manifest(id: &str, bytes: &[u8]) -> Result<Manifest, SnapshotError> {
     serde_json::from_value(v).map_err(|e| damaged(format!("manifest: {e}")))
 }
 
+/// Fetches one chunk from the object store, checks it against its name and puts it in the
+/// cache. Returns its decompressed bytes.
+async fn fetch(
+    objects: &Arc<dyn ObjectStore>,
+    cache: &Arc<ChunkCache>,
+    snapshot: &str,
+    c: ChunkRef,
+) -> Result<Vec<u8>, SnapshotError> {
+    let stored = match objects.get(&chunk::key(&c.hash)).await {
+        Ok(r) => r.bytes().await.map_err(store_err)?,
+        Err(object_store::Error::NotFound { .. }) => {
+            return Err(SnapshotError::Damaged {
+                id: snapshot.to_string(),
+                why: format!("chunk {} is missing from the object store", c.hash),
+            })
+        }
+        Err(e) => return Err(store_err(e)),
+    };
+    let (id, name, check) = (snapshot.to_string(), c.hash.clone(), stored.clone());
+    let raw = tokio::task::spawn_blocking(move || chunk::open(&id, &name, c.size, &check))
+        .await
+        .map_err(join_err)??;
+    cache
+        .put(&c.hash, stored)
+        .await
+        .map_err(SnapshotError::Cache)?;
+    Ok(raw)
+}
+
 impl Prepared {
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
     }
 
     /// The archive's bytes, in order, decompressed from the cache and checked again
-    /// (`chunk::open_cached`).
+    /// (`chunk::open_cached`). A cached chunk found damaged or gone (the node's own disk)
+    /// is fetched from the store again, checked against its name, and cached anew.
     pub fn into_stream(self) -> impl Stream<Item = std::io::Result<Bytes>> + Send + 'static {
         let Prepared {
             manifest,
+            objects,
             cache,
             pins,
         } = self;
         let id = manifest.id.clone();
         futures_util::stream::iter(manifest.chunks)
             .map(move |c| {
-                let (cache, id, pins) = (cache.clone(), id.clone(), pins.clone());
+                let (objects, cache, id, pins) =
+                    (objects.clone(), cache.clone(), id.clone(), pins.clone());
                 async move {
                     let _pins = pins;
-                    let stored = cache.get(&c.hash).await.ok_or_else(|| {
-                        std::io::Error::other(format!("chunk {} left the cache", c.hash))
-                    })?;
-                    let raw = tokio::task::spawn_blocking(move || {
-                        chunk::open_cached(&id, &c.hash, c.size, &stored)
-                    })
-                    .await
-                    .map_err(std::io::Error::other)?
-                    .map_err(std::io::Error::other)?;
+                    let cached = match cache.get(&c.hash).await {
+                        Some(stored) => {
+                            let (snapshot, name) = (id.clone(), c.hash.clone());
+                            tokio::task::spawn_blocking(move || {
+                                chunk::open_cached(&snapshot, &name, c.size, &stored)
+                            })
+                            .await
+                            .map_err(std::io::Error::other)?
+                            .map_err(|e| {
+                                tracing::warn!(snapshot = %id, chunk = %c.hash, error = %e,
+                                    "a cached chunk is damaged; fetching it from the store again");
+                                cache.forget(&c.hash);
+                            })
+                            .ok()
+                        }
+                        None => None,
+                    };
+                    let raw = match cached {
+                        Some(raw) => raw,
+                        // Gone from the node's disk, or damaged there.
+                        None => fetch(&objects, &cache, &id, c)
+                            .await
+                            .map_err(std::io::Error::other)?,
+                    };
                     Ok(Bytes::from(raw))
                 }
             })

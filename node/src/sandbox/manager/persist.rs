@@ -386,6 +386,7 @@ impl SandboxManager {
             Err(e) => {
                 if fill.is_some() {
                     // Its files may be half-written: never a half-restored sandbox.
+                    tracing::warn!(sandbox_id = %rec.id, error = %e, "restoring files failed; removing the container");
                     let _ = self.runtime.remove(&rec.id).await;
                 }
                 return Err(e);
