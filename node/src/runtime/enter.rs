@@ -19,7 +19,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use warren_api::snapshot::{ENTER_NS_FD, ENTER_ROOT_FD};
 
 /// Bytes read from the packer's output at once.
-const READ_SIZE: usize = 256 * 1024;
+const READ_SIZE: usize = 1 << 20;
+
+/// Capacity asked for the pipes to and from the guest binary.
+const PIPE_SIZE: libc::c_int = 1 << 20;
 
 /// A container's mount namespace and root directory, held open, and the host's guest binary
 /// to run there. Opened from the container's main pid; the caller checks afterwards that the
@@ -81,7 +84,24 @@ fn spawn_guest(
     unsafe {
         cmd.pre_exec(move || hand_over(ns, root));
     }
-    cmd.spawn()
+    let child = cmd.spawn()?;
+    if let Some(stdin) = &child.stdin {
+        widen_pipe(stdin.as_raw_fd());
+    }
+    if let Some(stdout) = &child.stdout {
+        widen_pipe(stdout.as_raw_fd());
+    }
+    Ok(child)
+}
+
+/// Archives cross these pipes at hundreds of MiB: a 1 MiB pipe instead of the default
+/// 64 KiB means a sixteenth of the reads, writes and wake-ups. Best effort (the kernel may
+/// cap it: `/proc/sys/fs/pipe-max-size`).
+fn widen_pipe(fd: std::os::fd::RawFd) {
+    // SAFETY: fcntl on a pipe descriptor this process owns; it only changes its capacity.
+    unsafe {
+        libc::fcntl(fd, libc::F_SETPIPE_SZ, PIPE_SIZE);
+    }
 }
 
 /// Puts the namespace and root descriptors where the guest binary looks for them, open
