@@ -206,6 +206,11 @@ pub struct NodeArgs {
     /// (which needs root).
     #[arg(long)]
     pub pack_in_guest: bool,
+    /// Write a restored snapshot's files only once its new container runs, in the
+    /// container's mount namespace, instead of while Docker starts it (slower; for engines
+    /// whose mounts behave unlike Docker's overlay2).
+    #[arg(long)]
+    pub restore_after_start: bool,
 }
 
 impl NodeArgs {
@@ -244,6 +249,7 @@ impl NodeArgs {
             preview_port: self.preview_port,
             checkpoint_every_s: self.checkpoint_every_s,
             pack_in_guest: self.pack_in_guest,
+            restore_after_start: self.restore_after_start,
         };
         s.check()?;
         Ok(s)

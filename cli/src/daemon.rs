@@ -125,6 +125,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     cfg.preview.scheme = s.preview_scheme.clone();
     cfg.checkpoint_every = std::time::Duration::from_secs(s.checkpoint_every_s);
     cfg.pack_in_node = !s.pack_in_guest;
+    cfg.fill_while_starting = !s.restore_after_start;
 
     let subnets = SubnetPool {
         pool,

@@ -81,6 +81,11 @@ pub struct Settings {
     /// (which needs root).
     #[serde(default)]
     pub pack_in_guest: bool,
+    /// Write a restored snapshot's files only once its new container runs, in the
+    /// container's mount namespace, instead of while Docker starts it (slower; for engines
+    /// whose mounts behave unlike Docker's overlay2).
+    #[serde(default)]
+    pub restore_after_start: bool,
 }
 
 fn default_region() -> String {

@@ -47,6 +47,10 @@ pub struct NodeConfig {
     /// namespace (outside the sandbox's cgroup); false: by the guest inside the sandbox
     /// (needed when the node may not enter the container's namespaces, e.g. without root).
     pub pack_in_node: bool,
+    /// With `pack_in_node`: a restored snapshot's files are written into the new container's
+    /// root filesystem while the engine starts it (where this process sees the engine's
+    /// mount); false: once it runs, in its mount namespace.
+    pub fill_while_starting: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +89,7 @@ impl NodeConfig {
             preview: PreviewConfig::default(),
             checkpoint_every: Duration::from_secs(600),
             pack_in_node: true,
+            fill_while_starting: true,
             node_id: node_id.into(),
             region: "local".into(),
             data_dir,

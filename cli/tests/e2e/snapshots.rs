@@ -721,6 +721,21 @@ async fn the_node_packs_inside_the_sandbox_root_and_the_guest_can_instead() {
     sh(g, &id, "rm -rf /workspace/app /root/note").await;
     g.restore(&id, &snap.id).await.unwrap();
     assert_eq!(sh(g, &id, CHECK_FILES).await, before);
+
+    // With --restore-after-start the node writes the files once the container runs, in its
+    // mount namespace (what it also does when it cannot see Docker's mount): the same files.
+    let after = Node::start_with("127.0.0.1:0", &["--restore-after-start"]).await;
+    let a = &after.client;
+    let id = format!("after-{}", unique());
+    a.put_sandbox(&id, &create(serde_json::json!({})))
+        .await
+        .unwrap();
+    sh(a, &id, WRITE_FILES).await;
+    let before = sh(a, &id, CHECK_FILES).await;
+    a.sleep(&id).await.unwrap();
+    assert_eq!(sh(a, &id, CHECK_FILES).await, before);
+    assert_eq!(step_count(&after, "start_and_apply").await, 0);
+    assert_eq!(step_count(&after, "apply").await, 1);
 }
 
 /// How many times this node timed a snapshot step (`fork_copy`: forks that started from a

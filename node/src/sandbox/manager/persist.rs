@@ -361,12 +361,14 @@ impl SandboxManager {
             return self.start_container(rec, true).await;
         };
         // Where the node does the archive work, the files go in while the container starts.
-        let (fill, prepared) = if self.config().pack_in_node && SnapshotFill::possible() {
-            let fill = SnapshotFill::new(prepared, self.config().guest_binary.clone());
-            (Some(fill), None)
-        } else {
-            (None, Some(prepared))
-        };
+        let cfg = self.config();
+        let (fill, prepared) =
+            if cfg.pack_in_node && cfg.fill_while_starting && SnapshotFill::possible() {
+                let fill = SnapshotFill::new(prepared, self.config().guest_binary.clone());
+                (Some(fill), None)
+            } else {
+                (None, Some(prepared))
+            };
         // Otherwise unpacking is done after the start. Done in the node's cgroup it needs
         // nothing more; done by the guest, the container starts with the machine's CPUs,
         // and the sandbox's own limit applies once the files are in, before anyone else
