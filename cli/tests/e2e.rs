@@ -15,6 +15,7 @@ mod e2e {
     mod migration;
     mod preview;
     mod processes;
+    mod runtime_fill;
     mod s3;
     mod sessions;
     mod snapshots;

@@ -1,0 +1,97 @@
+//! The Docker runtime writing files into a container while Docker starts it
+//! (`ContainerRuntime::create_filled`), against the real daemon: what the fill writes is in
+//! the running container, and a fill that fails leaves no container behind.
+
+use super::harness::{guest_bin, unique};
+use std::collections::BTreeMap;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use warren_api::{ApiError, ErrorCode};
+use warren_node::runtime::docker::{remove_node_resources_blocking, DockerRuntime};
+use warren_node::runtime::subnets::{Cidr, SubnetPool};
+use warren_node::runtime::{ContainerRuntime, ContainerSpec, RootFill, RuntimeError};
+
+/// Writes `/filled` in the container's root.
+struct WriteFile;
+
+#[async_trait::async_trait]
+impl RootFill for WriteFile {
+    async fn fill(&self, root: std::fs::File) -> Result<(), ApiError> {
+        let path = format!("/proc/self/fd/{}/filled", root.as_raw_fd());
+        std::fs::write(path, "written while starting")
+            .map_err(|e| ApiError::internal(e.to_string()))
+    }
+}
+
+/// Refuses, as a damaged snapshot would.
+struct Refuses;
+
+#[async_trait::async_trait]
+impl RootFill for Refuses {
+    async fn fill(&self, _root: std::fs::File) -> Result<(), ApiError> {
+        Err(ApiError::new(ErrorCode::Conflict, "refused by the test"))
+    }
+}
+
+/// Everything of this test's node goes, however the test ends.
+struct Cleanup(String, PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        remove_node_resources_blocking(&self.0);
+        let _ = std::fs::remove_dir_all(&self.1);
+    }
+}
+
+#[tokio::test]
+async fn files_go_in_while_the_container_starts_and_a_failed_fill_leaves_nothing() {
+    let node_id = format!("tf{}", unique());
+    let run_root = std::env::temp_dir().join(format!("wt-{node_id}"));
+    let _cleanup = Cleanup(node_id.clone(), run_root.clone());
+    let pool = SubnetPool {
+        pool: Cidr::parse("10.200.0.0/16").unwrap(),
+        block_prefix: 29,
+    };
+    let rt = DockerRuntime::connect(None, &node_id, pool, 0)
+        .await
+        .unwrap();
+    let spec = |id: &str| {
+        let run_dir = run_root.join(id);
+        std::fs::create_dir_all(&run_dir).unwrap();
+        ContainerSpec {
+            sandbox_id: id.to_string(),
+            image: warren_node::config::DEFAULT_IMAGE.to_string(),
+            resources: warren_api::sandbox::INSTANCE_TYPES[0].1,
+            env: BTreeMap::new(),
+            guest_binary: PathBuf::from(guest_bin()),
+            run_dir,
+            seed: None,
+        }
+    };
+
+    let (info, filled) = rt.create_filled(&spec("ok"), &WriteFile).await.unwrap();
+    assert!(filled, "Docker's mount was seen");
+    assert!(info.running);
+    assert_eq!(
+        std::fs::read_to_string(format!("/proc/{}/root/filled", info.pid)).unwrap(),
+        "written while starting"
+    );
+
+    let e = rt.create_filled(&spec("bad"), &Refuses).await.unwrap_err();
+    assert!(
+        matches!(&e, RuntimeError::Fill(a) if a.code == ErrorCode::Conflict),
+        "{e}"
+    );
+    assert!(
+        rt.inspect("bad").await.unwrap().is_none(),
+        "no container left"
+    );
+    let left: Vec<String> = rt
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.sandbox_id)
+        .collect();
+    assert_eq!(left, vec!["ok".to_string()]);
+}
