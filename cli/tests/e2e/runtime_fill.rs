@@ -1,6 +1,7 @@
 //! The Docker runtime writing files into a container while Docker starts it
 //! (`ContainerRuntime::create_filled`), against the real daemon: what the fill writes is in
-//! the running container, and a fill that fails leaves no container behind.
+//! the running container, and a fill that fails, or a start that fails after the fill,
+//! leaves no container behind.
 
 use super::harness::{guest_bin, unique};
 use std::collections::BTreeMap;
@@ -33,6 +34,19 @@ impl RootFill for Refuses {
     }
 }
 
+/// Puts a file where the guest binary's mount point goes, so that runc, which makes the
+/// container's mounts after Docker mounted its root, fails the start after the files went in.
+struct BreaksTheStart;
+
+#[async_trait::async_trait]
+impl RootFill for BreaksTheStart {
+    async fn fill(&self, root: std::fs::File) -> Result<(), ApiError> {
+        let path = format!("/proc/self/fd/{}/.warren", root.as_raw_fd());
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::write(&path, "not a directory").map_err(|e| ApiError::internal(e.to_string()))
+    }
+}
+
 /// Everything of this test's node goes, however the test ends.
 struct Cleanup(String, PathBuf);
 
@@ -44,7 +58,7 @@ impl Drop for Cleanup {
 }
 
 #[tokio::test]
-async fn files_go_in_while_the_container_starts_and_a_failed_fill_leaves_nothing() {
+async fn files_go_in_while_the_container_starts_and_failures_leave_no_container() {
     let node_id = format!("tf{}", unique());
     let run_root = std::env::temp_dir().join(format!("wt-{node_id}"));
     let _cleanup = Cleanup(node_id.clone(), run_root.clone());
@@ -94,4 +108,15 @@ async fn files_go_in_while_the_container_starts_and_a_failed_fill_leaves_nothing
         .map(|c| c.sandbox_id)
         .collect();
     assert_eq!(left, vec!["ok".to_string()]);
+
+    // The files went in, then the start failed: no container either.
+    let e = rt
+        .create_filled(&spec("broken"), &BreaksTheStart)
+        .await
+        .unwrap_err();
+    assert!(matches!(&e, RuntimeError::Docker(_)), "{e}");
+    assert!(
+        rt.inspect("broken").await.unwrap().is_none(),
+        "no container left"
+    );
 }
