@@ -706,14 +706,8 @@ async fn the_node_packs_inside_the_sandbox_root_and_the_guest_can_instead() {
     );
 
     // With --pack-in-guest the guest archives inside the sandbox: the same files come back.
-    let guest = Node::start_with("127.0.0.1:0", &["--pack-in-guest"]).await;
+    let (guest, id, before) = node_with_files("--pack-in-guest", "gpack").await;
     let g = &guest.client;
-    let id = format!("gpack-{}", unique());
-    g.put_sandbox(&id, &create(serde_json::json!({})))
-        .await
-        .unwrap();
-    sh(g, &id, WRITE_FILES).await;
-    let before = sh(g, &id, CHECK_FILES).await;
     let snap = g
         .create_snapshot(&id, &CreateSnapshotRequest::default())
         .await
@@ -724,18 +718,26 @@ async fn the_node_packs_inside_the_sandbox_root_and_the_guest_can_instead() {
 
     // With --restore-after-start the node writes the files once the container runs, in its
     // mount namespace (what it also does when it cannot see Docker's mount): the same files.
-    let after = Node::start_with("127.0.0.1:0", &["--restore-after-start"]).await;
+    let (after, id, before) = node_with_files("--restore-after-start", "after").await;
     let a = &after.client;
-    let id = format!("after-{}", unique());
-    a.put_sandbox(&id, &create(serde_json::json!({})))
-        .await
-        .unwrap();
-    sh(a, &id, WRITE_FILES).await;
-    let before = sh(a, &id, CHECK_FILES).await;
     a.sleep(&id).await.unwrap();
     assert_eq!(sh(a, &id, CHECK_FILES).await, before);
     assert_eq!(step_count(&after, "start_and_apply").await, 0);
     assert_eq!(step_count(&after, "apply").await, 1);
+}
+
+/// A node started with `flag`, and a sandbox on it (id `{prefix}-…`) holding `WRITE_FILES`'
+/// files: the node, the id and what `CHECK_FILES` printed.
+async fn node_with_files(flag: &str, prefix: &str) -> (Node, String, String) {
+    let node = Node::start_with("127.0.0.1:0", &[flag]).await;
+    let id = format!("{prefix}-{}", unique());
+    node.client
+        .put_sandbox(&id, &create(serde_json::json!({})))
+        .await
+        .unwrap();
+    sh(&node.client, &id, WRITE_FILES).await;
+    let before = sh(&node.client, &id, CHECK_FILES).await;
+    (node, id, before)
 }
 
 /// How many times this node timed a snapshot step (`fork_copy`: forks that started from a

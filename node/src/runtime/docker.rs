@@ -467,12 +467,13 @@ impl DockerRuntime {
             return Ok(false);
         };
         let started = AtomicBool::new(false);
+        let t = std::time::Instant::now();
         let start = async {
             let r = self.start_named(name).await;
             started.store(true, Ordering::SeqCst);
+            tracing::debug!(container = %name, ms = t.elapsed().as_millis() as u64, "container started");
             r
         };
-        let t = std::time::Instant::now();
         let filling = async {
             let Some(root) = super::root_mount::wait_mounted(&merged, &started).await else {
                 tracing::debug!(container = %name, "the container's root was not seen mounted; files go in after the start");
@@ -484,14 +485,7 @@ impl DockerRuntime {
                 "files written while the container started");
             Ok(true)
         };
-        let (start, filled) = tokio::join!(
-            async {
-                let r = start.await;
-                tracing::debug!(container = %name, ms = t.elapsed().as_millis() as u64, "container started");
-                r
-            },
-            filling
-        );
+        let (start, filled) = tokio::join!(start, filling);
         start?;
         filled
     }

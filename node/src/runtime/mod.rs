@@ -21,6 +21,13 @@ pub const LABEL_NODE: &str = "warren.node";
 pub const LABEL_SANDBOX: &str = "warren.sandbox";
 pub const LABEL_KIND: &str = "warren.kind";
 
+/// Whether this process runs as root (needed to enter containers' namespaces, change its
+/// root directory into a container's files, and write overlay whiteouts).
+pub fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// Paths a snapshot or a fork never carries over: the guest's own mount and the kernel's.
 pub const NEVER_SAVED: &[&str] = &["/.warren", "/proc", "/sys", "/dev"];
 

@@ -196,11 +196,6 @@ mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
 
-    fn root() -> bool {
-        // SAFETY: geteuid has no preconditions.
-        unsafe { libc::geteuid() == 0 }
-    }
-
     #[test]
     fn copies_files_links_modes_times_and_skips_top_level_names() {
         let t = tempfile::tempdir().unwrap();
@@ -275,7 +270,7 @@ mod tests {
 
     #[test]
     fn whiteouts_and_opaque_directories_are_kept() {
-        if !root() {
+        if !crate::runtime::running_as_root() {
             eprintln!("skipped: needs root (mknod 0:0, trusted.* xattrs)");
             return;
         }

@@ -94,7 +94,7 @@ mod tests {
         let whiteout =
             std::ffi::CString::new(u.join("etc_motd").as_os_str().to_str().unwrap()).unwrap();
         // Whiteouts and trusted xattrs need root (as the node runs); skip those parts otherwise.
-        let root = unsafe { libc::geteuid() } == 0;
+        let root = crate::runtime::running_as_root();
         if root {
             // SAFETY: a valid path; makedev(0, 0).
             assert_eq!(

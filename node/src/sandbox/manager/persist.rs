@@ -364,7 +364,7 @@ impl SandboxManager {
         let cfg = self.config();
         let (fill, prepared) =
             if cfg.pack_in_node && cfg.fill_while_starting && SnapshotFill::possible() {
-                let fill = SnapshotFill::new(prepared, self.config().guest_binary.clone());
+                let fill = SnapshotFill::new(prepared, cfg.guest_binary.clone());
                 (Some(fill), None)
             } else {
                 (None, Some(prepared))
@@ -375,7 +375,7 @@ impl SandboxManager {
         // can use it.
         let machine = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         let own = rec.resources.cpus;
-        let lifted = !self.config().pack_in_node && machine > own;
+        let lifted = !cfg.pack_in_node && machine > own;
         if lifted {
             rec.resources.cpus = machine;
         }

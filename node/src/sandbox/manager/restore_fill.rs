@@ -37,8 +37,7 @@ impl SnapshotFill {
     /// Whether this node can write files into a mount as root would (the guest binary
     /// changes its root directory into it).
     pub(super) fn possible() -> bool {
-        // SAFETY: geteuid has no preconditions.
-        unsafe { libc::geteuid() == 0 }
+        crate::runtime::running_as_root()
     }
 }
 
