@@ -285,6 +285,16 @@ async fn restore_replaces_files_and_fork_makes_independent_copies() {
         .await,
         "1\na\ndoc\n"
     );
+    // The replaced container was set aside and is removed once the new one started.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while all_containers(&id).len() != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the replaced container is still there: {:?}",
+            all_containers(&id)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // Fork: one snapshot, four sandboxes, each its own copy. On this one node every fork
     // copies the frozen source's overlay files: an image file deleted (a whiteout), a hard
@@ -595,6 +605,19 @@ async fn snapshot_and_restore_stream_their_progress() {
 }
 
 /// The main process of a sandbox's container, on the host.
+/// Every container of `sandbox` Docker has, running, paused or stopped.
+fn all_containers(sandbox: &str) -> Vec<String> {
+    let out = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--filter"])
+        .arg(format!("label=warren.sandbox={sandbox}"))
+        .output()
+        .expect("docker ps");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 fn container_pid(sandbox: &str) -> u32 {
     let container = super::harness::running_containers(sandbox).remove(0);
     let out = std::process::Command::new("docker")

@@ -4,9 +4,9 @@
 
 use super::subnets::{Cidr, SubnetPool};
 use super::{
-    ChangeKind, ContainerInfo, ContainerRuntime, ContainerSpec, FsChange, RootFill, RuntimeError,
-    GUEST_BIN_IN_CONTAINER, GUEST_RUN_IN_CONTAINER, LABEL_KIND, LABEL_MANAGED, LABEL_NODE,
-    LABEL_SANDBOX, NEVER_SAVED,
+    ChangeKind, ContainerInfo, ContainerRuntime, ContainerSpec, FsChange, RemoveAfter, RootFill,
+    RuntimeError, GUEST_BIN_IN_CONTAINER, GUEST_RUN_IN_CONTAINER, LABEL_KIND, LABEL_MANAGED,
+    LABEL_NODE, LABEL_SANDBOX, NEVER_SAVED,
 };
 use async_trait::async_trait;
 use bollard::errors::Error as BollardError;
@@ -688,10 +688,10 @@ impl ContainerRuntime for Arc<DockerRuntime> {
         Ok(())
     }
 
-    async fn remove_soon(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+    async fn remove_soon(&self, sandbox_id: &str) -> Result<RemoveAfter, RuntimeError> {
         let name = self.container_name(sandbox_id);
         let Some((_, network)) = self.inspect_name(&name).await? else {
-            return Ok(());
+            return Ok(RemoveAfter::default());
         };
         let aside = format!(
             "{name}{SET_ASIDE}{}",
@@ -708,12 +708,20 @@ impl ContainerRuntime for Arc<DockerRuntime> {
             .await;
         if let Err(e) = renamed {
             if status_of(&e) == Some(404) {
-                return Ok(());
+                return Ok(RemoveAfter::default());
             }
-            return self.remove(sandbox_id).await;
+            self.remove(sandbox_id).await?;
+            return Ok(RemoveAfter::default());
         }
+        let (guard, released) = RemoveAfter::pair();
         let me = self.clone();
         tokio::spawn(async move {
+            // Its processes stop now (a paused container is removed as any other; one
+            // that is not running just stays as it is).
+            if let Err(e) = me.docker.pause_container(&aside).await {
+                tracing::debug!(container = %aside, error = %e, "a replaced container was not paused");
+            }
+            let _ = tokio::time::timeout(RemoveAfter::LONGEST, released).await;
             if let Err(e) = me.force_remove(&aside).await {
                 tracing::warn!(container = %aside, error = %e, "could not remove a replaced container");
             }
@@ -721,7 +729,7 @@ impl ContainerRuntime for Arc<DockerRuntime> {
                 me.release_network(&n).await;
             }
         });
-        Ok(())
+        Ok(guard)
     }
 
     async fn list(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {

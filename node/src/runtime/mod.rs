@@ -28,6 +28,24 @@ pub fn running_as_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Holds back the removal `ContainerRuntime::remove_soon` started until it is dropped.
+#[derive(Debug, Default)]
+pub struct RemoveAfter {
+    _held: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl RemoveAfter {
+    /// How long a removal waits for its guard at most (a guard kept by mistake must not
+    /// keep a container forever).
+    pub const LONGEST: std::time::Duration = std::time::Duration::from_secs(120);
+
+    /// A guard and what the removal waits on: it ends when the guard is dropped.
+    pub fn pair() -> (RemoveAfter, tokio::sync::oneshot::Receiver<()>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        (RemoveAfter { _held: Some(tx) }, rx)
+    }
+}
+
 /// Paths a snapshot or a fork never carries over: the guest's own mount and the kernel's.
 pub const NEVER_SAVED: &[&str] = &["/.warren", "/proc", "/sys", "/dev"];
 
@@ -134,8 +152,11 @@ pub trait ContainerRuntime: Send + Sync {
     /// Removes the container and releases its network. Idempotent.
     async fn remove(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
     /// Takes the container out of the way at once (a new one of the same sandbox may be
-    /// created right after) and removes it in the background. Idempotent.
-    async fn remove_soon(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
+    /// created right after), freezes its processes, and removes it in the background once
+    /// the returned guard is dropped: the removal (a kill, the engine's teardown, deleting
+    /// the files) then does not compete for CPU with the start that replaces it.
+    /// Idempotent.
+    async fn remove_soon(&self, sandbox_id: &str) -> Result<RemoveAfter, RuntimeError>;
     /// Every container of this node.
     async fn list(&self) -> Result<Vec<ContainerInfo>, RuntimeError>;
     /// The last lines the container printed (for error messages).

@@ -495,9 +495,11 @@ impl SandboxManager {
         rec.state = lifecycle::next(rec.state, event)?;
         self.save(&rec)?;
         slot.set(Some(rec.clone()));
-        // The old container goes in the background; the new one does not wait for it.
-        self.runtime.remove_soon(id).await?;
+        // The old container is set aside and frozen now, and removed in the background once
+        // the new one has started: the new one neither waits for it nor shares CPU with it.
+        let old = self.runtime.remove_soon(id).await?;
         let result = self.start_fresh(&mut rec, Some(prepared)).await;
+        drop(old);
         self.finish_start(&slot, rec, &result)?;
         self.retire_snapshot(id, previous, snapshot).await;
         result.map(|_| slot.api().expect("record present"))
