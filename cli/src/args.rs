@@ -125,7 +125,7 @@ pub struct ForkArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct NodeArgs {
-    /// Read every setting from this TOML file instead (see docs/operations.md).
+    /// Read every setting from this TOML file instead (see docs/cluster.md).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Where records, run dirs, Raft state and the API key live.

@@ -2,6 +2,7 @@
 //! per-sandbox bridge networks: creating a network costs more than starting a container, so
 //! a few are kept ready and a removed sandbox's network goes back to the pool.
 
+use super::data_root;
 use super::subnets::{Cidr, SubnetPool};
 use super::{
     ChangeKind, ContainerInfo, ContainerRuntime, ContainerSpec, FsChange, RemoveAfter, RootFill,
@@ -99,7 +100,32 @@ impl DockerRuntime {
             disk_probed: AtomicBool::new(false),
         });
         rt.load_networks().await?;
+        rt.check_data_root().await;
         Ok(rt)
+    }
+
+    /// Warns about a data root on a filesystem that makes sandboxes slow (`data_root`).
+    async fn check_data_root(&self) {
+        let root = match self.docker.info().await {
+            Ok(info) => info.docker_root_dir,
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot ask the engine for its data root");
+                return;
+            }
+        };
+        let Some(root) = root else { return };
+        let path = PathBuf::from(&root);
+        match tokio::task::spawn_blocking(move || data_root::inspect(&path)).await {
+            Ok(Ok(fs)) => match fs.warning() {
+                Some(w) => tracing::warn!(data_root = %root, "{w}"),
+                None => tracing::debug!(data_root = %root, ?fs, "the engine's data root"),
+            },
+            // Not visible from here: the engine runs elsewhere.
+            Ok(Err(e)) => {
+                tracing::debug!(data_root = %root, error = %e, "cannot inspect the engine's data root")
+            }
+            Err(e) => tracing::debug!(error = %e, "the data root check did not finish"),
+        }
     }
 
     /// Whether the daemon answers.

@@ -1,6 +1,7 @@
 //! The container runtime boundary. One real implementation (Docker, in `docker`); the
 //! sandbox manager only sees this trait.
 
+pub mod data_root;
 pub mod docker;
 pub mod enter;
 pub mod firewall;
