@@ -5,6 +5,7 @@
 
 pub mod cluster_node;
 pub mod commit_bench;
+pub mod cpu;
 pub mod interpreter_bench;
 pub mod node;
 pub mod placement_bench;

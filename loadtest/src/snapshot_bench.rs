@@ -1,11 +1,13 @@
 //! Snapshot, restore, fork and wake against baselines measured in the same run on the same
 //! disk: `tar | zstd -3` and `zstd -d | tar` of the same workspace, and a cold create.
 
+use crate::cpu;
 use crate::node::BenchNode;
 use crate::report::{percentiles, Row, Table};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use warren_api::snapshot::{CreateSnapshotRequest, ForkRequest};
+use warren_node::runtime::data_root::{self, DataRootFs};
 
 /// A ~200 MiB workspace of mixed files: 100 × 1 MiB random (incompressible), 2000 small
 /// text files (~48 MiB, base64), one 50 MiB repetitive log.
@@ -46,6 +48,8 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
         node.container(id)
     ))?;
     let (mut snap_t, mut tar_t, mut restore_t, mut untar_t) = (vec![], vec![], vec![], vec![]);
+    // CPU the machine spent on each restore and fork (everyone's: node, Docker, kernel).
+    let (mut restore_cpu, mut fork_cpu) = (vec![], vec![]);
     let mut snaps = Vec::new();
     for _ in 0..rounds {
         // Later rounds find every chunk stored already (only the first uploads and
@@ -63,9 +67,13 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
             "tar -C {dir} -cf - ws | zstd -3 -q -T1 -o {dir}/ws.tar.zst -f"
         ))?);
         sh(&format!("rm -rf {dir}/restore/ws && sync"))?;
-        let t = Instant::now();
+        let (t, cpu0) = (Instant::now(), cpu::busy());
         c.restore(id, &s.id).await?;
         restore_t.push(t.elapsed());
+        restore_cpu.extend(cpu0.zip(cpu::busy()).map(|(a, b)| b - a));
+        // The replaced container is removed after the restore answered; that work must not
+        // land on the baseline measured next.
+        replaced_gone(&node.container(id)).await?;
         sh("sync")?;
         untar_t.push(sh(&format!(
             "zstd -d -q -c {dir}/ws.tar.zst | tar -C {dir}/restore -xf -"
@@ -87,13 +95,18 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
         import.as_secs_f64() * 1000.0 / untar_p50,
         untar_p50
     ));
-    let backing = Command::new("docker")
-        .args(["info", "--format", "{{json .DriverStatus}}"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
+    let root = docker_info("{{.DockerRootDir}}");
+    let root_fs = match data_root::inspect(std::path::Path::new(&root)) {
+        Ok(DataRootFs::ExtJournaled) => "ext4 with a journal".to_string(),
+        Ok(DataRootFs::ExtNoJournal { device }) => format!(
+            "ext4 WITHOUT a journal ({device}): file creation after deletions is slow, see docs/benchmarks.md"
+        ),
+        Ok(DataRootFs::Other) => "not ext4".to_string(),
+        Err(e) => format!("not visible from here: {e}"),
+    };
     table.note(format!(
-        "Docker's storage (forks copy with copy_file_range, which shares blocks on XFS and btrfs): {backing}"
+        "Docker's storage (forks copy with copy_file_range, which shares blocks on XFS and btrfs): {}; data root {root}: {root_fs}",
+        docker_info("{{json .DriverStatus}}")
     ));
     let first = snaps.first().expect("at least one round");
     table.add(Row {
@@ -118,7 +131,7 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
     for round in 0..rounds {
         let ids: Vec<String> = (0..4).map(|i| format!("bench-fork-{round}-{i}")).collect();
         sh("sync")?;
-        let t = Instant::now();
+        let (t, cpu0) = (Instant::now(), cpu::busy());
         c.fork(
             id,
             &ForkRequest {
@@ -128,6 +141,7 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
         )
         .await?;
         fork_t.push(t.elapsed());
+        fork_cpu.extend(cpu0.zip(cpu::busy()).map(|(a, b)| b - a));
         for f in &ids {
             c.delete_sandbox(f).await?;
         }
@@ -140,6 +154,19 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
         baseline: percentiles(&restore_t),
         target: "p50 <= 2x".into(),
     });
+
+    if !fork_cpu.is_empty() && !restore_cpu.is_empty() {
+        let (fork_cpu_p50, restore_cpu_p50) = (
+            percentiles(&fork_cpu).0 / 1000.0,
+            percentiles(&restore_cpu).0 / 1000.0,
+        );
+        let cpus = cpu::count();
+        table.note(format!(
+            "CPU time the machine spent (/proc/stat, p50): fork 4 {fork_cpu_p50:.2} s, one restore {restore_cpu_p50:.2} s ({:.2}x); on {cpus} CPUs a fork 4 takes at least {:.0} ms",
+            fork_cpu_p50 / restore_cpu_p50,
+            fork_cpu_p50 * 1000.0 / cpus as f64
+        ));
+    }
 
     // Bytes a second snapshot stores after a 1 MiB change.
     let r = c
@@ -158,6 +185,36 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
     c.delete_sandbox(id).await?;
     let _ = sh(&format!("rm -rf {dir}"));
     wake(node, rounds.max(5), table).await
+}
+
+/// Waits (at most 60 s) until Docker has no container left whose name starts with `name`
+/// other than `name` itself (a restore's replaced container is renamed `<name>_replaced_…`).
+async fn replaced_gone(name: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = Command::new("docker")
+            .args(["ps", "-a", "--format", "{{.Names}}", "--filter"])
+            .arg(format!("name={name}"))
+            .output()?;
+        let names = String::from_utf8_lossy(&out.stdout);
+        if names.lines().all(|n| n.trim() == name) {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "a replaced container of {name} is still there after 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One field of `docker info` (a Go template), empty if it cannot be read.
+fn docker_info(format: &str) -> String {
+    Command::new("docker")
+        .args(["info", "--format", format])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
 }
 
 /// Wake from sleep (a small workspace) vs get-or-create of a new id, both with a first exec.

@@ -1,0 +1,55 @@
+//! CPU time the whole machine spent, from `/proc/stat`: what a step cost in CPU, whoever
+//! did the work (the node, Docker, runc, the kernel). On a machine with few CPUs, a step
+//! that does N times the work of another cannot take less than its CPU time divided by
+//! the CPU count, however parallel it is.
+
+use std::time::Duration;
+
+/// Busy CPU time of every CPU together since boot (user, nice, system, irq, softirq,
+/// steal), or `None` where `/proc/stat` cannot be read.
+pub fn busy() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    busy_from(&stat, ticks_per_second())
+}
+
+fn busy_from(stat: &str, hz: u64) -> Option<Duration> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal ...
+    let ticks = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .map(|&i| v.get(i).copied().unwrap_or(0))
+        .sum::<u64>();
+    Some(Duration::from_secs_f64(ticks as f64 / hz as f64))
+}
+
+fn ticks_per_second() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        hz as u64
+    } else {
+        100
+    }
+}
+
+/// The machine's CPU count (as the scheduler sees it).
+pub fn count() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_time_leaves_out_idle_and_iowait() {
+        let stat = "cpu  100 5 50 900 40 3 2 0 0 0\ncpu0 50 2 25 450 20 1 1 0 0 0\n";
+        assert_eq!(busy_from(stat, 100), Some(Duration::from_secs_f64(1.60)));
+        assert_eq!(busy_from("intr 1 2 3\n", 100), None);
+    }
+}
