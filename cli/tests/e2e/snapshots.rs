@@ -605,6 +605,75 @@ async fn snapshot_and_restore_stream_their_progress() {
 }
 
 /// The main process of a sandbox's container, on the host.
+/// A fork holds its source frozen only while the snapshot is written and the new sandboxes
+/// copy its files: a call to the source made during the freeze is answered while the new
+/// containers are still starting, well before the fork answers.
+#[tokio::test]
+async fn a_fork_thaws_its_source_before_its_sandboxes_have_started() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("thaw-{}", unique());
+    // Enough files that the snapshot (and so the freeze) lasts long enough to be seen.
+    sh(
+        c,
+        &id,
+        "mkdir -p /workspace/w && for i in $(seq 1 40); do head -c 1048576 /dev/urandom > /workspace/w/$i; done",
+    )
+    .await;
+    let container = running_containers(&id).pop().expect("the source runs");
+    let copies_before = step_count(&node, "fork_copy").await;
+    let targets: Vec<String> = (0..2).map(|i| format!("{id}-f{i}")).collect();
+    let forking = {
+        let c = c.clone();
+        let (id, ids) = (id.clone(), targets.clone());
+        tokio::spawn(async move {
+            let r = c
+                .fork(
+                    &id,
+                    &ForkRequest {
+                        count: 2,
+                        ids: Some(ids),
+                    },
+                )
+                .await;
+            (r, Instant::now())
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !paused(&container) {
+        assert!(Instant::now() < deadline, "the source was never frozen");
+        assert!(
+            !forking.is_finished(),
+            "the fork ended before its source was seen frozen"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(sh(c, &id, "echo thawed").await, "thawed\n");
+    let answered = Instant::now();
+    let (forked, fork_done) = forking.await.unwrap();
+    let forked = forked.unwrap();
+    assert_eq!(forked.sandboxes.len(), 2);
+    assert!(
+        answered + Duration::from_millis(50) < fork_done,
+        "the source answered only {:?} before the fork did",
+        fork_done.saturating_duration_since(answered)
+    );
+    // Both new sandboxes copied the source before it was thawed, and hold its files.
+    assert_eq!(step_count(&node, "fork_copy").await - copies_before, 2);
+    for t in &targets {
+        assert_eq!(sh(c, t, "ls /workspace/w | wc -l").await, "40\n");
+    }
+}
+
+/// Whether Docker shows the container paused.
+fn paused(container: &str) -> bool {
+    let out = std::process::Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Paused}}", container])
+        .output()
+        .expect("docker inspect");
+    String::from_utf8_lossy(&out.stdout).trim() == "true"
+}
+
 /// Every container of `sandbox` Docker has, running, paused or stopped.
 fn all_containers(sandbox: &str) -> Vec<String> {
     let out = std::process::Command::new("docker")

@@ -535,7 +535,9 @@ impl DockerRuntime {
         let created = async {
             self.create_container(spec, &network).await?;
             if let Some(seed) = &spec.seed {
-                self.copy_seed(&name, seed).await?;
+                let copied = self.copy_seed(&name, &seed.upper).await;
+                seed.done();
+                copied?;
             }
             let filled = match fill {
                 Some(fill) => self.start_filling(&name, fill).await?,

@@ -13,6 +13,8 @@ pub mod upper_dir;
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::OwnedRwLockReadGuard;
 use warren_api::sandbox::Resources;
 use warren_api::{ApiError, ErrorCode};
 
@@ -67,7 +69,30 @@ pub struct ContainerSpec {
     pub run_dir: PathBuf,
     /// The upper directory of a paused container of the same image (a fork's source) whose
     /// entries this container starts with, copied in before it first starts.
-    pub seed: Option<PathBuf>,
+    pub seed: Option<SeedCopy>,
+}
+
+/// A fork's source files for one new container: the frozen source's overlay upper
+/// directory, and a claim that keeps the source frozen until this copy is done.
+#[derive(Debug, Clone)]
+pub struct SeedCopy {
+    pub upper: PathBuf,
+    claim: Arc<std::sync::Mutex<Option<OwnedRwLockReadGuard<()>>>>,
+}
+
+impl SeedCopy {
+    pub fn new(upper: PathBuf, claim: OwnedRwLockReadGuard<()>) -> Self {
+        SeedCopy {
+            upper,
+            claim: Arc::new(std::sync::Mutex::new(Some(claim))),
+        }
+    }
+
+    /// The copy is over (done or failed): the source need not stay frozen for it. Also
+    /// released when the last clone of this is dropped.
+    pub fn done(&self) {
+        self.claim.lock().expect("seed claim lock").take();
+    }
 }
 
 /// A container as the runtime sees it.

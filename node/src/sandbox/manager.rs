@@ -25,7 +25,7 @@ use super::store::RecordStore;
 use crate::config::NodeConfig;
 use crate::guest::client::{full, GuestBody, GuestClient};
 use crate::metrics::NodeMetrics;
-use crate::runtime::{ContainerRuntime, ContainerSpec, RootFill};
+use crate::runtime::{ContainerRuntime, ContainerSpec, RootFill, SeedCopy};
 use bytes::Bytes;
 use hyper::body::Incoming;
 use std::collections::HashMap;
@@ -429,7 +429,7 @@ impl SandboxManager {
             None => self.prepare_for(&rec).await?,
         };
         let image =
-            (prepared.as_ref().map(|p| &p.manifest().image)).or(seed.as_ref().map(|s| &s.image));
+            (prepared.as_ref().map(|p| &p.manifest().image)).or(seed.as_ref().map(|s| &s.0));
         if let Some(image) = image {
             if req.image.as_ref().is_some_and(|i| i != image) {
                 return Err(ApiError::invalid(format!(
@@ -444,7 +444,7 @@ impl SandboxManager {
         slot.set(Some(rec.clone()));
         let result = match (prepared, seed) {
             (Some(p), _) => self.start_fresh(&mut rec, Some(p)).await,
-            (None, Some(seed)) => self.start_seeded(&mut rec, seed.upper).await,
+            (None, Some((_, seed))) => self.start_seeded(&mut rec, seed).await,
             (None, None) => self.start_container(&mut rec, true).await,
         };
         match result {
@@ -483,9 +483,9 @@ impl SandboxManager {
     }
 
     /// Creates the container with a fork's files copied in before it starts.
-    async fn start_seeded(&self, rec: &mut SandboxRecord, upper: PathBuf) -> Result<(), ApiError> {
+    async fn start_seeded(&self, rec: &mut SandboxRecord, seed: SeedCopy) -> Result<(), ApiError> {
         let t = Instant::now();
-        self.start_container_with(rec, true, Some(upper), None)
+        self.start_container_with(rec, true, Some(seed), None)
             .await?;
         self.metrics
             .snapshots
@@ -502,7 +502,7 @@ impl SandboxManager {
         &self,
         rec: &mut SandboxRecord,
         fresh: bool,
-        seed: Option<PathBuf>,
+        seed: Option<SeedCopy>,
         fill: Option<&dyn RootFill>,
     ) -> Result<bool, ApiError> {
         rec.generation += 1;

@@ -112,7 +112,7 @@ async fn fork_all(
         }
         results
     };
-    let forked = state.mgr.fork(&id, create_all).await?;
+    let forked = state.mgr.fork(&id, targets.len(), create_all).await?;
     let results = forked.created;
     let mut sandboxes = Vec::new();
     let mut failure = None;

@@ -5,18 +5,20 @@
 //! sandbox instead of a snapshot plus a restore per sandbox. Sandboxes placed on other
 //! nodes restore the snapshot as any new sandbox from a snapshot does.
 //!
-//! The freeze (the container paused) covers the snapshot and every copy, which run at the
-//! same time, so the snapshot and every fork hold the same files. Calls to the source wait
-//! for it to end.
+//! The freeze (the container paused, and its slot held) covers the snapshot and every
+//! copy, which run at the same time, so the snapshot and every fork hold the same files.
+//! It ends as soon as the snapshot is written and every copy is done, once every new
+//! sandbox has taken its copy of the source here, or else when every create has answered;
+//! the new containers' starts go on after. Calls to the source wait for it to end.
 
 use super::persist::{running, to_api};
 use super::SandboxManager;
-use crate::runtime::ContainerRuntime;
+use crate::runtime::{ContainerRuntime, SeedCopy};
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use tokio::sync::watch;
+use tokio::sync::{watch, RwLock};
 use warren_api::snapshot::Snapshot;
 use warren_api::ApiError;
 use warren_storage::snapshots::{new_snapshot_id, SnapshotOrigin};
@@ -28,6 +30,10 @@ pub(super) struct Seed {
     pub upper: PathBuf,
     /// The source's image (the copy means nothing over any other).
     pub image: String,
+    /// Read-held by every copy under way; the fork write-locks it before it thaws.
+    copies: Arc<RwLock<()>>,
+    /// How many new sandboxes have taken a copy.
+    claims: watch::Sender<usize>,
 }
 
 /// A fork's seed, listed while it lives: removed when dropped, however the fork ends
@@ -117,6 +123,7 @@ impl SandboxManager {
     pub async fn fork<F, Fut, T>(
         self: &Arc<Self>,
         id: &str,
+        count: usize,
         create_all: F,
     ) -> Result<Forked<T>, ApiError>
     where
@@ -125,10 +132,11 @@ impl SandboxManager {
     {
         self.ensure(id).await?;
         let slot = self.slot(id);
-        let _g = slot.lock.lock().await;
+        let held = slot.lock.lock().await;
         let rec = running(&slot, id)?;
         let sid = new_snapshot_id();
         let (tx, written) = watch::channel(None);
+        let frozen_at = std::time::Instant::now();
         let frozen = self.freeze(id).await?;
         let capture = async {
             let r = self
@@ -139,22 +147,46 @@ impl SandboxManager {
         };
         let Some((frozen, upper)) = frozen else {
             let snapshot = capture.await?;
+            drop(held);
             let created = create_all(sid, SnapshotWritten(written)).await;
             return Ok(Forked {
                 snapshot: Ok(snapshot),
                 created,
             });
         };
+        let (claims, mut claimed) = watch::channel(0usize);
+        let copies = Arc::new(RwLock::new(()));
         let seed = Seed {
             upper,
             image: rec.image.clone(),
+            copies: copies.clone(),
+            claims,
         };
         let seeded = SeedEntry::add(&self.seeds, &sid, seed);
-        let (snapshot, created) =
-            tokio::join!(capture, create_all(sid.clone(), SnapshotWritten(written)));
-        // No later sandbox from this snapshot may copy the source once it runs again.
-        drop(seeded);
-        frozen.thaw().await;
+        let (answered_tx, mut answered) = watch::channel(false);
+        let creating = async {
+            let created = create_all(sid.clone(), SnapshotWritten(written)).await;
+            answered_tx.send_replace(true);
+            created
+        };
+        let releasing = async move {
+            let snapshot = capture.await;
+            // Every new sandbox took its copy here (all of them on this node), or every
+            // create has answered (some went elsewhere, or failed before copying).
+            tokio::select! {
+                _ = claimed.wait_for(|&n| n >= count) => {}
+                _ = answered.wait_for(|&done| done) => {}
+            }
+            // No later sandbox from this snapshot may copy the source once it runs again,
+            // and the copies under way finish first.
+            drop(seeded);
+            let _no_copies = copies.write().await;
+            frozen.thaw().await;
+            drop(held);
+            tracing::info!(sandbox_id = %id, ms = frozen_at.elapsed().as_millis() as u64, "fork: source thawed");
+            snapshot
+        };
+        let (snapshot, created) = tokio::join!(releasing, creating);
         Ok(Forked { snapshot, created })
     }
 
@@ -176,9 +208,15 @@ impl SandboxManager {
         Ok(Some((frozen, upper)))
     }
 
-    /// The seed of a fork in progress on this node from `snapshot`, if there is one.
-    pub(super) fn seed_for(&self, snapshot: Option<&String>) -> Option<Seed> {
+    /// A copy of the source of a fork in progress on this node from `snapshot`, if there
+    /// is one, and the source's image. The source stays frozen until the copy is done.
+    pub(super) fn seed_for(&self, snapshot: Option<&String>) -> Option<(String, SeedCopy)> {
         let seeds = self.seeds.lock().expect("seeds lock");
-        snapshot.and_then(|s| seeds.get(s).cloned())
+        let seed = seeds.get(snapshot?)?;
+        // Never refused while the seed is listed: the fork write-locks only after it took
+        // the seed off the list (under this same lock).
+        let claim = seed.copies.clone().try_read_owned().ok()?;
+        seed.claims.send_modify(|n| *n += 1);
+        Some((seed.image.clone(), SeedCopy::new(seed.upper.clone(), claim)))
     }
 }
