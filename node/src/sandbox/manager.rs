@@ -14,7 +14,7 @@ mod ports;
 mod restore_fill;
 mod upgrade;
 
-pub use fork::{Forked, SnapshotWritten};
+pub use fork::{ForkTargets, Forked, SnapshotWritten};
 pub use migrate::HandoffData;
 
 pub use persist::{normalize_dirs, snapshot_error, to_api as snapshot_to_api};
@@ -423,7 +423,7 @@ impl SandboxManager {
         rec.snapshot = req.from_snapshot.clone();
         // A fork on its source's node copies the frozen source's files; any other sandbox
         // from a snapshot has every chunk fetched and checked first.
-        let seed = self.seed_for(rec.snapshot.as_ref());
+        let seed = self.seed_for(rec.snapshot.as_ref(), id);
         let prepared = match seed {
             Some(_) => None,
             None => self.prepare_for(&rec).await?,

@@ -23,7 +23,9 @@ use warren_api::snapshot::{
     SnapshotListQuery,
 };
 use warren_api::{ApiError, ErrorCode};
-use warren_node::sandbox::manager::{snapshot_error, snapshot_to_api, SnapshotWritten};
+use warren_node::sandbox::manager::{
+    snapshot_error, snapshot_to_api, ForkTargets, SnapshotWritten,
+};
 use warren_storage::snapshots::{validate_snapshot_id, SnapshotOrigin};
 
 pub async fn create(
@@ -83,7 +85,7 @@ async fn fork_all(
     // The sandboxes are created while the source is held as it was snapshotted, so the
     // ones placed on this node copy its files instead of restoring the snapshot.
     let (creator, creds, targets) = (&state, &auth, &targets);
-    let create_all = |sid: String, written: SnapshotWritten| async move {
+    let create_all = |sid: String, written: SnapshotWritten, settled: ForkTargets| async move {
         let body =
             serde_json::to_vec(&serde_json::json!({ "from_snapshot": sid })).expect("serializes");
         let put = |t: &String| {
@@ -95,7 +97,16 @@ async fn fork_all(
                 body.clone(),
             )
         };
-        let mut results = join_all(targets.iter().map(put)).await;
+        // Each first answer settles its target: the source need not stay frozen for it.
+        let mut results = join_all(targets.iter().map(|t| {
+            let (settled, put) = (settled.clone(), put(t));
+            async move {
+                let r = put.await;
+                settled.answered(t);
+                r
+            }
+        }))
+        .await;
         // One placed on another node restores the snapshot, which may not have been written
         // yet when it asked (nothing of it was kept): it asks again once it is.
         let early: Vec<usize> = (0..results.len())

@@ -14,7 +14,7 @@
 use super::persist::{running, to_api};
 use super::SandboxManager;
 use crate::runtime::{ContainerRuntime, SeedCopy};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -32,8 +32,21 @@ pub(super) struct Seed {
     pub image: String,
     /// Read-held by every copy under way; the fork write-locks it before it thaws.
     copies: Arc<RwLock<()>>,
-    /// How many new sandboxes have taken a copy.
-    claims: watch::Sender<usize>,
+    /// The fork's targets that took a copy here or have answered (see `ForkTargets`).
+    settled: watch::Sender<BTreeSet<String>>,
+}
+
+/// Given to a fork's `create_all`: it reports each target whose first create has answered,
+/// whatever the answer. A target is settled once it took a copy of the source on this node
+/// or has answered (it was placed elsewhere, or failed); the source is thawed once the
+/// snapshot is written and every target is settled.
+#[derive(Clone)]
+pub struct ForkTargets(watch::Sender<BTreeSet<String>>);
+
+impl ForkTargets {
+    pub fn answered(&self, sandbox: &str) {
+        self.0.send_if_modified(|s| s.insert(sandbox.to_string()));
+    }
 }
 
 /// A fork's seed, listed while it lives: removed when dropped, however the fork ends
@@ -115,8 +128,9 @@ pub struct Forked<T> {
 }
 
 impl SandboxManager {
-    /// `POST /v1/sandboxes/{id}/fork` on the source's owner. `create_all` gets the id the
-    /// fork's snapshot has and a way to wait until it is written. When the source can be
+    /// `POST /v1/sandboxes/{id}/fork` on the source's owner, making `count` sandboxes.
+    /// `create_all` gets the id the fork's snapshot has, a way to wait until it is written,
+    /// and where to report the targets that answered. When the source can be
     /// frozen, `create_all` runs while the snapshot is written, and the sandboxes it creates
     /// on this node copy the frozen source's files; otherwise it runs once the snapshot is
     /// written (and not at all if that fails).
@@ -127,7 +141,7 @@ impl SandboxManager {
         create_all: F,
     ) -> Result<Forked<T>, ApiError>
     where
-        F: FnOnce(String, SnapshotWritten) -> Fut,
+        F: FnOnce(String, SnapshotWritten, ForkTargets) -> Fut,
         Fut: Future<Output = T>,
     {
         self.ensure(id).await?;
@@ -145,36 +159,37 @@ impl SandboxManager {
             tx.send_replace(Some(r.is_ok()));
             r.map(|m| to_api(&m))
         };
+        let (settled, mut settled_rx) = watch::channel(BTreeSet::new());
+        let targets = ForkTargets(settled.clone());
         let Some((frozen, upper)) = frozen else {
             let snapshot = capture.await?;
             drop(held);
-            let created = create_all(sid, SnapshotWritten(written)).await;
+            let created = create_all(sid, SnapshotWritten(written), targets).await;
             return Ok(Forked {
                 snapshot: Ok(snapshot),
                 created,
             });
         };
-        let (claims, mut claimed) = watch::channel(0usize);
         let copies = Arc::new(RwLock::new(()));
         let seed = Seed {
             upper,
             image: rec.image.clone(),
             copies: copies.clone(),
-            claims,
+            settled,
         };
         let seeded = SeedEntry::add(&self.seeds, &sid, seed);
         let (answered_tx, mut answered) = watch::channel(false);
         let creating = async {
-            let created = create_all(sid.clone(), SnapshotWritten(written)).await;
+            let created = create_all(sid.clone(), SnapshotWritten(written), targets).await;
             answered_tx.send_replace(true);
             created
         };
         let releasing = async move {
             let snapshot = capture.await;
-            // Every new sandbox took its copy here (all of them on this node), or every
-            // create has answered (some went elsewhere, or failed before copying).
+            // Every target took its copy here or has answered (placed elsewhere, or
+            // failed); or create_all is over.
             tokio::select! {
-                _ = claimed.wait_for(|&n| n >= count) => {}
+                _ = settled_rx.wait_for(|s| s.len() >= count) => {}
                 _ = answered.wait_for(|&done| done) => {}
             }
             // No later sandbox from this snapshot may copy the source once it runs again,
@@ -208,15 +223,21 @@ impl SandboxManager {
         Ok(Some((frozen, upper)))
     }
 
-    /// A copy of the source of a fork in progress on this node from `snapshot`, if there
-    /// is one, and the source's image. The source stays frozen until the copy is done.
-    pub(super) fn seed_for(&self, snapshot: Option<&String>) -> Option<(String, SeedCopy)> {
+    /// A copy of the source of a fork in progress on this node from `snapshot`, for new
+    /// sandbox `sandbox`, if there is one, and the source's image. The source stays frozen
+    /// until the copy is done.
+    pub(super) fn seed_for(
+        &self,
+        snapshot: Option<&String>,
+        sandbox: &str,
+    ) -> Option<(String, SeedCopy)> {
         let seeds = self.seeds.lock().expect("seeds lock");
         let seed = seeds.get(snapshot?)?;
         // Never refused while the seed is listed: the fork write-locks only after it took
         // the seed off the list (under this same lock).
         let claim = seed.copies.clone().try_read_owned().ok()?;
-        seed.claims.send_modify(|n| *n += 1);
+        seed.settled
+            .send_if_modified(|s| s.insert(sandbox.to_string()));
         Some((seed.image.clone(), SeedCopy::new(seed.upper.clone(), claim)))
     }
 }
