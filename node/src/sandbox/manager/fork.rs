@@ -7,9 +7,10 @@
 //!
 //! The freeze (the container paused, and its slot held) covers the snapshot and every
 //! copy, which run at the same time, so the snapshot and every fork hold the same files.
-//! It ends as soon as the snapshot is written and every copy is done, once every new
-//! sandbox has taken its copy of the source here, or else when every create has answered;
-//! the new containers' starts go on after. Calls to the source wait for it to end.
+//! It ends as soon as the snapshot is written and every target is settled (it took its
+//! copy of the source here, or its first create answered: placed on another node, or
+//! failed) and the copies under way are done; the new containers' starts, and the other
+//! nodes' restores, go on after. Calls to the source wait for it to end.
 
 use super::persist::{running, to_api};
 use super::SandboxManager;
