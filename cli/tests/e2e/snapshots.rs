@@ -368,19 +368,33 @@ async fn restore_replaces_files_and_fork_makes_independent_copies() {
         .await
         .unwrap_err();
     assert_eq!(api_err(e).1, ErrorCode::Conflict);
-    // Forking onto an existing id fails as a whole: no partial fork is left.
+    // Forking onto an existing id fails as a whole, before anything is done: no partial
+    // fork is left, and no fork snapshot is written.
+    let snapshots_before = c.list_snapshots(Some(&id)).await.unwrap().snapshots.len();
+    let fresh = format!("fresh-{}", unique());
     let e = c
         .fork(
             &id,
             &ForkRequest {
                 count: 2,
-                ids: Some(vec![from.clone(), format!("fresh-{}", unique())]),
+                ids: Some(vec![fresh.clone(), from.clone()]),
             },
         )
         .await
         .unwrap_err();
-    assert_eq!(api_err(e).1, ErrorCode::Conflict);
-    // The failed fork froze the source too, and thawed it.
+    let warren_client::Error::Api { status, error } = e else {
+        panic!("not an API error: {e}");
+    };
+    assert_eq!((status, error.code), (409, ErrorCode::Conflict));
+    assert!(error.message.contains(&from), "{}", error.message);
+    assert_eq!(
+        api_err(c.get_sandbox(&fresh).await.unwrap_err()).1,
+        ErrorCode::SandboxNotFound
+    );
+    assert_eq!(
+        c.list_snapshots(Some(&id)).await.unwrap().snapshots.len(),
+        snapshots_before
+    );
     assert_eq!(sh(c, &id, "cat /workspace/a").await, "1\n");
     // A node that stops while a fork holds the source frozen thaws it when it starts again.
     let source = running_containers(&id);

@@ -82,6 +82,7 @@ async fn fork_all(
     targets: Vec<String>,
     auth: Option<http::HeaderValue>,
 ) -> Result<ForkResponse, ApiError> {
+    refuse_existing(&state, &targets, &auth).await?;
     // The sandboxes are created while the source is held as it was snapshotted, so the
     // ones placed on this node copy its files instead of restoring the snapshot.
     let (creator, creds, targets) = (&state, &auth, &targets);
@@ -155,6 +156,39 @@ async fn fork_all(
         snapshot,
         sandboxes,
     })
+}
+
+/// A fork makes new sandboxes only: one of its ids in use fails it at once, before the
+/// source is frozen or anything is written. (One made in between is still refused by its
+/// create, and the fork is undone then.)
+async fn refuse_existing(
+    state: &AppState,
+    targets: &[String],
+    auth: &Option<http::HeaderValue>,
+) -> Result<(), ApiError> {
+    let found = join_all(targets.iter().map(|t| {
+        call_self(
+            state,
+            http::Method::GET,
+            format!("/v1/sandboxes/{t}"),
+            auth.clone(),
+            Vec::new(),
+        )
+    }))
+    .await;
+    for (t, r) in targets.iter().zip(found) {
+        match r {
+            Ok(_) => {
+                return Err(ApiError::new(
+                    ErrorCode::Conflict,
+                    format!("sandbox {t} exists; a fork makes new sandboxes only"),
+                ))
+            }
+            Err(e) if e.code == ErrorCode::SandboxNotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// A request through this node's own router (placement, forwarding and all).
