@@ -678,6 +678,37 @@ async fn a_fork_thaws_its_source_before_its_sandboxes_have_started() {
     }
 }
 
+/// A fork whose sandboxes cannot be created (this node is full) fails as a whole, with the
+/// create's error, and leaves its source running, not frozen.
+#[tokio::test]
+async fn a_failed_fork_leaves_its_source_running() {
+    let node = Node::start_with("127.0.0.1:0", &["--max-sandboxes", "1"]).await;
+    let c = &node.client;
+    let id = format!("full-{}", unique());
+    sh(c, &id, "mkdir -p /workspace && echo src > /workspace/f").await;
+    let freezer = FreezerState::of(container_pid(&id));
+    let targets = vec![format!("{id}-a"), format!("{id}-b")];
+    let e = c
+        .fork(
+            &id,
+            &ForkRequest {
+                count: 2,
+                ids: Some(targets.clone()),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_err(e).1, ErrorCode::CapacityExhausted);
+    for t in &targets {
+        assert_eq!(
+            api_err(c.get_sandbox(t).await.unwrap_err()).1,
+            ErrorCode::SandboxNotFound
+        );
+    }
+    assert!(!freezer.frozen(), "the source is left frozen");
+    assert_eq!(sh(c, &id, "cat /workspace/f").await, "src\n");
+}
+
 /// Whether a container's processes are frozen, read from its freezer cgroup (v1
 /// `freezer.state`, v2 `cgroup.events`): cheap enough to poll every millisecond.
 struct FreezerState(std::path::PathBuf, bool);
