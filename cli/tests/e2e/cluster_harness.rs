@@ -270,9 +270,23 @@ impl TestCluster {
         }
     }
 
+    /// Stops node `i` (SIGSTOP) and returns once every one of its threads is stopped. The
+    /// kernel stops a multi-threaded process only when one of its threads takes the signal,
+    /// so on a busy machine its other threads run on for a few milliseconds after `kill`
+    /// returns: long enough to acknowledge a Raft append made after the "stop".
     pub fn stop(&mut self, i: usize) {
         self.nodes[i].signal("STOP");
         self.nodes[i].stopped = true;
+        let pid = self.nodes[i].pid();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !all_threads_stopped(pid) {
+            assert!(
+                Instant::now() < deadline,
+                "node {} did not stop within 10 s of SIGSTOP",
+                self.nodes[i].name
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     pub fn cont(&mut self, i: usize) {
@@ -319,4 +333,21 @@ impl Drop for TestCluster {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Whether every thread of process `pid` is stopped (state `T` in `/proc/<pid>/task/*/stat`).
+fn all_threads_stopped(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.filter_map(|t| t.ok()).all(|t| {
+        std::fs::read_to_string(t.path().join("stat"))
+            .ok()
+            // The state follows the command name, which is in parentheses.
+            .and_then(|stat| {
+                stat.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().to_string())
+            })
+            .is_some_and(|rest| rest.starts_with('T') || rest.starts_with('t'))
+    })
 }
