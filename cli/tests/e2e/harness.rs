@@ -17,15 +17,11 @@ pub struct Node {
     extra: Vec<String>,
 }
 
-/// Running containers of `sandbox`, on any node (Docker's ids).
-pub fn running_containers(sandbox: &str) -> Vec<String> {
+/// Docker's ids of the containers `docker ps -q` lists with these further arguments.
+fn docker_ps(args: &[&str]) -> Vec<String> {
     let out = Command::new("docker")
-        .args([
-            "ps",
-            "-q",
-            "--filter",
-            &format!("label=warren.sandbox={sandbox}"),
-        ])
+        .args(["ps", "-q"])
+        .args(args)
         .output()
         .expect("docker ps");
     String::from_utf8_lossy(&out.stdout)
@@ -33,6 +29,16 @@ pub fn running_containers(sandbox: &str) -> Vec<String> {
         .filter(|l| !l.is_empty())
         .map(str::to_string)
         .collect()
+}
+
+/// Running containers of `sandbox`, on any node (Docker's ids).
+pub fn running_containers(sandbox: &str) -> Vec<String> {
+    docker_ps(&["--filter", &format!("label=warren.sandbox={sandbox}")])
+}
+
+/// Every container of `sandbox` Docker has, running, paused or stopped.
+pub fn all_containers(sandbox: &str) -> Vec<String> {
+    docker_ps(&["-a", "--filter", &format!("label=warren.sandbox={sandbox}")])
 }
 
 /// The static guest binary of this build.
@@ -160,19 +166,11 @@ impl Node {
 
     /// Containers Docker has for this node.
     pub fn containers(&self) -> Vec<String> {
-        let out = Command::new("docker")
-            .args([
-                "ps",
-                "-aq",
-                "--filter",
-                &format!("label=warren.node={}", self.node_id),
-            ])
-            .output()
-            .expect("docker ps");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect()
+        docker_ps(&[
+            "-a",
+            "--filter",
+            &format!("label=warren.node={}", self.node_id),
+        ])
     }
 }
 

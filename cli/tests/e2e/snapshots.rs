@@ -1,7 +1,7 @@
 //! Snapshots, restore, fork, sleep and wake against real containers and a real
 //! local-directory object store.
 
-use super::harness::{api_err, running_containers, unique, Node};
+use super::harness::{all_containers, api_err, running_containers, unique, Node};
 use std::time::{Duration, Instant};
 use warren_api::sandbox::{CreateSandboxRequest, SandboxState};
 use warren_api::snapshot::{CreateSnapshotRequest, ForkRequest};
@@ -618,7 +618,6 @@ async fn snapshot_and_restore_stream_their_progress() {
     assert_eq!(api_err(e).1, ErrorCode::SnapshotNotFound);
 }
 
-/// The main process of a sandbox's container, on the host.
 /// A fork holds its source frozen only while the snapshot is written and the new sandboxes
 /// copy its files: with a small source that is over long before four new containers have
 /// started, and a call to the source made during the freeze is answered well before the
@@ -744,19 +743,7 @@ impl FreezerState {
     }
 }
 
-/// Every container of `sandbox` Docker has, running, paused or stopped.
-fn all_containers(sandbox: &str) -> Vec<String> {
-    let out = std::process::Command::new("docker")
-        .args(["ps", "-aq", "--filter"])
-        .arg(format!("label=warren.sandbox={sandbox}"))
-        .output()
-        .expect("docker ps");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
+/// The main process of a sandbox's container, on the host.
 fn container_pid(sandbox: &str) -> u32 {
     let container = super::harness::running_containers(sandbox).remove(0);
     let out = std::process::Command::new("docker")

@@ -25,12 +25,12 @@ use warren_api::ApiError;
 use warren_storage::snapshots::{new_snapshot_id, SnapshotOrigin};
 
 /// The files a fork on this node copies instead of restoring its snapshot.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(super) struct Seed {
     /// The frozen source's overlay upper directory.
-    pub upper: PathBuf,
+    upper: PathBuf,
     /// The source's image (the copy means nothing over any other).
-    pub image: String,
+    image: String,
     /// Read-held by every copy under way; the fork write-locks it before it thaws.
     copies: Arc<RwLock<()>>,
     /// The fork's targets that took a copy here or have answered (see `ForkTargets`).
