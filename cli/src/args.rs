@@ -211,6 +211,10 @@ pub struct NodeArgs {
     /// whose mounts behave unlike Docker's overlay2).
     #[arg(long)]
     pub restore_after_start: bool,
+    /// Containers of the default image kept started and ready, so that a create, restore,
+    /// wake or fork takes one instead of waiting for Docker to start one (0: none).
+    #[arg(long, default_value_t = 4)]
+    pub warm_containers: usize,
 }
 
 impl NodeArgs {
@@ -250,6 +254,7 @@ impl NodeArgs {
             checkpoint_every_s: self.checkpoint_every_s,
             pack_in_guest: self.pack_in_guest,
             restore_after_start: self.restore_after_start,
+            warm_containers: self.warm_containers,
         };
         s.check()?;
         Ok(s)

@@ -10,6 +10,7 @@ use warren_consensus::join::{JoinRequest, JoinResponse};
 use warren_consensus::{Cluster, ClusterConfig};
 use warren_node::runtime::docker::DockerRuntime;
 use warren_node::runtime::subnets::{Cidr, SubnetPool};
+use warren_node::runtime::WarmPoolConfig;
 use warren_node::{NodeConfig, SandboxManager};
 use warren_transport::{tls, NodeIdentity, Peers};
 
@@ -235,9 +236,25 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
 
     let registry = prometheus::Registry::new();
     let metrics = warren_node::metrics::NodeMetrics::register(&registry)?;
-    let mgr = SandboxManager::start(cfg.clone(), Arc::new(docker), metrics)
+    let mgr = SandboxManager::start(cfg.clone(), Arc::new(docker.clone()), metrics)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    // After the manager adopted this node's sandboxes: the pool's leftovers are not theirs.
+    docker
+        .start_warm_pool(
+            WarmPoolConfig {
+                size: s.warm_containers,
+                image: cfg.default_image.clone(),
+                resources: warren_api::sandbox::instance_type(
+                    warren_api::sandbox::DEFAULT_INSTANCE_TYPE,
+                )?,
+                guest_binary: cfg.guest_binary.clone(),
+                run_root: cfg.run_root(),
+            },
+            &registry,
+        )
+        .await
+        .context("cannot start the warm containers")?;
     let join_token = stored.join_token.clone();
     let ctx = Arc::new(warren_router::cluster::ClusterCtx {
         cluster: cluster.clone(),

@@ -86,6 +86,10 @@ pub struct Settings {
     /// whose mounts behave unlike Docker's overlay2).
     #[serde(default)]
     pub restore_after_start: bool,
+    /// Containers of the default image kept started and ready, so that a create, restore,
+    /// wake or fork takes one instead of waiting for Docker to start one (0: none).
+    #[serde(default = "default_warm")]
+    pub warm_containers: usize,
 }
 
 fn default_region() -> String {
@@ -101,6 +105,9 @@ fn default_subnet_pool() -> String {
     "10.200.0.0/16".into()
 }
 fn default_spare() -> usize {
+    4
+}
+fn default_warm() -> usize {
     4
 }
 fn default_true() -> bool {

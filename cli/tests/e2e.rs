@@ -20,6 +20,7 @@ mod e2e {
     mod sessions;
     mod snapshots;
     mod terminals;
+    mod warm;
     mod watch;
     mod web;
 }

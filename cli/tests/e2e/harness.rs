@@ -17,28 +17,57 @@ pub struct Node {
     extra: Vec<String>,
 }
 
-/// Docker's ids of the containers `docker ps -q` lists with these further arguments.
-fn docker_ps(args: &[&str]) -> Vec<String> {
-    let out = Command::new("docker")
-        .args(["ps", "-q"])
-        .args(args)
+/// A container of warren's as `docker ps` lists it: its name and its node.
+struct Listed {
+    name: String,
+    node: String,
+}
+
+/// Every container warren made that Docker has (running ones only unless `all`).
+fn docker_ps(all: bool) -> Vec<Listed> {
+    let mut cmd = Command::new("docker");
+    cmd.arg("ps");
+    if all {
+        cmd.arg("-a");
+    }
+    let out = cmd
+        .args(["--filter", "label=warren.managed=true"])
+        .args(["--format", "{{.Names}}\t{{.Label \"warren.node\"}}"])
         .output()
         .expect("docker ps");
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(name, node)| Listed {
+            name: name.to_string(),
+            node: node.to_string(),
+        })
         .collect()
 }
 
-/// Running containers of `sandbox`, on any node (Docker's ids).
+/// Whether a container is `sandbox`'s: by name, since a warm container a sandbox took keeps
+/// the labels it was made with. One being removed after a restore counts too.
+fn of_sandbox(c: &Listed, sandbox: &str) -> bool {
+    let own = format!("wrn-{}-{sandbox}", c.node);
+    c.name == own || c.name.starts_with(&format!("{own}_replaced_"))
+}
+
+fn names_of(sandbox: &str, all: bool) -> Vec<String> {
+    docker_ps(all)
+        .into_iter()
+        .filter(|c| of_sandbox(c, sandbox))
+        .map(|c| c.name)
+        .collect()
+}
+
+/// Running containers of `sandbox`, on any node (their names).
 pub fn running_containers(sandbox: &str) -> Vec<String> {
-    docker_ps(&["--filter", &format!("label=warren.sandbox={sandbox}")])
+    names_of(sandbox, false)
 }
 
 /// Every container of `sandbox` Docker has, running, paused or stopped.
 pub fn all_containers(sandbox: &str) -> Vec<String> {
-    docker_ps(&["-a", "--filter", &format!("label=warren.sandbox={sandbox}")])
+    names_of(sandbox, true)
 }
 
 /// The static guest binary of this build.
@@ -164,13 +193,22 @@ impl Node {
         (field("VmRSS:"), field("VmHWM:"))
     }
 
-    /// Containers Docker has for this node.
+    /// Containers Docker has for this node's sandboxes (names), warm ones not counted.
     pub fn containers(&self) -> Vec<String> {
-        docker_ps(&[
-            "-a",
-            "--filter",
-            &format!("label=warren.node={}", self.node_id),
-        ])
+        self.listed(|name| !name.contains("_warm_"))
+    }
+
+    /// This node's warm containers: started, and not yet taken by a sandbox.
+    pub fn warm_containers(&self) -> Vec<String> {
+        self.listed(|name| name.contains("_warm_"))
+    }
+
+    fn listed(&self, keep: impl Fn(&str) -> bool) -> Vec<String> {
+        docker_ps(true)
+            .into_iter()
+            .filter(|c| c.node == self.node_id && keep(&c.name))
+            .map(|c| c.name)
+            .collect()
     }
 }
 

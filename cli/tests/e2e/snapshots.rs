@@ -624,7 +624,8 @@ async fn snapshot_and_restore_stream_their_progress() {
 /// fork answers (before, the source stayed frozen until every new sandbox had started).
 #[tokio::test]
 async fn a_fork_thaws_its_source_before_its_sandboxes_have_started() {
-    let node = Node::start().await;
+    // Its sandboxes start cold: taking warm containers leaves no start to thaw before.
+    let node = Node::start_with("127.0.0.1:0", &["--warm-containers", "0"]).await;
     let c = &node.client;
     let id = format!("thaw-{}", unique());
     sh(c, &id, "mkdir -p /workspace && echo src > /workspace/f").await;

@@ -9,6 +9,7 @@ pub mod root_mount;
 pub mod subnets;
 pub mod upper_copy;
 pub mod upper_dir;
+pub mod uts;
 
 use async_trait::async_trait;
 use std::collections::BTreeMap;
@@ -70,6 +71,22 @@ pub struct ContainerSpec {
     /// The upper directory of a paused container of the same image (a fork's source) whose
     /// entries this container starts with, copied in before it first starts.
     pub seed: Option<SeedCopy>,
+}
+
+/// Containers started ahead of need: a create (or restore, wake, fork) whose container
+/// fits takes one that already runs instead of waiting for the engine to start one.
+#[derive(Debug, Clone)]
+pub struct WarmPoolConfig {
+    /// How many to keep ready (0: none).
+    pub size: usize,
+    /// The only image they are of (sandboxes of other images start cold).
+    pub image: String,
+    /// Their limits until taken (a taken one gets its sandbox's, except the disk size).
+    pub resources: Resources,
+    pub guest_binary: PathBuf,
+    /// The node's run root: their run directories live in its `warm/` directory until a
+    /// sandbox takes one over.
+    pub run_root: PathBuf,
 }
 
 /// A fork's source files for one new container: the frozen source's overlay upper

@@ -13,6 +13,11 @@
 //! (its container paused), so that the copy is one moment's files; should it run anyway,
 //! the walk still only ever reaches the source's own entries (see `SourceDir`). The target
 //! is a new container's directory that nobody else writes to before it starts.
+//!
+//! A warm container (one started before it was taken) already has its overlay mounted, and
+//! the kernel does not allow writing into a mounted overlay's upper directory. Its files go
+//! in through the mount instead (`copy_onto_mounted`): a whiteout there is a removal, an
+//! opaque directory replaces what the image had, and overlay's own xattrs stay behind.
 
 use filetime::FileTime;
 use std::collections::HashMap;
@@ -36,6 +41,22 @@ pub struct Copied {
 /// already (mount points) are kept and take the source's metadata; any other entry that
 /// exists is an error, so two sandboxes' files never mix.
 pub fn copy(from: &Path, to: &Path, skip: &[&str]) -> io::Result<Copied> {
+    copy_as(from, to, skip, false)
+}
+
+/// Copies the entries of upper directory `from` onto `to`, the mounted root of a running
+/// container of the same image, so that it shows the same files as the source: a whiteout
+/// removes the path, an opaque directory replaces the one there, any other entry there is
+/// replaced, and `trusted.overlay.*` xattrs are not copied (the overlay keeps its own).
+/// A directory that overlay redirected (renamed with `redirect_dir` on) is refused: its
+/// files are not all in `from`.
+pub fn copy_onto_mounted(from: &Path, to: &Path, skip: &[&str]) -> io::Result<Copied> {
+    copy_as(from, to, skip, true)
+}
+
+const OVERLAY_XATTRS: &str = "trusted.overlay.";
+
+fn copy_as(from: &Path, to: &Path, skip: &[&str], onto_overlay: bool) -> io::Result<Copied> {
     if !fs::symlink_metadata(to)?.is_dir() {
         return Err(io::Error::other(format!(
             "{} is not a directory",
@@ -46,9 +67,10 @@ pub fn copy(from: &Path, to: &Path, skip: &[&str]) -> io::Result<Copied> {
     let mut c = Copier {
         links: HashMap::new(),
         done: Copied::default(),
+        onto_overlay,
     };
     c.dir_contents(&root, to, Some(skip))?;
-    copy_xattrs(&root.path(), to)?;
+    copy_xattrs(&root.path(), to, onto_overlay)?;
     Ok(c.done)
 }
 
@@ -76,6 +98,8 @@ struct Copier {
     /// (device, inode) of a source file with several names → the first target path.
     links: HashMap<(u64, u64), PathBuf>,
     done: Copied,
+    /// `to` is a mounted overlay, not an upper directory (see `copy_onto_mounted`).
+    onto_overlay: bool,
 }
 
 impl Copier {
@@ -101,6 +125,10 @@ impl Copier {
         let mut meta = fs::symlink_metadata(src)?;
         let t = meta.file_type();
         if t.is_socket() {
+            return Ok(());
+        }
+        if self.onto_overlay && self.make_way(src, dst, &meta)? {
+            self.done.entries += 1;
             return Ok(());
         }
         if !t.is_dir() && meta.nlink() > 1 {
@@ -152,12 +180,52 @@ impl Copier {
         }
         self.done.entries += 1;
         std::os::unix::fs::lchown(dst, Some(meta.uid()), Some(meta.gid()))?;
-        copy_xattrs(src, dst)?;
+        copy_xattrs(src, dst, self.onto_overlay)?;
         if !t.is_symlink() {
             // After the owner: chown clears set-user-ID and set-group-ID bits.
             fs::set_permissions(dst, fs::Permissions::from_mode(meta.mode() & 0o7777))?;
         }
         set_times(dst, &meta)
+    }
+}
+
+impl Copier {
+    /// Onto a mounted overlay: removes what is at `dst` unless `src` is a directory that
+    /// merges into the directory there. Whether `src` was a whiteout (nothing more to do).
+    fn make_way(&self, src: &Path, dst: &Path, meta: &fs::Metadata) -> io::Result<bool> {
+        let t = meta.file_type();
+        let whiteout = t.is_char_device() && meta.rdev() == 0;
+        let opaque = t.is_dir() && overlay_xattr(src, "opaque")?.as_deref() == Some(b"y");
+        if t.is_dir() && overlay_xattr(src, "redirect")?.is_some() {
+            return Err(io::Error::other(format!(
+                "{} is a renamed directory whose files the overlay keeps elsewhere",
+                dst.display()
+            )));
+        }
+        let there = match fs::symlink_metadata(dst) {
+            Ok(m) => Some(m),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        if let Some(there) = there {
+            let merges = t.is_dir() && there.is_dir() && !opaque;
+            if !merges {
+                if there.is_dir() {
+                    fs::remove_dir_all(dst)?;
+                } else {
+                    fs::remove_file(dst)?;
+                }
+            }
+        }
+        Ok(whiteout)
+    }
+}
+
+/// An overlay xattr (`trusted.overlay.<name>`) of an upper directory's entry.
+fn overlay_xattr(p: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
+    match xattr::get(p, format!("{OVERLAY_XATTRS}{name}")) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => Ok(None),
+        r => r,
     }
 }
 
@@ -175,15 +243,23 @@ fn set_times(dst: &Path, meta: &fs::Metadata) -> io::Result<()> {
     )
 }
 
-/// Every extended attribute of `src` (overlay's `trusted.*` ones included) onto `dst`,
-/// neither followed if a symlink (the `xattr` crate's calls never follow one).
-fn copy_xattrs(src: &Path, dst: &Path) -> io::Result<()> {
+/// Every extended attribute of `src` (overlay's `trusted.*` ones included, unless
+/// `onto_overlay`) onto `dst`, neither followed if a symlink (the `xattr` crate's calls
+/// never follow one).
+fn copy_xattrs(src: &Path, dst: &Path, onto_overlay: bool) -> io::Result<()> {
     let names = match xattr::list(src) {
         Ok(names) => names,
         Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return Ok(()),
         Err(e) => return Err(e),
     };
     for name in names {
+        if onto_overlay
+            && name
+                .as_encoded_bytes()
+                .starts_with(OVERLAY_XATTRS.as_bytes())
+        {
+            continue;
+        }
         if let Some(value) = xattr::get(src, &name)? {
             xattr::set(dst, &name, &value)?;
         }
@@ -286,6 +362,92 @@ mod tests {
         let m = fs::symlink_metadata(to.join("etc/motd")).unwrap();
         assert!(m.file_type().is_char_device() && m.rdev() == 0);
         assert_eq!(xattr_get(&to.join("etc"), "trusted.overlay.opaque"), b"y");
+    }
+
+    #[test]
+    fn onto_a_mounted_overlay_the_copy_shows_the_sources_files() {
+        if !crate::runtime::running_as_root() {
+            eprintln!("skipped: needs root (overlay mounts, whiteouts)");
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        let dir = |n: &str| {
+            let p = t.path().join(n);
+            fs::create_dir_all(&p).unwrap();
+            p
+        };
+        // The image both containers share.
+        let lower = dir("lower");
+        fs::create_dir_all(lower.join("etc/conf.d")).unwrap();
+        fs::write(lower.join("etc/motd"), b"image").unwrap();
+        fs::write(lower.join("etc/keep"), b"image").unwrap();
+        fs::write(lower.join("etc/conf.d/old"), b"image").unwrap();
+        fs::write(lower.join("etc/file-then-dir"), b"image").unwrap();
+        // The source's upper directory: motd deleted, keep changed, conf.d replaced, a file
+        // turned into a directory, a new file with a second name.
+        let from = dir("from");
+        fs::create_dir_all(from.join("etc/conf.d")).unwrap();
+        fs::create_dir_all(from.join("etc/file-then-dir")).unwrap();
+        fs::create_dir_all(from.join("w")).unwrap();
+        let wh = c_path(&from.join("etc/motd")).unwrap();
+        // SAFETY: valid C string.
+        assert_eq!(unsafe { libc::mknod(wh.as_ptr(), libc::S_IFCHR, 0) }, 0);
+        assert!(xattr_set(
+            &from.join("etc/conf.d"),
+            "trusted.overlay.opaque",
+            b"y"
+        ));
+        fs::write(from.join("etc/conf.d/new"), b"fork").unwrap();
+        fs::write(from.join("etc/keep"), b"changed").unwrap();
+        fs::write(from.join("etc/file-then-dir/inner"), b"fork").unwrap();
+        fs::write(from.join("w/a"), b"alpha").unwrap();
+        fs::hard_link(from.join("w/a"), from.join("w/b")).unwrap();
+        // A running container of the same image: its overlay, mounted.
+        let (upper, work, merged) = (dir("upper"), dir("work"), dir("merged"));
+        let opts = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            lower.display(),
+            upper.display(),
+            work.display()
+        );
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "overlay", "overlay", "-o", &opts])
+            .arg(&merged)
+            .status()
+            .unwrap();
+        if !mounted.success() {
+            eprintln!("skipped: cannot mount an overlay here");
+            return;
+        }
+        let done = copy_onto_mounted(&from, &merged, &[]);
+        let seen = |p: &str| fs::read(merged.join(p)).ok();
+        let view = (
+            seen("etc/motd"),
+            seen("etc/keep"),
+            seen("etc/conf.d/old"),
+            seen("etc/conf.d/new"),
+            seen("etc/file-then-dir/inner"),
+            fs::metadata(merged.join("w/a")).map(|m| m.ino()).ok(),
+            fs::metadata(merged.join("w/b")).map(|m| m.ino()).ok(),
+        );
+        let conf_xattr = xattr::get(upper.join("etc/conf.d"), "trusted.overlay.opaque");
+        let _ = std::process::Command::new("umount").arg(&merged).status();
+        done.unwrap();
+        assert_eq!(view.0, None, "the whiteout removed the image's file");
+        assert_eq!(view.1.as_deref(), Some(&b"changed"[..]));
+        assert_eq!(
+            view.2, None,
+            "the opaque directory hides the image's entries"
+        );
+        assert_eq!(view.3.as_deref(), Some(&b"fork"[..]));
+        assert_eq!(view.4.as_deref(), Some(&b"fork"[..]));
+        assert!(
+            view.5.is_some() && view.5 == view.6,
+            "a hard link stays one inode"
+        );
+        // The overlay made its own opaque directory; nothing of the source's xattr leaked.
+        assert_eq!(conf_xattr.unwrap().as_deref(), Some(&b"y"[..]));
+        assert_eq!(fs::read(lower.join("etc/motd")).unwrap(), b"image");
     }
 
     fn xattr_set(p: &Path, name: &str, v: &[u8]) -> bool {

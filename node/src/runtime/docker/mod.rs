@@ -29,6 +29,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::Mutex;
 
+mod warm;
+use warm::{TakeFailed, WARM};
+
 /// Marks the name of a replaced container that is being removed in the background (never
 /// in a sandbox id, which has no underscores).
 const SET_ASIDE: &str = "_replaced_";
@@ -41,6 +44,15 @@ pub struct DockerRuntime {
     nets: Mutex<NetState>,
     disk_limits: AtomicBool,
     disk_probed: AtomicBool,
+    warm: std::sync::Mutex<warm::WarmState>,
+    warm_setup: std::sync::OnceLock<warm::WarmSetup>,
+}
+
+/// A container as Docker describes it.
+struct Found {
+    info: ContainerInfo,
+    network: Option<String>,
+    binds: Vec<String>,
 }
 
 #[derive(Default)]
@@ -98,6 +110,8 @@ impl DockerRuntime {
             }),
             disk_limits: AtomicBool::new(false),
             disk_probed: AtomicBool::new(false),
+            warm: Default::default(),
+            warm_setup: Default::default(),
         });
         rt.load_networks().await?;
         rt.check_data_root().await;
@@ -139,6 +153,15 @@ impl DockerRuntime {
 
     fn container_name(&self, sandbox_id: &str) -> String {
         format!("wrn-{}-{}", self.node_id, sandbox_id)
+    }
+
+    /// The sandbox a container of this node belongs to, from its name (a warm container
+    /// taken by a sandbox keeps the label it was created with).
+    fn sandbox_of(&self, name: &str) -> String {
+        name.trim_start_matches('/')
+            .strip_prefix(&format!("wrn-{}-", self.node_id))
+            .unwrap_or_default()
+            .to_string()
     }
 
     fn labels(&self, kind: &str) -> HashMap<String, String> {
@@ -369,14 +392,14 @@ impl DockerRuntime {
         &self,
         spec: &ContainerSpec,
         network: &str,
+        name: &str,
     ) -> Result<(), RuntimeError> {
-        let name = self.container_name(&spec.sandbox_id);
         let mut pulled = false;
         let mut replaced = false;
         loop {
             let disk = !self.disk_probed.load(Ordering::Relaxed)
                 || self.disk_limits.load(Ordering::Relaxed);
-            let opts = CreateContainerOptionsBuilder::default().name(&name).build();
+            let opts = CreateContainerOptionsBuilder::default().name(name).build();
             match self
                 .docker
                 .create_container(Some(opts), self.container_body(spec, network, disk))
@@ -401,7 +424,7 @@ impl DockerRuntime {
                 Err(e) if status_of(&e) == Some(409) && !replaced => {
                     // A leftover of an attempt that died half-way: replace it.
                     replaced = true;
-                    self.force_remove(&name).await?;
+                    self.force_remove(name).await?;
                 }
                 Err(e) => return Err(docker_err(e)),
             }
@@ -436,27 +459,48 @@ impl DockerRuntime {
         }
     }
 
-    async fn inspect_name(
-        &self,
-        name: &str,
-    ) -> Result<Option<(ContainerInfo, Option<String>)>, RuntimeError> {
+    async fn inspect_name(&self, name: &str) -> Result<Option<Found>, RuntimeError> {
         match self.docker.inspect_container(name, None).await {
             Ok(c) => {
                 let state = c.state.unwrap_or_default();
-                let labels = c.config.and_then(|c| c.labels).unwrap_or_default();
-                let network = c.host_config.and_then(|h| h.network_mode);
+                let host = c.host_config.unwrap_or_default();
                 let info = ContainerInfo {
                     name: name.to_string(),
-                    sandbox_id: labels.get(LABEL_SANDBOX).cloned().unwrap_or_default(),
+                    sandbox_id: self.sandbox_of(name),
                     running: state.running.unwrap_or(false),
                     pid: state.pid.unwrap_or(0).max(0) as u32,
                     exit_code: state.exit_code,
                     oom_killed: state.oom_killed.unwrap_or(false),
                 };
-                Ok(Some((info, network)))
+                Ok(Some(Found {
+                    info,
+                    network: host.network_mode,
+                    binds: host.binds.unwrap_or_default(),
+                }))
             }
             Err(e) if status_of(&e) == Some(404) => Ok(None),
             Err(e) => Err(docker_err(e)),
+        }
+    }
+
+    /// Removes a container by name, gives its network back and removes the run directory
+    /// link of a taken warm container. Idempotent.
+    async fn remove_named(&self, name: &str) -> Result<(), RuntimeError> {
+        let found = self.inspect_name(name).await?;
+        self.force_remove(name).await?;
+        if let Some(found) = found {
+            self.release_after_removal(&found).await;
+        }
+        Ok(())
+    }
+
+    /// What a removed container leaves: its network (back to the pool) and a warm link.
+    async fn release_after_removal(&self, found: &Found) {
+        if let Some(n) = found.network.as_ref().filter(|n| n.starts_with("wrn-")) {
+            self.release_network(n).await;
+        }
+        if let Some(link) = Self::warm_link_in(&found.binds) {
+            let _ = std::fs::remove_file(link);
         }
     }
 
@@ -530,10 +574,26 @@ impl DockerRuntime {
         spec: &ContainerSpec,
         fill: Option<&dyn RootFill>,
     ) -> Result<(ContainerInfo, bool), RuntimeError> {
+        if let Some(w) = self.take_warm(spec) {
+            match self.take_over(w, spec, fill).await {
+                Ok(done) => {
+                    self.count_take("taken");
+                    return Ok(done);
+                }
+                Err(TakeFailed::After(e)) => {
+                    self.count_take("taken");
+                    return Err(e);
+                }
+                Err(TakeFailed::Before(e)) => {
+                    tracing::warn!(sandbox_id = %spec.sandbox_id, error = %e, "could not take a warm container; starting one");
+                    self.count_take("failed");
+                }
+            }
+        }
         let network = self.take_network().await?;
         let name = self.container_name(&spec.sandbox_id);
         let created = async {
-            self.create_container(spec, &network).await?;
+            self.create_container(spec, &network, &name).await?;
             if let Some(seed) = &spec.seed {
                 let copied = self.copy_seed(&name, &seed.upper).await;
                 seed.done();
@@ -549,7 +609,7 @@ impl DockerRuntime {
             let info = self
                 .inspect_name(&name)
                 .await?
-                .map(|(i, _)| i)
+                .map(|f| f.info)
                 .ok_or_else(|| RuntimeError::Other("container vanished after start".into()))?;
             Ok((info, filled))
         }
@@ -688,37 +748,30 @@ impl ContainerRuntime for Arc<DockerRuntime> {
     }
 
     async fn start(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
-        match self
-            .docker
-            .start_container(&self.container_name(sandbox_id), None)
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(e) if status_of(&e) == Some(304) => Ok(()), // already running
-            Err(e) => Err(docker_err(e)),
+        let name = self.container_name(sandbox_id);
+        match self.docker.start_container(&name, None).await {
+            Ok(()) => {}
+            Err(e) if status_of(&e) == Some(304) => {} // already running
+            Err(e) => return Err(docker_err(e)),
         }
+        // A taken warm container starts with the host name it was made with.
+        self.rename_host_after_start(&name, sandbox_id).await
     }
 
     async fn inspect(&self, sandbox_id: &str) -> Result<Option<ContainerInfo>, RuntimeError> {
         Ok(self
             .inspect_name(&self.container_name(sandbox_id))
             .await?
-            .map(|(i, _)| i))
+            .map(|f| f.info))
     }
 
     async fn remove(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
-        let name = self.container_name(sandbox_id);
-        let network = self.inspect_name(&name).await?.and_then(|(_, n)| n);
-        self.force_remove(&name).await?;
-        if let Some(n) = network.filter(|n| n.starts_with("wrn-")) {
-            self.release_network(&n).await;
-        }
-        Ok(())
+        self.remove_named(&self.container_name(sandbox_id)).await
     }
 
     async fn remove_soon(&self, sandbox_id: &str) -> Result<RemoveAfter, RuntimeError> {
         let name = self.container_name(sandbox_id);
-        let Some((_, network)) = self.inspect_name(&name).await? else {
+        let Some(found) = self.inspect_name(&name).await? else {
             return Ok(RemoveAfter::default());
         };
         let aside = format!(
@@ -753,9 +806,7 @@ impl ContainerRuntime for Arc<DockerRuntime> {
             if let Err(e) = me.force_remove(&aside).await {
                 tracing::warn!(container = %aside, error = %e, "could not remove a replaced container");
             }
-            if let Some(n) = network.filter(|n| n.starts_with("wrn-")) {
-                me.release_network(&n).await;
-            }
+            me.release_after_removal(&found).await;
         });
         Ok(guard)
     }
@@ -767,6 +818,10 @@ impl ContainerRuntime for Arc<DockerRuntime> {
                 continue;
             };
             let name = name.trim_start_matches('/').to_string();
+            if name.contains(WARM) {
+                // Not a sandbox's (yet): the warm pool's own.
+                continue;
+            }
             if name.contains(SET_ASIDE) {
                 // Replaced, and its removal did not finish (the node stopped): finish it.
                 self.force_remove(&name).await?;
@@ -779,8 +834,8 @@ impl ContainerRuntime for Arc<DockerRuntime> {
                     .await
                     .map_err(docker_err)?;
             }
-            if let Some((info, _)) = self.inspect_name(&name).await? {
-                out.push(info);
+            if let Some(found) = self.inspect_name(&name).await? {
+                out.push(found.info);
             }
         }
         Ok(out)

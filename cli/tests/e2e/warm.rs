@@ -1,0 +1,223 @@
+//! Warm containers: sandboxes that take a container the node started ahead of need are
+//! indistinguishable from ones that got a container of their own.
+
+use super::harness::{running_containers, unique, Node};
+use std::time::{Duration, Instant};
+use warren_api::sandbox::CreateSandboxRequest;
+use warren_api::snapshot::{CreateSnapshotRequest, ForkRequest};
+use warren_client::Client;
+
+fn create(json: serde_json::Value) -> CreateSandboxRequest {
+    serde_json::from_value(json).unwrap()
+}
+
+async fn sh(c: &Client, id: &str, script: &str) -> String {
+    let r = c.sh(id, script).await.unwrap();
+    assert_eq!(r.exit_code, 0, "{script}: {}", r.stderr);
+    r.stdout
+}
+
+/// One value of the node's metrics (0 when absent).
+async fn metric(node: &Node, line_prefix: &str) -> u64 {
+    let text = node
+        .req(reqwest::Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let prefix = format!("{line_prefix} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+async fn taken(node: &Node, outcome: &str) -> u64 {
+    metric(
+        node,
+        &format!("warren_warm_takes_total{{outcome=\"{outcome}\"}}"),
+    )
+    .await
+}
+
+/// Waits until the node has `n` warm containers ready (its gauge and Docker agree).
+async fn wait_warm(node: &Node, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ready = metric(node, "warren_warm_containers").await;
+        if ready == n as u64 && node.warm_containers().len() == n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{ready} warm containers ready, Docker has {:?}",
+            node.warm_containers()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Limits as the sandbox sees them in its cgroup: memory bytes, pids, CPU quota.
+const LIMITS: &str = r#"
+  if [ -f /sys/fs/cgroup/memory.max ]; then cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max; cut -d' ' -f1 /sys/fs/cgroup/cpu.max;
+  else cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/cpu/cpu.cfs_quota_us; fi"#;
+
+#[tokio::test]
+async fn a_taken_warm_container_is_the_sandboxs_own() {
+    let node = Node::start_with("127.0.0.1:0", &["--warm-containers", "2"]).await;
+    let c = &node.client;
+    wait_warm(&node, 2).await;
+    let warm_before = node.warm_containers();
+
+    // Another instance type than the warm containers' (standard-1).
+    let id = format!("taken-{}", unique());
+    c.put_sandbox(&id, &create(serde_json::json!({"instance_type": "lite"})))
+        .await
+        .unwrap();
+    assert_eq!(taken(&node, "taken").await, 1);
+    assert_eq!(
+        running_containers(&id),
+        vec![format!("wrn-{}-{id}", node.node_id)]
+    );
+    let left: Vec<String> = node.warm_containers();
+    assert_eq!(left.len(), 1, "one was taken: {left:?}");
+    assert!(warm_before.contains(&left[0]));
+
+    let names = sh(
+        c,
+        &id,
+        "hostname; cat /etc/hostname; grep -cw \"$(hostname)\" /etc/hosts",
+    )
+    .await;
+    assert_eq!(names, format!("{id}\n{id}\n1\n"));
+    let limits = sh(c, &id, LIMITS).await;
+    assert_eq!(
+        limits.lines().collect::<Vec<_>>(),
+        vec![(256u64 << 20).to_string().as_str(), "256", "6250"],
+        "lite: 256 MiB, 256 processes, 1/16 CPU"
+    );
+    c.write_file(&id, "/workspace/a", "mine", None)
+        .await
+        .unwrap();
+    assert_eq!(sh(c, &id, "cat /workspace/a").await, "mine");
+
+    // One with an environment of its own starts cold: the guest reads it when it starts.
+    let env_id = format!("cold-env-{}", unique());
+    c.put_sandbox(
+        &env_id,
+        &create(serde_json::json!({"env": {"COLOUR": "teal"}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(taken(&node, "cold").await, 1);
+    assert_eq!(
+        sh(c, &env_id, "echo $COLOUR; hostname").await,
+        format!("teal\n{env_id}\n")
+    );
+
+    // The pool fills up again.
+    wait_warm(&node, 2).await;
+
+    // Deleting the sandbox takes its container, and the link its run directory left.
+    c.delete_sandbox(&id).await.unwrap();
+    assert!(running_containers(&id).is_empty());
+    let links: Vec<_> = std::fs::read_dir(node.data_dir.join("run/warm"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().unwrap().is_symlink())
+        .map(|e| e.path())
+        .collect();
+    assert!(links.is_empty(), "left behind: {links:?}");
+}
+
+#[tokio::test]
+async fn forks_and_restores_into_warm_containers_have_the_sources_files() {
+    let mut node = Node::start_with("127.0.0.1:0", &["--warm-containers", "3"]).await;
+    let c = node.client.clone();
+    let id = format!("warmsrc-{}", unique());
+    // Cold: the pool is not ready yet, or is; either way the source is an ordinary sandbox.
+    c.put_sandbox(&id, &create(serde_json::json!({})))
+        .await
+        .unwrap();
+    // An image file deleted, one changed, a directory replaced, new files with two names.
+    sh(
+        &c,
+        &id,
+        "rm /etc/issue && echo changed > /etc/issue.net && rm -rf /etc/apt && mkdir /etc/apt \
+         && echo mine > /etc/apt/only && echo v1 > /workspace/f && ln /workspace/f /workspace/g",
+    )
+    .await;
+    const CHECK: &str = "test -e /etc/issue && echo issue-there; cat /etc/issue.net; ls /etc/apt; \
+                         cat /workspace/f; stat -c %h /workspace/g; hostname";
+    let before = sh(&c, &id, CHECK).await;
+    assert_eq!(before, format!("changed\nonly\nv1\n2\n{id}\n"));
+    wait_warm(&node, 3).await;
+    let taken_before = taken(&node, "taken").await;
+
+    let fork = c
+        .fork(
+            &id,
+            &ForkRequest {
+                count: 2,
+                ids: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(taken(&node, "taken").await, taken_before + 2);
+    for sb in &fork.sandboxes {
+        assert_eq!(
+            sh(&c, &sb.id, CHECK).await,
+            before.replace(&format!("{id}\n"), &format!("{}\n", sb.id))
+        );
+    }
+    // Independent copies.
+    let (f1, f2) = (&fork.sandboxes[0].id, &fork.sandboxes[1].id);
+    sh(&c, f1, "echo f1 > /workspace/f").await;
+    assert_eq!(sh(&c, f2, "cat /workspace/f").await, "v1\n");
+    assert_eq!(sh(&c, &id, "cat /workspace/f").await, "v1\n");
+
+    // A restore takes a warm container too, and the files are the snapshot's.
+    let snap = c
+        .create_snapshot(&id, &CreateSnapshotRequest::default())
+        .await
+        .unwrap();
+    sh(&c, &id, "echo v2 > /workspace/f && touch /workspace/later").await;
+    wait_warm(&node, 3).await;
+    let taken_before = taken(&node, "taken").await;
+    c.restore(&id, &snap.id).await.unwrap();
+    assert_eq!(taken(&node, "taken").await, taken_before + 1);
+    assert_eq!(sh(&c, &id, CHECK).await, before);
+    assert_eq!(
+        sh(&c, &id, "test -e /workspace/later || echo gone").await,
+        "gone\n"
+    );
+
+    // A restarted node replaces its warm containers and keeps its sandboxes.
+    let warm = node.warm_containers();
+    node.restart().await;
+    let c = node.client.clone();
+    assert_eq!(
+        sh(&c, f1, "cat /workspace/f; hostname").await,
+        format!("f1\n{f1}\n")
+    );
+    wait_warm(&node, 3).await;
+    assert!(
+        node.warm_containers().iter().all(|w| !warm.contains(w)),
+        "the old warm containers are gone"
+    );
+    // The restored sandbox's container was taken from the pool. One that stopped (its
+    // guest died) starts again with the same run directory and host name.
+    sh(&c, &id, "echo still > /workspace/f").await;
+    let container = running_containers(&id).remove(0);
+    let stopped = std::process::Command::new("docker")
+        .args(["stop", "-t", "1", &container])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    assert_eq!(
+        sh(&c, &id, "cat /workspace/f; hostname; cat /etc/hostname").await,
+        format!("still\n{id}\n{id}\n")
+    );
+}

@@ -1,0 +1,523 @@
+//! Warm containers: a few containers of the default image, started (network, runc, guest)
+//! before anyone asks, so that a create, restore, wake or fork takes one and skips Docker's
+//! start (about 0.3–0.45 s and 0.3–0.46 CPU-seconds each on the machines measured; see
+//! docs/benchmarks.md).
+//!
+//! A warm container is named `wrn-<node>_warm_<token>` (a sandbox id has no underscore, so
+//! it is never a sandbox's name) and its guest's run directory is `<run root>/warm/<token>`.
+//! Taking one for a sandbox:
+//! - renames it to the sandbox's container name (identity is the name: labels are fixed at
+//!   create, so a taken container's `warren.sandbox` label still says `warm-<token>`);
+//! - gives it the sandbox's CPU, memory and process limits (`docker update`);
+//! - sets its host name (`/etc/hostname`, `/etc/hosts`, and the UTS namespace);
+//! - moves its run directory to the sandbox's (the bind mount follows the directory) and
+//!   leaves a symlink at the old path, which a restart of the container mounts;
+//! - writes a fork's files, or a snapshot's, through its mounted overlay.
+//!
+//! Until the rename is done, a failure removes the warm container and the sandbox starts
+//! cold; after it, the container is the sandbox's and a failure is the create's.
+//!
+//! It fits a sandbox of the same image, with no environment of its own (the guest reads its
+//! environment once, when it starts) and, where the engine enforces disk sizes, the same
+//! disk size. The pool refills one container at a time, once no container was taken for
+//! `QUIET`, so that refilling does not compete with the work that emptied it.
+
+use super::{docker_err, nano_cpus, status_of, DockerRuntime, RuntimeError};
+use crate::runtime::{
+    root_mount, upper_copy, uts, ContainerInfo, ContainerSpec, RootFill, WarmPoolConfig,
+    NEVER_SAVED,
+};
+use bollard::query_parameters::RenameContainerOptionsBuilder;
+use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Marks a warm container's name.
+pub(super) const WARM: &str = "_warm_";
+/// How long after a container was taken the pool waits before starting another.
+const QUIET: Duration = Duration::from_millis(500);
+/// How long a new warm container's guest has to answer.
+const GUEST_READY: Duration = Duration::from_secs(30);
+
+/// One started container nobody has taken yet.
+pub(super) struct Warm {
+    name: String,
+    token: String,
+    network: String,
+    run_dir: PathBuf,
+    /// Its mounted root filesystem on this host, when this process sees it.
+    merged: Option<PathBuf>,
+    pid: u32,
+    hostname_path: Option<PathBuf>,
+    hosts_path: Option<PathBuf>,
+}
+
+impl Warm {
+    fn hostname(&self) -> String {
+        format!("warm-{}", self.token)
+    }
+}
+
+#[derive(Default)]
+pub(super) struct WarmState {
+    ready: Vec<Warm>,
+    /// A task is filling the pool.
+    filling: bool,
+    last_taken: Option<Instant>,
+    failures: u32,
+    /// After a failure, no new try before this.
+    retry_at: Option<Instant>,
+}
+
+/// The pool's settings once started.
+pub(super) struct WarmSetup {
+    cfg: WarmPoolConfig,
+    ready: IntGauge,
+    taken: IntCounterVec,
+}
+
+/// Why a warm container did not become the sandbox's.
+pub(super) enum TakeFailed {
+    /// Before it was the sandbox's: it is gone, and the sandbox can start cold.
+    Before(RuntimeError),
+    /// After: the create failed (the container is removed).
+    After(RuntimeError),
+}
+
+impl DockerRuntime {
+    /// Removes warm containers a previous run of this node left, and starts keeping
+    /// `cfg.size` ready. Registers the pool's metrics in `registry`.
+    pub async fn start_warm_pool(
+        self: &Arc<Self>,
+        cfg: WarmPoolConfig,
+        registry: &Registry,
+    ) -> Result<(), RuntimeError> {
+        let ready = IntGauge::with_opts(Opts::new(
+            "warren_warm_containers",
+            "Started containers waiting to be taken by a sandbox",
+        ))
+        .map_err(|e| RuntimeError::Other(e.to_string()))?;
+        let taken = IntCounterVec::new(
+            Opts::new(
+                "warren_warm_takes_total",
+                "Container starts by whether a warm container was taken (taken), none was ready or fit (cold), or taking one failed (failed)",
+            ),
+            &["outcome"],
+        )
+        .map_err(|e| RuntimeError::Other(e.to_string()))?;
+        for m in [
+            Box::new(ready.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(taken.clone()),
+        ] {
+            registry
+                .register(m)
+                .map_err(|e| RuntimeError::Other(e.to_string()))?;
+        }
+        self.remove_warm_leftovers(&cfg.run_root).await?;
+        let size = cfg.size;
+        if self
+            .warm_setup
+            .set(WarmSetup { cfg, ready, taken })
+            .is_err()
+        {
+            return Err(RuntimeError::Other(
+                "the warm pool was started twice".into(),
+            ));
+        }
+        if size > 0 {
+            self.fill_warm_pool();
+        }
+        Ok(())
+    }
+
+    /// How many warm containers are ready now.
+    pub fn warm_ready(&self) -> usize {
+        self.warm.lock().expect("warm lock").ready.len()
+    }
+
+    async fn remove_warm_leftovers(&self, run_root: &Path) -> Result<(), RuntimeError> {
+        for c in self.list_summaries().await? {
+            let Some(name) = c.names.and_then(|n| n.into_iter().next()) else {
+                continue;
+            };
+            let name = name.trim_start_matches('/');
+            if name.contains(WARM) {
+                self.remove_named(name).await?;
+            }
+        }
+        // Run directories of warm containers nobody took; and links of taken ones whose
+        // sandbox is gone.
+        let Ok(entries) = std::fs::read_dir(run_root.join("warm")) else {
+            return Ok(());
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let Ok(meta) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if meta.is_symlink() {
+                if !p.exists() {
+                    let _ = std::fs::remove_file(&p);
+                }
+            } else {
+                let _ = std::fs::remove_dir_all(&p);
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts warm containers, one at a time, until the pool is full (unless a task
+    /// already does).
+    fn fill_warm_pool(self: &Arc<Self>) {
+        {
+            let mut st = self.warm.lock().expect("warm lock");
+            if st.filling {
+                return;
+            }
+            st.filling = true;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            let Some(setup) = me.warm_setup.get() else {
+                return;
+            };
+            loop {
+                let wait = {
+                    let mut st = me.warm.lock().expect("warm lock");
+                    let quiet_at = st.last_taken.map(|t| t + QUIET);
+                    let due = quiet_at.into_iter().chain(st.retry_at).max();
+                    match due.filter(|d| *d > Instant::now()) {
+                        Some(d) => Some(d - Instant::now()),
+                        None if st.ready.len() >= setup.cfg.size => {
+                            st.filling = false;
+                            return;
+                        }
+                        None => None,
+                    }
+                };
+                if let Some(wait) = wait {
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+                let t = Instant::now();
+                match me.start_warm(&setup.cfg).await {
+                    Ok(w) => {
+                        tracing::debug!(container = %w.name, ms = t.elapsed().as_millis() as u64, "warm container ready");
+                        let mut st = me.warm.lock().expect("warm lock");
+                        st.failures = 0;
+                        st.retry_at = None;
+                        st.ready.push(w);
+                        setup.ready.set(st.ready.len() as i64);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot start a warm container");
+                        let mut st = me.warm.lock().expect("warm lock");
+                        st.failures += 1;
+                        // 2 s, 4 s, … up to a minute between tries.
+                        let backoff = Duration::from_secs(1 << st.failures.min(6));
+                        st.retry_at = Some(Instant::now() + backoff.min(Duration::from_secs(60)));
+                    }
+                }
+            }
+        });
+    }
+
+    /// Creates and starts one warm container and waits for its guest.
+    async fn start_warm(self: &Arc<Self>, cfg: &WarmPoolConfig) -> Result<Warm, RuntimeError> {
+        let token = hex::encode(rand::random::<[u8; 4]>());
+        let name = format!("wrn-{}{WARM}{token}", self.node_id);
+        let run_dir = cfg.run_root.join("warm").join(&token);
+        std::fs::create_dir_all(&run_dir)
+            .map_err(|e| RuntimeError::Other(format!("cannot create a run directory: {e}")))?;
+        let spec = ContainerSpec {
+            sandbox_id: format!("warm-{token}"),
+            image: cfg.image.clone(),
+            resources: cfg.resources,
+            env: BTreeMap::new(),
+            guest_binary: cfg.guest_binary.clone(),
+            run_dir: run_dir.clone(),
+            seed: None,
+        };
+        let network = self.take_network().await?;
+        let started = async {
+            self.create_container(&spec, &network, &name).await?;
+            self.start_named(&name).await?;
+            let c = self
+                .docker
+                .inspect_container(&name, None)
+                .await
+                .map_err(docker_err)?;
+            let pid = c.state.and_then(|s| s.pid).unwrap_or(0).max(0) as u32;
+            let merged = c
+                .graph_driver
+                .filter(|g| g.name == "overlay2")
+                .and_then(|g| g.data.get("MergedDir").map(PathBuf::from))
+                .filter(|p| matches!(root_mount::open_if_mounted(p), Ok(Some(_))));
+            wait_guest_socket(&run_dir).await?;
+            Ok(Warm {
+                name: name.clone(),
+                token: token.clone(),
+                network: network.clone(),
+                run_dir: run_dir.clone(),
+                merged,
+                pid,
+                hostname_path: c.hostname_path.map(PathBuf::from),
+                hosts_path: c.hosts_path.map(PathBuf::from),
+            })
+        }
+        .await;
+        if started.is_err() {
+            let _ = self.force_remove(&name).await;
+            self.release_network(&network).await;
+            let _ = std::fs::remove_dir_all(&run_dir);
+        }
+        started
+    }
+
+    /// A ready warm container that fits `spec`, taken out of the pool (which then refills).
+    pub(super) fn take_warm(self: &Arc<Self>, spec: &ContainerSpec) -> Option<Warm> {
+        let setup = self.warm_setup.get()?;
+        if setup.cfg.size == 0 {
+            return None;
+        }
+        let cfg = &setup.cfg;
+        let fits = spec.image == cfg.image
+            && spec.env.is_empty()
+            && (!self.disk_limits.load(Ordering::Relaxed)
+                || spec.resources.disk_mb == cfg.resources.disk_mb);
+        let taken = fits
+            .then(|| {
+                let mut st = self.warm.lock().expect("warm lock");
+                st.last_taken = Some(Instant::now());
+                // A fork's files go through the mount: only where this process sees it.
+                let i = st
+                    .ready
+                    .iter()
+                    .rposition(|w| spec.seed.is_none() || w.merged.is_some())?;
+                let w = st.ready.remove(i);
+                setup.ready.set(st.ready.len() as i64);
+                Some(w)
+            })
+            .flatten();
+        if taken.is_none() {
+            setup.taken.with_label_values(&["cold"]).inc();
+        }
+        self.fill_warm_pool();
+        taken
+    }
+
+    pub(super) fn count_take(&self, outcome: &str) {
+        if let Some(s) = self.warm_setup.get() {
+            s.taken.with_label_values(&[outcome]).inc();
+        }
+    }
+
+    /// Makes `w` the container of `spec`'s sandbox and writes its files (a fork's `seed`,
+    /// or `fill`). Whether `fill` ran.
+    pub(super) async fn take_over(
+        self: &Arc<Self>,
+        w: Warm,
+        spec: &ContainerSpec,
+        fill: Option<&dyn RootFill>,
+    ) -> Result<(ContainerInfo, bool), TakeFailed> {
+        let name = self.container_name(&spec.sandbox_id);
+        if let Err(e) = self.adopt_warm(&w, spec, &name).await {
+            // Whichever name it has now.
+            let _ = self.force_remove(&w.name).await;
+            let _ = self.force_remove(&name).await;
+            self.release_network(&w.network).await;
+            let _ = std::fs::remove_dir_all(&w.run_dir);
+            let _ = std::fs::create_dir_all(&spec.run_dir);
+            return Err(TakeFailed::Before(e));
+        }
+        let written = async {
+            let mut filled = false;
+            if let Some(seed) = &spec.seed {
+                let merged = w.merged.clone().ok_or_else(|| {
+                    RuntimeError::Other("the warm container's root is not visible".into())
+                })?;
+                let copied = copy_seed_onto(&name, &seed.upper, &merged).await;
+                seed.done();
+                copied?;
+            }
+            if let Some(fill) = fill {
+                let root = match &w.merged {
+                    Some(m) => root_mount::open_if_mounted(m).ok().flatten(),
+                    None => None,
+                };
+                if let Some(root) = root {
+                    fill.fill(root).await.map_err(RuntimeError::Fill)?;
+                    filled = true;
+                }
+            }
+            let info = self
+                .inspect_name(&name)
+                .await?
+                .map(|f| f.info)
+                .ok_or_else(|| RuntimeError::Other("container vanished after start".into()))?;
+            Ok((info, filled))
+        }
+        .await;
+        if written.is_err() {
+            let _ = self.force_remove(&name).await;
+            self.release_network(&w.network).await;
+        }
+        written.map_err(TakeFailed::After)
+    }
+
+    /// The steps that make `w` the sandbox's container, named `name`.
+    async fn adopt_warm(
+        &self,
+        w: &Warm,
+        spec: &ContainerSpec,
+        name: &str,
+    ) -> Result<(), RuntimeError> {
+        let rename = || {
+            self.docker.rename_container(
+                &w.name,
+                RenameContainerOptionsBuilder::default().name(name).build(),
+            )
+        };
+        match rename().await {
+            Ok(()) => {}
+            Err(e) if status_of(&e) == Some(409) => {
+                // A leftover of an attempt that died half-way: replace it.
+                self.force_remove(name).await?;
+                rename().await.map_err(docker_err)?;
+            }
+            Err(e) => return Err(docker_err(e)),
+        }
+        let mem = (spec.resources.memory_mb * 1024 * 1024) as i64;
+        let limits = bollard::models::ContainerUpdateBody {
+            nano_cpus: Some(nano_cpus(spec.resources.cpus)),
+            memory: Some(mem),
+            memory_swap: Some(mem),
+            pids_limit: Some(spec.resources.pids as i64),
+            ..Default::default()
+        };
+        self.docker
+            .update_container(name, limits)
+            .await
+            .map_err(docker_err)?;
+        set_host_name(w, &spec.sandbox_id)
+            .await
+            .map_err(|e| RuntimeError::Other(format!("cannot set the host name: {e}")))?;
+        move_run_dir(&w.run_dir, &spec.run_dir)
+            .map_err(|e| RuntimeError::Other(format!("cannot move the run directory: {e}")))
+    }
+
+    /// Gives a restarted container that was a warm one its sandbox's host name again
+    /// (Docker writes the one it was made with at every start).
+    pub(super) async fn rename_host_after_start(
+        &self,
+        name: &str,
+        sandbox_id: &str,
+    ) -> Result<(), RuntimeError> {
+        let c = self
+            .docker
+            .inspect_container(name, None)
+            .await
+            .map_err(docker_err)?;
+        let made_as = c.config.and_then(|c| c.hostname).unwrap_or_default();
+        if made_as == sandbox_id {
+            return Ok(());
+        }
+        let w = Warm {
+            name: name.to_string(),
+            token: made_as.trim_start_matches("warm-").to_string(),
+            network: String::new(),
+            run_dir: PathBuf::new(),
+            merged: None,
+            pid: c.state.and_then(|s| s.pid).unwrap_or(0).max(0) as u32,
+            hostname_path: c.hostname_path.map(PathBuf::from),
+            hosts_path: c.hosts_path.map(PathBuf::from),
+        };
+        set_host_name(&w, sandbox_id)
+            .await
+            .map_err(|e| RuntimeError::Other(format!("cannot set the host name: {e}")))
+    }
+
+    /// The symlink a taken warm container left at its first run directory, if `binds`
+    /// (a container's) mount one: removed with the container.
+    pub(super) fn warm_link_in(binds: &[String]) -> Option<PathBuf> {
+        binds
+            .iter()
+            .filter_map(|b| b.split(':').next())
+            .map(PathBuf::from)
+            .find(|p| {
+                p.parent()
+                    .and_then(Path::file_name)
+                    .is_some_and(|n| n == "warm")
+                    && std::fs::symlink_metadata(p).is_ok_and(|m| m.is_symlink())
+            })
+    }
+}
+
+/// Waits until a guest answers a connection on its socket in `run_dir`.
+async fn wait_guest_socket(run_dir: &Path) -> Result<(), RuntimeError> {
+    let socket = run_dir.join(crate::guest::client::SOCKET_NAME);
+    let deadline = Instant::now() + GUEST_READY;
+    loop {
+        if tokio::net::UnixStream::connect(&socket).await.is_ok() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(RuntimeError::Other(format!(
+                "the warm container's guest did not answer within {GUEST_READY:?}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The sandbox's host name in the container's files and its UTS namespace.
+async fn set_host_name(w: &Warm, hostname: &str) -> std::io::Result<()> {
+    if let Some(p) = &w.hostname_path {
+        tokio::fs::write(p, format!("{hostname}\n")).await?;
+    }
+    if let Some(p) = &w.hosts_path {
+        let hosts = tokio::fs::read_to_string(p).await?;
+        tokio::fs::write(p, uts::rename_in_hosts(&hosts, &w.hostname(), hostname)).await?;
+    }
+    let (pid, name) = (w.pid, hostname.to_string());
+    tokio::task::spawn_blocking(move || uts::set_hostname(pid, &name))
+        .await
+        .map_err(std::io::Error::other)?
+}
+
+/// Puts the warm container's run directory (its guest's socket and state) where the node
+/// looks for the sandbox's, and leaves a symlink where Docker mounts it from. What was at
+/// `to` (an earlier container's state) is removed in the background.
+fn move_run_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    if to.exists() {
+        let aside = from.with_file_name(format!("gone-{}", hex::encode(rand::random::<[u8; 4]>())));
+        std::fs::rename(to, &aside)?;
+        std::thread::spawn(move || std::fs::remove_dir_all(aside));
+    } else if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::rename(from, to)?;
+    std::os::unix::fs::symlink(to, from)
+}
+
+/// A fork's files, copied from the frozen source's upper directory through the taken
+/// container's mounted overlay (`upper_copy::copy_onto_mounted`).
+async fn copy_seed_onto(name: &str, seed: &Path, merged: &Path) -> Result<(), RuntimeError> {
+    let (from, to) = (seed.to_path_buf(), merged.to_path_buf());
+    let t = Instant::now();
+    let skip: Vec<&str> = NEVER_SAVED
+        .iter()
+        .map(|p| p.trim_start_matches('/'))
+        .collect();
+    let copied =
+        tokio::task::spawn_blocking(move || upper_copy::copy_onto_mounted(&from, &to, &skip))
+            .await
+            .map_err(|e| RuntimeError::Other(e.to_string()))?
+            .map_err(|e| RuntimeError::Other(format!("cannot copy the fork's files: {e}")))?;
+    tracing::info!(container = %name, entries = copied.entries, bytes = copied.bytes,
+        ms = t.elapsed().as_millis() as u64, "fork: files copied from the source into a warm container");
+    Ok(())
+}
