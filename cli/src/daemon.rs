@@ -287,6 +287,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         join_token,
     });
     warren_router::serve(listener, state, shutdown_signal()).await?;
+    docker.stop_warm_pool().await;
     cluster.shutdown().await;
     peers.close();
     tracing::info!("stopped; sandboxes keep running and are re-adopted on the next start");

@@ -12,6 +12,8 @@ pub struct BenchNode {
     pub node_id: String,
     pub image: String,
     pub client: Client,
+    /// Warm containers the node keeps ready (`WARREN_BENCH_WARM_CONTAINERS`, default 4).
+    pub warm: usize,
     data_dir: PathBuf,
 }
 
@@ -23,6 +25,7 @@ impl BenchNode {
         let node_id = format!("bench{}", hex::encode(rand::random::<[u8; 3]>()));
         let data_dir = PathBuf::from(format!("/tmp/wb-{node_id}"));
         let spare = std::env::var("WARREN_BENCH_SPARE_NETWORKS").unwrap_or_else(|_| "4".into());
+        let warm = warm_size();
         let mut child = Command::new(&warren)
             .args([
                 "serve",
@@ -34,6 +37,7 @@ impl BenchNode {
             ])
             .arg(&data_dir)
             .args(["--spare-networks", &spare])
+            .args(["--warm-containers", &warm.to_string()])
             .env(
                 "WARREN_LOG",
                 std::env::var("WARREN_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
@@ -61,14 +65,51 @@ impl BenchNode {
             node_id,
             image,
             client,
+            warm,
             data_dir,
         })
+    }
+
+    /// Waits (at most 60 s) until the node has all its warm containers ready again: the
+    /// steady state between requests, in which every measurement starts.
+    pub async fn wait_warm(&self) -> anyhow::Result<()> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let text = self
+                .client
+                .request(reqwest::Method::GET, "/metrics")
+                .send()
+                .await?
+                .text()
+                .await?;
+            let ready: usize = text
+                .lines()
+                .find_map(|l| l.strip_prefix("warren_warm_containers "))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if ready >= self.warm {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "only {ready} of {} warm containers after 60 s",
+                self.warm
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
 
     /// Docker's name for a sandbox's container.
     pub fn container(&self, sandbox: &str) -> String {
         format!("wrn-{}-{sandbox}", self.node_id)
     }
+}
+
+fn warm_size() -> usize {
+    std::env::var("WARREN_BENCH_WARM_CONTAINERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4)
 }
 
 fn default_image() -> String {

@@ -55,7 +55,10 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
         // Later rounds find every chunk stored already (only the first uploads and
         // compresses); each still reads, archives, chunks and hashes the whole workspace.
         // Every step starts with nothing dirty in the page cache, so that one step's
-        // writeback does not land on the next (ours or the baseline's).
+        // writeback does not land on the next (ours or the baseline's), and with the warm
+        // containers all started (refilling the pool after a take must not land on the
+        // next step either).
+        node.wait_warm().await?;
         sh("sync")?;
         let t = Instant::now();
         let s = c
@@ -67,6 +70,7 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
             "tar -C {dir} -cf - ws | zstd -3 -q -T1 -o {dir}/ws.tar.zst -f"
         ))?);
         sh(&format!("rm -rf {dir}/restore/ws && sync"))?;
+        node.wait_warm().await?;
         let (t, cpu0) = (Instant::now(), cpu::busy());
         c.restore(id, &s.id).await?;
         restore_t.push(t.elapsed());
@@ -74,6 +78,7 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
         // The replaced container is removed after the restore answered; that work must not
         // land on the baseline measured next.
         replaced_gone(&node.container(id)).await?;
+        node.wait_warm().await?;
         sh("sync")?;
         untar_t.push(sh(&format!(
             "zstd -d -q -c {dir}/ws.tar.zst | tar -C {dir}/restore -xf -"
@@ -117,8 +122,13 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
         baseline: percentiles(&tar_t),
         target: "p50 <= 1.5x".into(),
     });
+    let container = if node.warm > 0 {
+        "a warm container"
+    } else {
+        "a new container"
+    };
     table.add(Row {
-        name: format!("restore {mib} MiB (fresh container)"),
+        name: format!("restore {mib} MiB into {container}"),
         n: restore_t.len(),
         ours: percentiles(&restore_t),
         baseline_name: "zstd -d | tar -x".into(),
@@ -130,6 +140,7 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
     let mut fork_t = Vec::new();
     for round in 0..rounds {
         let ids: Vec<String> = (0..4).map(|i| format!("bench-fork-{round}-{i}")).collect();
+        node.wait_warm().await?;
         sh("sync")?;
         let (t, cpu0) = (Instant::now(), cpu::busy());
         c.fork(
@@ -147,7 +158,7 @@ pub async fn snapshots(node: &BenchNode, rounds: usize, table: &mut Table) -> an
         }
     }
     table.add(Row {
-        name: format!("fork 4 of {mib} MiB"),
+        name: format!("fork 4 of {mib} MiB into {}", container.replace("a ", "")),
         n: fork_t.len(),
         ours: percentiles(&fork_t),
         baseline_name: "one restore (above)".into(),
@@ -227,11 +238,13 @@ async fn wake(node: &BenchNode, n: usize, table: &mut Table) -> anyhow::Result<(
     for i in 0..n {
         c.sleep(id).await?;
         tokio::time::sleep(Duration::from_millis(600)).await;
+        node.wait_warm().await?;
         let t = Instant::now();
         let r = c.sh(id, "cat /workspace/f").await?;
         wake_t.push(t.elapsed());
         anyhow::ensure!(r.stdout == "state\n", "woke without its file");
         tokio::time::sleep(Duration::from_millis(600)).await;
+        node.wait_warm().await?;
         let cold = format!("bench-wcold-{i}");
         let t = Instant::now();
         c.sh(&cold, "true").await?;
@@ -242,7 +255,7 @@ async fn wake(node: &BenchNode, n: usize, table: &mut Table) -> anyhow::Result<(
         name: "wake from sleep + first exec".into(),
         n: wake_t.len(),
         ours: percentiles(&wake_t),
-        baseline_name: "cold create + first exec".into(),
+        baseline_name: "create + first exec".into(),
         baseline: percentiles(&cold_t),
         target: "report".into(),
     });

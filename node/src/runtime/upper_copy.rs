@@ -41,7 +41,7 @@ pub struct Copied {
 /// already (mount points) are kept and take the source's metadata; any other entry that
 /// exists is an error, so two sandboxes' files never mix.
 pub fn copy(from: &Path, to: &Path, skip: &[&str]) -> io::Result<Copied> {
-    copy_as(from, to, skip, false)
+    copy_as(from, None, to, skip, false)
 }
 
 /// Copies the entries of upper directory `from` onto `to`, the mounted root of a running
@@ -50,13 +50,29 @@ pub fn copy(from: &Path, to: &Path, skip: &[&str]) -> io::Result<Copied> {
 /// replaced, and `trusted.overlay.*` xattrs are not copied (the overlay keeps its own).
 /// A directory that overlay redirected (renamed with `redirect_dir` on) is refused: its
 /// files are not all in `from`.
-pub fn copy_onto_mounted(from: &Path, to: &Path, skip: &[&str]) -> io::Result<Copied> {
-    copy_as(from, to, skip, true)
+///
+/// `from_mounted` is the source's own mounted root, if this process sees it: file bytes are
+/// then read through it, because the kernel copies between two overlays as between their
+/// backing files (sharing blocks on XFS), while from a backing filesystem into an overlay
+/// it refuses `copy_file_range` and the bytes would pass through this process.
+pub fn copy_onto_mounted(
+    from: &Path,
+    from_mounted: Option<&Path>,
+    to: &Path,
+    skip: &[&str],
+) -> io::Result<Copied> {
+    copy_as(from, from_mounted, to, skip, true)
 }
 
 const OVERLAY_XATTRS: &str = "trusted.overlay.";
 
-fn copy_as(from: &Path, to: &Path, skip: &[&str], onto_overlay: bool) -> io::Result<Copied> {
+fn copy_as(
+    from: &Path,
+    from_mounted: Option<&Path>,
+    to: &Path,
+    skip: &[&str],
+    onto_overlay: bool,
+) -> io::Result<Copied> {
     if !fs::symlink_metadata(to)?.is_dir() {
         return Err(io::Error::other(format!(
             "{} is not a directory",
@@ -69,7 +85,8 @@ fn copy_as(from: &Path, to: &Path, skip: &[&str], onto_overlay: bool) -> io::Res
         done: Copied::default(),
         onto_overlay,
     };
-    c.dir_contents(&root, to, Some(skip))?;
+    let twin = from_mounted.and_then(|m| SourceDir::open(m).ok());
+    c.dir_contents(&root, twin.as_ref(), to, Some(skip))?;
     copy_xattrs(&root.path(), to, onto_overlay)?;
     Ok(c.done)
 }
@@ -103,25 +120,30 @@ struct Copier {
 }
 
 impl Copier {
+    /// `twin` is the same directory as the mounted source shows it, if known.
     fn dir_contents(
         &mut self,
         from: &SourceDir,
+        twin: Option<&SourceDir>,
         to: &Path,
         skip: Option<&[&str]>,
     ) -> io::Result<()> {
         let base = from.path();
+        let twin_base = twin.map(SourceDir::path);
         for entry in fs::read_dir(&base)? {
             let name = entry?.file_name();
             if skip.is_some_and(|s| s.iter().any(|n| OsStr::new(n) == name)) {
                 continue;
             }
-            self.entry(&base.join(&name), &to.join(&name))?;
+            let twin = twin_base.as_ref().map(|t| t.join(&name));
+            self.entry(&base.join(&name), twin.as_deref(), &to.join(&name))?;
         }
         Ok(())
     }
 
-    /// `src` is `/proc/self/fd/<parent>/<name>`: only `name` is looked up, never followed.
-    fn entry(&mut self, src: &Path, dst: &Path) -> io::Result<()> {
+    /// `src` is `/proc/self/fd/<parent>/<name>`: only `name` is looked up, never followed;
+    /// `twin` the same for the entry as the mounted source shows it.
+    fn entry(&mut self, src: &Path, twin: Option<&Path>, dst: &Path) -> io::Result<()> {
         let mut meta = fs::symlink_metadata(src)?;
         let t = meta.file_type();
         if t.is_socket() {
@@ -149,13 +171,21 @@ impl Copier {
                         && fs::symlink_metadata(dst)?.is_dir() => {}
                 r => r?,
             }
-            self.dir_contents(&dir, dst, None)?;
+            let twin = twin.and_then(|t| SourceDir::open(t).ok());
+            self.dir_contents(&dir, twin.as_ref(), dst, None)?;
         } else if t.is_file() {
-            let mut from = OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-                .open(src)?;
+            let mut from = open_file(src)?;
             meta = from.metadata()?;
+            // The same file through the source's mount (the same bytes: an upper file is
+            // what the overlay shows), when it is there and is that file.
+            if let Some(through) = twin.and_then(|t| open_file(t).ok()) {
+                let same = through
+                    .metadata()
+                    .is_ok_and(|m| m.is_file() && m.len() == meta.len());
+                if same {
+                    from = through;
+                }
+            }
             if !meta.is_file() {
                 return Err(io::Error::other(format!(
                     "{} changed while it was copied",
@@ -227,6 +257,14 @@ fn overlay_xattr(p: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
         Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => Ok(None),
         r => r,
     }
+}
+
+/// A regular file of the source, opened without following a symlink or blocking on a FIFO.
+fn open_file(p: &Path) -> io::Result<fs::File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(p)
 }
 
 fn c_path(p: &Path) -> io::Result<CString> {
@@ -402,24 +440,30 @@ mod tests {
         fs::write(from.join("etc/file-then-dir/inner"), b"fork").unwrap();
         fs::write(from.join("w/a"), b"alpha").unwrap();
         fs::hard_link(from.join("w/a"), from.join("w/b")).unwrap();
-        // A running container of the same image: its overlay, mounted.
-        let (upper, work, merged) = (dir("upper"), dir("work"), dir("merged"));
-        let opts = format!(
-            "lowerdir={},upperdir={},workdir={}",
-            lower.display(),
-            upper.display(),
-            work.display()
-        );
-        let mounted = std::process::Command::new("mount")
-            .args(["-t", "overlay", "overlay", "-o", &opts])
-            .arg(&merged)
-            .status()
-            .unwrap();
-        if !mounted.success() {
+        // A running container of the same image, and the source: their overlays, mounted.
+        let mount = |upper: &Path, work: &Path, at: &Path| {
+            let opts = format!(
+                "lowerdir={},upperdir={},workdir={}",
+                lower.display(),
+                upper.display(),
+                work.display()
+            );
+            std::process::Command::new("mount")
+                .args(["-t", "overlay", "overlay", "-o", &opts])
+                .arg(at)
+                .status()
+                .unwrap()
+                .success()
+        };
+        let (upper, merged) = (dir("upper"), dir("merged"));
+        let source_root = dir("source-merged");
+        if !mount(&upper, &dir("work"), &merged) {
             eprintln!("skipped: cannot mount an overlay here");
             return;
         }
-        let done = copy_onto_mounted(&from, &merged, &[]);
+        assert!(mount(&from, &dir("source-work"), &source_root));
+        assert_eq!(fs::read(source_root.join("w/a")).unwrap(), b"alpha");
+        let done = copy_onto_mounted(&from, Some(&source_root), &merged, &[]);
         let seen = |p: &str| fs::read(merged.join(p)).ok();
         let view = (
             seen("etc/motd"),
@@ -431,7 +475,9 @@ mod tests {
             fs::metadata(merged.join("w/b")).map(|m| m.ino()).ok(),
         );
         let conf_xattr = xattr::get(upper.join("etc/conf.d"), "trusted.overlay.opaque");
-        let _ = std::process::Command::new("umount").arg(&merged).status();
+        for m in [&merged, &source_root] {
+            let _ = std::process::Command::new("umount").arg(m).status();
+        }
         done.unwrap();
         assert_eq!(view.0, None, "the whiteout removed the image's file");
         assert_eq!(view.1.as_deref(), Some(&b"changed"[..]));

@@ -19,8 +19,8 @@
 //!
 //! It fits a sandbox of the same image, with no environment of its own (the guest reads its
 //! environment once, when it starts) and, where the engine enforces disk sizes, the same
-//! disk size. The pool refills one container at a time, once no container was taken for
-//! `QUIET`, so that refilling does not compete with the work that emptied it.
+//! disk size. The pool refills one container at a time, once no take has been under way
+//! for `QUIET`, so that refilling does not compete with the work that emptied it.
 
 use super::{docker_err, nano_cpus, status_of, DockerRuntime, RuntimeError};
 use crate::runtime::{
@@ -66,10 +66,15 @@ pub(super) struct WarmState {
     ready: Vec<Warm>,
     /// A task is filling the pool.
     filling: bool,
+    /// When the last take (or the last files written into a taken container) ended.
     last_taken: Option<Instant>,
+    /// Takes under way: the pool does not refill while the node writes a sandbox's files.
+    taking: usize,
     failures: u32,
     /// After a failure, no new try before this.
     retry_at: Option<Instant>,
+    /// The node is stopping: none is taken or started any more.
+    closed: bool,
 }
 
 /// The pool's settings once started.
@@ -133,6 +138,25 @@ impl DockerRuntime {
         Ok(())
     }
 
+    /// Removes the ready warm containers and starts no more (the node is stopping; its
+    /// next start would remove them anyway).
+    pub async fn stop_warm_pool(&self) {
+        let ready = {
+            let mut st = self.warm.lock().expect("warm lock");
+            st.closed = true;
+            std::mem::take(&mut st.ready)
+        };
+        for w in ready {
+            if let Err(e) = self.remove_named(&w.name).await {
+                tracing::warn!(container = %w.name, error = %e, "cannot remove a warm container");
+            }
+            let _ = std::fs::remove_dir_all(&w.run_dir);
+        }
+        if let Some(s) = self.warm_setup.get() {
+            s.ready.set(0);
+        }
+    }
+
     /// How many warm containers are ready now.
     pub fn warm_ready(&self) -> usize {
         self.warm.lock().expect("warm lock").ready.len()
@@ -187,8 +211,15 @@ impl DockerRuntime {
             loop {
                 let wait = {
                     let mut st = me.warm.lock().expect("warm lock");
-                    let quiet_at = st.last_taken.map(|t| t + QUIET);
+                    let quiet_at = match st.taking {
+                        0 => st.last_taken.map(|t| t + QUIET),
+                        _ => Some(Instant::now() + QUIET),
+                    };
                     let due = quiet_at.into_iter().chain(st.retry_at).max();
+                    if st.closed {
+                        st.filling = false;
+                        return;
+                    }
                     match due.filter(|d| *d > Instant::now()) {
                         Some(d) => Some(d - Instant::now()),
                         None if st.ready.len() >= setup.cfg.size => {
@@ -206,11 +237,22 @@ impl DockerRuntime {
                 match me.start_warm(&setup.cfg).await {
                     Ok(w) => {
                         tracing::debug!(container = %w.name, ms = t.elapsed().as_millis() as u64, "warm container ready");
-                        let mut st = me.warm.lock().expect("warm lock");
-                        st.failures = 0;
-                        st.retry_at = None;
-                        st.ready.push(w);
-                        setup.ready.set(st.ready.len() as i64);
+                        let unwanted = {
+                            let mut st = me.warm.lock().expect("warm lock");
+                            if st.closed {
+                                Some(w)
+                            } else {
+                                st.failures = 0;
+                                st.retry_at = None;
+                                st.ready.push(w);
+                                setup.ready.set(st.ready.len() as i64);
+                                None
+                            }
+                        };
+                        if let Some(w) = unwanted {
+                            let _ = me.remove_named(&w.name).await;
+                            let _ = std::fs::remove_dir_all(&w.run_dir);
+                        }
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot start a warm container");
@@ -291,6 +333,9 @@ impl DockerRuntime {
         let taken = fits
             .then(|| {
                 let mut st = self.warm.lock().expect("warm lock");
+                if st.closed {
+                    return None;
+                }
                 st.last_taken = Some(Instant::now());
                 // A fork's files go through the mount: only where this process sees it.
                 let i = st
@@ -298,6 +343,7 @@ impl DockerRuntime {
                     .iter()
                     .rposition(|w| spec.seed.is_none() || w.merged.is_some())?;
                 let w = st.ready.remove(i);
+                st.taking += 1;
                 setup.ready.set(st.ready.len() as i64);
                 Some(w)
             })
@@ -323,6 +369,7 @@ impl DockerRuntime {
         spec: &ContainerSpec,
         fill: Option<&dyn RootFill>,
     ) -> Result<(ContainerInfo, bool), TakeFailed> {
+        let _taking = Taking(self);
         let name = self.container_name(&spec.sandbox_id);
         if let Err(e) = self.adopt_warm(&w, spec, &name).await {
             // Whichever name it has now.
@@ -456,6 +503,17 @@ impl DockerRuntime {
     }
 }
 
+/// A take under way (see `WarmState::taking`), until dropped.
+struct Taking<'a>(&'a DockerRuntime);
+
+impl Drop for Taking<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.warm.lock().expect("warm lock");
+        st.taking = st.taking.saturating_sub(1);
+        st.last_taken = Some(Instant::now());
+    }
+}
+
 /// Waits until a guest answers a connection on its socket in `run_dir`.
 async fn wait_guest_socket(run_dir: &Path) -> Result<(), RuntimeError> {
     let socket = run_dir.join(crate::guest::client::SOCKET_NAME);
@@ -507,13 +565,19 @@ fn move_run_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 /// container's mounted overlay (`upper_copy::copy_onto_mounted`).
 async fn copy_seed_onto(name: &str, seed: &Path, merged: &Path) -> Result<(), RuntimeError> {
     let (from, to) = (seed.to_path_buf(), merged.to_path_buf());
+    // overlay2 mounts a layer's upper directory `diff` at `merged` beside it.
+    let source_root = seed.with_file_name("merged");
+    let from_mounted = matches!(root_mount::open_if_mounted(&source_root), Ok(Some(_)))
+        .then_some(source_root);
     let t = Instant::now();
     let skip: Vec<&str> = NEVER_SAVED
         .iter()
         .map(|p| p.trim_start_matches('/'))
         .collect();
     let copied =
-        tokio::task::spawn_blocking(move || upper_copy::copy_onto_mounted(&from, &to, &skip))
+        tokio::task::spawn_blocking(move || {
+            upper_copy::copy_onto_mounted(&from, from_mounted.as_deref(), &to, &skip)
+        })
             .await
             .map_err(|e| RuntimeError::Other(e.to_string()))?
             .map_err(|e| RuntimeError::Other(format!("cannot copy the fork's files: {e}")))?;
