@@ -574,6 +574,7 @@ impl DockerRuntime {
         spec: &ContainerSpec,
         fill: Option<&dyn RootFill>,
     ) -> Result<(ContainerInfo, bool), RuntimeError> {
+        let _busy = warm::Busy::new(self);
         if let Some(w) = self.take_warm(spec) {
             match self.take_over(w, spec, fill).await {
                 Ok(done) => {
@@ -648,9 +649,33 @@ impl DockerRuntime {
 
     /// Removes every container and network of this node (tests and `warren` uninstall).
     pub async fn remove_everything(&self) -> Result<(), RuntimeError> {
+        // A create the stopped node had sent may still be finishing in Docker, and one
+        // container that cannot be removed yet must not leave the others: a few passes,
+        // each over everything, until one finds nothing left.
+        let mut last: Result<usize, RuntimeError> = Ok(0);
+        for pass in 0..5 {
+            if pass > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            }
+            last = self.remove_everything_once().await;
+            if matches!(last, Ok(0)) {
+                break;
+            }
+        }
+        self.nets.lock().await.free.clear();
+        last.map(|_| ())
+    }
+
+    /// One pass of `remove_everything`: how many containers and networks it found.
+    async fn remove_everything_once(&self) -> Result<usize, RuntimeError> {
+        let mut found = 0;
+        let mut failed = None;
         for c in self.list_summaries().await? {
             if let Some(id) = c.id {
-                self.force_remove(&id).await?;
+                found += 1;
+                if let Err(e) = self.force_remove(&id).await {
+                    failed = Some(e);
+                }
             }
         }
         let nets = self
@@ -663,10 +688,13 @@ impl DockerRuntime {
             .await
             .map_err(docker_err)?;
         for n in nets.into_iter().filter_map(|n| n.name) {
+            found += 1;
             let _ = self.docker.remove_network(&n).await;
         }
-        self.nets.lock().await.free.clear();
-        Ok(())
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(found),
+        }
     }
 }
 
@@ -824,7 +852,11 @@ impl ContainerRuntime for Arc<DockerRuntime> {
             }
             if name.contains(SET_ASIDE) {
                 // Replaced, and its removal did not finish (the node stopped): finish it.
-                self.force_remove(&name).await?;
+                // Docker may still be at it (409), which must not keep the node from
+                // starting; what it cannot remove now, the next start tries again.
+                if let Err(e) = self.remove_named(&name).await {
+                    tracing::warn!(container = %name, error = %e, "cannot remove a replaced container yet");
+                }
                 continue;
             }
             if c.state == Some(ContainerSummaryStateEnum::PAUSED) {

@@ -19,8 +19,9 @@
 //!
 //! It fits a sandbox of the same image, with no environment of its own (the guest reads its
 //! environment once, when it starts) and, where the engine enforces disk sizes, the same
-//! disk size. The pool refills one container at a time, once no take has been under way
-//! for `QUIET`, so that refilling does not compete with the work that emptied it.
+//! disk size. The pool refills one container at a time, once no container for a sandbox
+//! (taken or started) has been under way for `QUIET`, so that refilling competes neither
+//! with the work that emptied it nor with a burst of creates.
 
 use super::{docker_err, nano_cpus, status_of, DockerRuntime, RuntimeError};
 use crate::runtime::{
@@ -66,10 +67,11 @@ pub(super) struct WarmState {
     ready: Vec<Warm>,
     /// A task is filling the pool.
     filling: bool,
-    /// When the last take (or the last files written into a taken container) ended.
+    /// When the last container for a sandbox was ready (taken and written, or started).
     last_taken: Option<Instant>,
-    /// Takes under way: the pool does not refill while the node writes a sandbox's files.
-    taking: usize,
+    /// Containers for sandboxes being made ready now (taken or started): the pool does not
+    /// refill meanwhile.
+    busy: usize,
     failures: u32,
     /// After a failure, no new try before this.
     retry_at: Option<Instant>,
@@ -211,7 +213,7 @@ impl DockerRuntime {
             loop {
                 let wait = {
                     let mut st = me.warm.lock().expect("warm lock");
-                    let quiet_at = match st.taking {
+                    let quiet_at = match st.busy {
                         0 => st.last_taken.map(|t| t + QUIET),
                         _ => Some(Instant::now() + QUIET),
                     };
@@ -343,7 +345,6 @@ impl DockerRuntime {
                     .iter()
                     .rposition(|w| spec.seed.is_none() || w.merged.is_some())?;
                 let w = st.ready.remove(i);
-                st.taking += 1;
                 setup.ready.set(st.ready.len() as i64);
                 Some(w)
             })
@@ -369,8 +370,8 @@ impl DockerRuntime {
         spec: &ContainerSpec,
         fill: Option<&dyn RootFill>,
     ) -> Result<(ContainerInfo, bool), TakeFailed> {
-        let _taking = Taking(self);
         let name = self.container_name(&spec.sandbox_id);
+        let t = Instant::now();
         if let Err(e) = self.adopt_warm(&w, spec, &name).await {
             // Whichever name it has now.
             let _ = self.force_remove(&w.name).await;
@@ -380,6 +381,7 @@ impl DockerRuntime {
             let _ = std::fs::create_dir_all(&spec.run_dir);
             return Err(TakeFailed::Before(e));
         }
+        let adopted_ms = t.elapsed().as_millis() as u64;
         let written = async {
             let mut filled = false;
             if let Some(seed) = &spec.seed {
@@ -412,6 +414,8 @@ impl DockerRuntime {
             let _ = self.force_remove(&name).await;
             self.release_network(&w.network).await;
         }
+        tracing::debug!(container = %name, adopted_ms, written_ms = t.elapsed().as_millis() as u64 - adopted_ms,
+            ok = written.is_ok(), "warm container taken");
         written.map_err(TakeFailed::After)
     }
 
@@ -503,13 +507,20 @@ impl DockerRuntime {
     }
 }
 
-/// A take under way (see `WarmState::taking`), until dropped.
-struct Taking<'a>(&'a DockerRuntime);
+/// A container for a sandbox being made ready (see `WarmState::busy`), until dropped.
+pub(super) struct Busy<'a>(&'a DockerRuntime);
 
-impl Drop for Taking<'_> {
+impl<'a> Busy<'a> {
+    pub(super) fn new(rt: &'a DockerRuntime) -> Self {
+        rt.warm.lock().expect("warm lock").busy += 1;
+        Busy(rt)
+    }
+}
+
+impl Drop for Busy<'_> {
     fn drop(&mut self) {
         let mut st = self.0.warm.lock().expect("warm lock");
-        st.taking = st.taking.saturating_sub(1);
+        st.busy = st.busy.saturating_sub(1);
         st.last_taken = Some(Instant::now());
     }
 }
@@ -567,20 +578,19 @@ async fn copy_seed_onto(name: &str, seed: &Path, merged: &Path) -> Result<(), Ru
     let (from, to) = (seed.to_path_buf(), merged.to_path_buf());
     // overlay2 mounts a layer's upper directory `diff` at `merged` beside it.
     let source_root = seed.with_file_name("merged");
-    let from_mounted = matches!(root_mount::open_if_mounted(&source_root), Ok(Some(_)))
-        .then_some(source_root);
+    let from_mounted =
+        matches!(root_mount::open_if_mounted(&source_root), Ok(Some(_))).then_some(source_root);
     let t = Instant::now();
     let skip: Vec<&str> = NEVER_SAVED
         .iter()
         .map(|p| p.trim_start_matches('/'))
         .collect();
-    let copied =
-        tokio::task::spawn_blocking(move || {
-            upper_copy::copy_onto_mounted(&from, from_mounted.as_deref(), &to, &skip)
-        })
-            .await
-            .map_err(|e| RuntimeError::Other(e.to_string()))?
-            .map_err(|e| RuntimeError::Other(format!("cannot copy the fork's files: {e}")))?;
+    let copied = tokio::task::spawn_blocking(move || {
+        upper_copy::copy_onto_mounted(&from, from_mounted.as_deref(), &to, &skip)
+    })
+    .await
+    .map_err(|e| RuntimeError::Other(e.to_string()))?
+    .map_err(|e| RuntimeError::Other(format!("cannot copy the fork's files: {e}")))?;
     tracing::info!(container = %name, entries = copied.entries, bytes = copied.bytes,
         ms = t.elapsed().as_millis() as u64, "fork: files copied from the source into a warm container");
     Ok(())
