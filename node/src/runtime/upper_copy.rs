@@ -198,6 +198,17 @@ impl Copier {
                 .custom_flags(libc::O_NOFOLLOW)
                 .open(dst)?;
             self.done.bytes += io::copy(&mut from, &mut to)?;
+            self.done.entries += 1;
+            // Through the open file: no path is looked up again (each lookup of a path
+            // in a mounted overlay walks it in the overlay and its layers).
+            std::os::unix::fs::fchown(&to, Some(meta.uid()), Some(meta.gid()))?;
+            copy_xattrs_to_file(src, &to, self.onto_overlay)?;
+            to.set_permissions(fs::Permissions::from_mode(meta.mode() & 0o7777))?;
+            return to.set_times(
+                fs::FileTimes::new()
+                    .set_accessed(meta.accessed()?)
+                    .set_modified(meta.modified()?),
+            );
         } else if t.is_symlink() {
             std::os::unix::fs::symlink(fs::read_link(src)?, dst)?;
         } else {
@@ -281,15 +292,33 @@ fn set_times(dst: &Path, meta: &fs::Metadata) -> io::Result<()> {
     )
 }
 
+/// `copy_xattrs` onto an open regular file.
+fn copy_xattrs_to_file(src: &Path, dst: &fs::File, onto_overlay: bool) -> io::Result<()> {
+    use xattr::FileExt;
+    for (name, value) in xattrs_of(src, onto_overlay)? {
+        dst.set_xattr(&name, &value)?;
+    }
+    Ok(())
+}
+
 /// Every extended attribute of `src` (overlay's `trusted.*` ones included, unless
 /// `onto_overlay`) onto `dst`, neither followed if a symlink (the `xattr` crate's calls
 /// never follow one).
 fn copy_xattrs(src: &Path, dst: &Path, onto_overlay: bool) -> io::Result<()> {
+    for (name, value) in xattrs_of(src, onto_overlay)? {
+        xattr::set(dst, &name, &value)?;
+    }
+    Ok(())
+}
+
+/// The extended attributes of `src` to copy (none where its filesystem has none).
+fn xattrs_of(src: &Path, onto_overlay: bool) -> io::Result<Vec<(std::ffi::OsString, Vec<u8>)>> {
     let names = match xattr::list(src) {
         Ok(names) => names,
-        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
+    let mut out = Vec::new();
     for name in names {
         if onto_overlay
             && name
@@ -299,10 +328,10 @@ fn copy_xattrs(src: &Path, dst: &Path, onto_overlay: bool) -> io::Result<()> {
             continue;
         }
         if let Some(value) = xattr::get(src, &name)? {
-            xattr::set(dst, &name, &value)?;
+            out.push((name, value));
         }
     }
-    Ok(())
+    Ok(out)
 }
 
 #[cfg(test)]
