@@ -1,6 +1,6 @@
-//! The Docker implementation of [`ContainerRuntime`] (bollard), with a pool of pre-created
-//! per-sandbox bridge networks: creating a network costs more than starting a container, so
-//! a few are kept ready and a removed sandbox's network goes back to the pool.
+//! The Docker implementation of [`ContainerRuntime`] (bollard): one container per sandbox,
+//! each on its own bridge network from a pool (`networks`), many of them taken already
+//! started from the warm containers (`warm`).
 
 use super::data_root;
 use super::subnets::{Cidr, SubnetPool};
@@ -12,8 +12,8 @@ use super::{
 use async_trait::async_trait;
 use bollard::errors::Error as BollardError;
 use bollard::models::{
-    ContainerCreateBody, ContainerSummaryStateEnum, HostConfig, HostConfigLogConfig, Ipam,
-    IpamConfig, NetworkCreateRequest, RestartPolicy, RestartPolicyNameEnum,
+    ContainerCreateBody, ContainerSummaryStateEnum, HostConfig, HostConfigLogConfig, RestartPolicy,
+    RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder,
@@ -23,13 +23,15 @@ use bollard::query_parameters::{
 use bollard::Docker;
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::Mutex;
 
+mod networks;
 mod warm;
+use networks::NetState;
 use warm::{TakeFailed, WARM};
 
 /// Marks the name of a replaced container that is being removed in the background (never
@@ -53,12 +55,6 @@ struct Found {
     info: ContainerInfo,
     network: Option<String>,
     binds: Vec<String>,
-}
-
-#[derive(Default)]
-struct NetState {
-    free: Vec<String>,
-    next_hint: u32,
 }
 
 /// A CPU limit for Docker: never more than the machine has (Docker refuses that, and a
@@ -180,141 +176,6 @@ impl DockerRuntime {
                 format!("{LABEL_KIND}={kind}"),
             ],
         )])
-    }
-
-    /// Finds this node's networks; those no container uses are free.
-    async fn load_networks(&self) -> Result<(), RuntimeError> {
-        let nets = self
-            .docker
-            .list_networks(Some(
-                ListNetworksOptionsBuilder::default()
-                    .filters(&self.node_filter("net"))
-                    .build(),
-            ))
-            .await
-            .map_err(docker_err)?;
-        let used: HashSet<String> = self
-            .list_summaries()
-            .await?
-            .into_iter()
-            .filter_map(|c| c.host_config.and_then(|h| h.network_mode))
-            .collect();
-        let mut st = self.nets.lock().await;
-        st.free = nets
-            .into_iter()
-            .filter_map(|n| n.name)
-            .filter(|n| !used.contains(n))
-            .collect();
-        Ok(())
-    }
-
-    /// Subnets of every Docker network on this host (ours and others').
-    async fn taken_subnets(&self) -> Result<Vec<Cidr>, RuntimeError> {
-        let nets = self.docker.list_networks(None).await.map_err(docker_err)?;
-        Ok(nets
-            .into_iter()
-            .filter_map(|n| n.ipam.and_then(|i| i.config))
-            .flatten()
-            .filter_map(|c| c.subnet.and_then(|s| Cidr::parse(&s)))
-            .collect())
-    }
-
-    async fn create_network(&self) -> Result<String, RuntimeError> {
-        let mut taken = self.taken_subnets().await?;
-        for _attempt in 0..16 {
-            let hint = {
-                let mut st = self.nets.lock().await;
-                let h = st.next_hint;
-                st.next_hint = (h + 1) % self.pool.blocks().max(1);
-                h
-            };
-            let (index, cidr) = self.pool.next_free(hint, &taken).ok_or_else(|| {
-                RuntimeError::Network(format!("the pool {} is full", self.pool.pool))
-            })?;
-            let name = format!("wrn-{}-n{index}", self.node_id);
-            let bridge = format!("{}{}", super::firewall::BRIDGE_PREFIX, short_hash(&name));
-            let mut labels = self.labels("net");
-            labels.insert("warren.subnet".into(), cidr.to_string());
-            let req = NetworkCreateRequest {
-                name: name.clone(),
-                driver: Some("bridge".into()),
-                internal: Some(false),
-                attachable: Some(false),
-                ipam: Some(Ipam {
-                    driver: Some("default".into()),
-                    config: Some(vec![IpamConfig {
-                        subnet: Some(cidr.to_string()),
-                        gateway: Some(cidr.gateway().to_string()),
-                        ..Default::default()
-                    }]),
-                    options: None,
-                }),
-                options: Some(HashMap::from([
-                    ("com.docker.network.bridge.name".to_string(), bridge),
-                    (
-                        "com.docker.network.bridge.enable_icc".to_string(),
-                        "false".to_string(),
-                    ),
-                ])),
-                labels: Some(labels),
-                ..Default::default()
-            };
-            match self.docker.create_network(req).await {
-                Ok(_) => return Ok(name),
-                // Another node (or anyone) took that subnet or name meanwhile: try the next.
-                Err(e) if matches!(status_of(&e), Some(400) | Some(403) | Some(409)) => {
-                    tracing::debug!(subnet = %cidr, error = %e, "network create collided; trying another");
-                    taken.push(cidr);
-                    let mut st = self.nets.lock().await;
-                    st.next_hint = (index + 1) % self.pool.blocks().max(1);
-                }
-                Err(e) => return Err(docker_err(e)),
-            }
-        }
-        Err(RuntimeError::Network(
-            "could not find a free subnet after 16 attempts".into(),
-        ))
-    }
-
-    async fn take_network(self: &Arc<Self>) -> Result<String, RuntimeError> {
-        let pooled = self.nets.lock().await.free.pop();
-        let name = match pooled {
-            Some(n) => n,
-            None => self.create_network().await?,
-        };
-        self.replenish();
-        Ok(name)
-    }
-
-    async fn release_network(&self, name: &str) {
-        let mut st = self.nets.lock().await;
-        if st.free.len() < self.spare.max(1) * 2 {
-            st.free.push(name.to_string());
-            return;
-        }
-        drop(st);
-        if let Err(e) = self.docker.remove_network(name).await {
-            tracing::warn!(network = name, error = %e, "cannot remove network");
-        }
-    }
-
-    /// Tops the pool of spare networks up, in the background.
-    pub fn replenish(self: &Arc<Self>) {
-        let rt = self.clone();
-        tokio::spawn(async move {
-            loop {
-                if rt.nets.lock().await.free.len() >= rt.spare {
-                    return;
-                }
-                match rt.create_network().await {
-                    Ok(n) => rt.nets.lock().await.free.push(n),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot create a spare sandbox network");
-                        return;
-                    }
-                }
-            }
-        });
     }
 
     async fn list_summaries(&self) -> Result<Vec<bollard::models::ContainerSummary>, RuntimeError> {
@@ -484,14 +345,14 @@ impl DockerRuntime {
     }
 
     /// Removes a container by name, gives its network back and removes the run directory
-    /// link of a taken warm container. Idempotent.
-    async fn remove_named(&self, name: &str) -> Result<(), RuntimeError> {
+    /// link of a taken warm container. Idempotent; whether there was such a container.
+    async fn remove_named(&self, name: &str) -> Result<bool, RuntimeError> {
         let found = self.inspect_name(name).await?;
         self.force_remove(name).await?;
-        if let Some(found) = found {
-            self.release_after_removal(&found).await;
+        if let Some(found) = &found {
+            self.release_after_removal(found).await;
         }
-        Ok(())
+        Ok(found.is_some())
     }
 
     /// What a removed container leaves: its network (back to the pool) and a warm link.
@@ -794,7 +655,9 @@ impl ContainerRuntime for Arc<DockerRuntime> {
     }
 
     async fn remove(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
-        self.remove_named(&self.container_name(sandbox_id)).await
+        self.remove_named(&self.container_name(sandbox_id))
+            .await
+            .map(|_| ())
     }
 
     async fn remove_soon(&self, sandbox_id: &str) -> Result<RemoveAfter, RuntimeError> {

@@ -23,18 +23,18 @@
 //! (taken or started) has been under way for `QUIET`, so that refilling competes neither
 //! with the work that emptied it nor with a burst of creates.
 
-use super::{docker_err, nano_cpus, status_of, DockerRuntime, RuntimeError};
-use crate::runtime::{
-    root_mount, upper_copy, uts, ContainerInfo, ContainerSpec, RootFill, WarmPoolConfig,
-    NEVER_SAVED,
-};
-use bollard::query_parameters::RenameContainerOptionsBuilder;
+use super::{docker_err, DockerRuntime, RuntimeError};
+use crate::runtime::{root_mount, ContainerSpec, WarmPoolConfig};
 use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod take;
+
+pub(super) use take::TakeFailed;
 
 /// Marks a warm container's name.
 pub(super) const WARM: &str = "_warm_";
@@ -84,14 +84,6 @@ pub(super) struct WarmSetup {
     cfg: WarmPoolConfig,
     ready: IntGauge,
     taken: IntCounterVec,
-}
-
-/// Why a warm container did not become the sandbox's.
-pub(super) enum TakeFailed {
-    /// Before it was the sandbox's: it is gone, and the sandbox can start cold.
-    Before(RuntimeError),
-    /// After: the create failed (the container is removed).
-    After(RuntimeError),
 }
 
 impl DockerRuntime {
@@ -157,11 +149,6 @@ impl DockerRuntime {
         if let Some(s) = self.warm_setup.get() {
             s.ready.set(0);
         }
-    }
-
-    /// How many warm containers are ready now.
-    pub fn warm_ready(&self) -> usize {
-        self.warm.lock().expect("warm lock").ready.len()
     }
 
     async fn remove_warm_leftovers(&self, run_root: &Path) -> Result<(), RuntimeError> {
@@ -362,135 +349,6 @@ impl DockerRuntime {
         }
     }
 
-    /// Makes `w` the container of `spec`'s sandbox and writes its files (a fork's `seed`,
-    /// or `fill`). Whether `fill` ran.
-    pub(super) async fn take_over(
-        self: &Arc<Self>,
-        w: Warm,
-        spec: &ContainerSpec,
-        fill: Option<&dyn RootFill>,
-    ) -> Result<(ContainerInfo, bool), TakeFailed> {
-        let name = self.container_name(&spec.sandbox_id);
-        let t = Instant::now();
-        if let Err(e) = self.adopt_warm(&w, spec, &name).await {
-            // Whichever name it has now.
-            let _ = self.force_remove(&w.name).await;
-            let _ = self.force_remove(&name).await;
-            self.release_network(&w.network).await;
-            let _ = std::fs::remove_dir_all(&w.run_dir);
-            let _ = std::fs::create_dir_all(&spec.run_dir);
-            return Err(TakeFailed::Before(e));
-        }
-        let adopted_ms = t.elapsed().as_millis() as u64;
-        let written = async {
-            let mut filled = false;
-            if let Some(seed) = &spec.seed {
-                let merged = w.merged.clone().ok_or_else(|| {
-                    RuntimeError::Other("the warm container's root is not visible".into())
-                })?;
-                let copied = copy_seed_onto(&name, &seed.upper, &merged).await;
-                seed.done();
-                copied?;
-            }
-            if let Some(fill) = fill {
-                let root = match &w.merged {
-                    Some(m) => root_mount::open_if_mounted(m).ok().flatten(),
-                    None => None,
-                };
-                if let Some(root) = root {
-                    fill.fill(root).await.map_err(RuntimeError::Fill)?;
-                    filled = true;
-                }
-            }
-            let info = self
-                .inspect_name(&name)
-                .await?
-                .map(|f| f.info)
-                .ok_or_else(|| RuntimeError::Other("container vanished after start".into()))?;
-            Ok((info, filled))
-        }
-        .await;
-        if written.is_err() {
-            let _ = self.force_remove(&name).await;
-            self.release_network(&w.network).await;
-        }
-        tracing::debug!(container = %name, adopted_ms, written_ms = t.elapsed().as_millis() as u64 - adopted_ms,
-            ok = written.is_ok(), "warm container taken");
-        written.map_err(TakeFailed::After)
-    }
-
-    /// The steps that make `w` the sandbox's container, named `name`.
-    async fn adopt_warm(
-        &self,
-        w: &Warm,
-        spec: &ContainerSpec,
-        name: &str,
-    ) -> Result<(), RuntimeError> {
-        let rename = || {
-            self.docker.rename_container(
-                &w.name,
-                RenameContainerOptionsBuilder::default().name(name).build(),
-            )
-        };
-        match rename().await {
-            Ok(()) => {}
-            Err(e) if status_of(&e) == Some(409) => {
-                // A leftover of an attempt that died half-way: replace it.
-                self.force_remove(name).await?;
-                rename().await.map_err(docker_err)?;
-            }
-            Err(e) => return Err(docker_err(e)),
-        }
-        let mem = (spec.resources.memory_mb * 1024 * 1024) as i64;
-        let limits = bollard::models::ContainerUpdateBody {
-            nano_cpus: Some(nano_cpus(spec.resources.cpus)),
-            memory: Some(mem),
-            memory_swap: Some(mem),
-            pids_limit: Some(spec.resources.pids as i64),
-            ..Default::default()
-        };
-        self.docker
-            .update_container(name, limits)
-            .await
-            .map_err(docker_err)?;
-        set_host_name(w, &spec.sandbox_id)
-            .await
-            .map_err(|e| RuntimeError::Other(format!("cannot set the host name: {e}")))?;
-        move_run_dir(&w.run_dir, &spec.run_dir)
-            .map_err(|e| RuntimeError::Other(format!("cannot move the run directory: {e}")))
-    }
-
-    /// Gives a restarted container that was a warm one its sandbox's host name again
-    /// (Docker writes the one it was made with at every start).
-    pub(super) async fn rename_host_after_start(
-        &self,
-        name: &str,
-        sandbox_id: &str,
-    ) -> Result<(), RuntimeError> {
-        let c = self
-            .docker
-            .inspect_container(name, None)
-            .await
-            .map_err(docker_err)?;
-        let made_as = c.config.and_then(|c| c.hostname).unwrap_or_default();
-        if made_as == sandbox_id {
-            return Ok(());
-        }
-        let w = Warm {
-            name: name.to_string(),
-            token: made_as.trim_start_matches("warm-").to_string(),
-            network: String::new(),
-            run_dir: PathBuf::new(),
-            merged: None,
-            pid: c.state.and_then(|s| s.pid).unwrap_or(0).max(0) as u32,
-            hostname_path: c.hostname_path.map(PathBuf::from),
-            hosts_path: c.hosts_path.map(PathBuf::from),
-        };
-        set_host_name(&w, sandbox_id)
-            .await
-            .map_err(|e| RuntimeError::Other(format!("cannot set the host name: {e}")))
-    }
-
     /// The symlink a taken warm container left at its first run directory, if `binds`
     /// (a container's) mount one: removed with the container.
     pub(super) fn warm_link_in(binds: &[String]) -> Option<PathBuf> {
@@ -540,58 +398,4 @@ async fn wait_guest_socket(run_dir: &Path) -> Result<(), RuntimeError> {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-}
-
-/// The sandbox's host name in the container's files and its UTS namespace.
-async fn set_host_name(w: &Warm, hostname: &str) -> std::io::Result<()> {
-    if let Some(p) = &w.hostname_path {
-        tokio::fs::write(p, format!("{hostname}\n")).await?;
-    }
-    if let Some(p) = &w.hosts_path {
-        let hosts = tokio::fs::read_to_string(p).await?;
-        tokio::fs::write(p, uts::rename_in_hosts(&hosts, &w.hostname(), hostname)).await?;
-    }
-    let (pid, name) = (w.pid, hostname.to_string());
-    tokio::task::spawn_blocking(move || uts::set_hostname(pid, &name))
-        .await
-        .map_err(std::io::Error::other)?
-}
-
-/// Puts the warm container's run directory (its guest's socket and state) where the node
-/// looks for the sandbox's, and leaves a symlink where Docker mounts it from. What was at
-/// `to` (an earlier container's state) is removed in the background.
-fn move_run_dir(from: &Path, to: &Path) -> std::io::Result<()> {
-    if to.exists() {
-        let aside = from.with_file_name(format!("gone-{}", hex::encode(rand::random::<[u8; 4]>())));
-        std::fs::rename(to, &aside)?;
-        std::thread::spawn(move || std::fs::remove_dir_all(aside));
-    } else if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    std::fs::rename(from, to)?;
-    std::os::unix::fs::symlink(to, from)
-}
-
-/// A fork's files, copied from the frozen source's upper directory through the taken
-/// container's mounted overlay (`upper_copy::copy_onto_mounted`).
-async fn copy_seed_onto(name: &str, seed: &Path, merged: &Path) -> Result<(), RuntimeError> {
-    let (from, to) = (seed.to_path_buf(), merged.to_path_buf());
-    // overlay2 mounts a layer's upper directory `diff` at `merged` beside it.
-    let source_root = seed.with_file_name("merged");
-    let from_mounted =
-        matches!(root_mount::open_if_mounted(&source_root), Ok(Some(_))).then_some(source_root);
-    let t = Instant::now();
-    let skip: Vec<&str> = NEVER_SAVED
-        .iter()
-        .map(|p| p.trim_start_matches('/'))
-        .collect();
-    let copied = tokio::task::spawn_blocking(move || {
-        upper_copy::copy_onto_mounted(&from, from_mounted.as_deref(), &to, &skip)
-    })
-    .await
-    .map_err(|e| RuntimeError::Other(e.to_string()))?
-    .map_err(|e| RuntimeError::Other(format!("cannot copy the fork's files: {e}")))?;
-    tracing::info!(container = %name, entries = copied.entries, bytes = copied.bytes,
-        ms = t.elapsed().as_millis() as u64, "fork: files copied from the source into a warm container");
-    Ok(())
 }
