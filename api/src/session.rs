@@ -36,6 +36,12 @@ pub struct SessionInfo {
     pub cwd: String,
 }
 
+/// The file in a guest's run directory that holds its sandbox's `env` (a JSON object of
+/// strings) when the container was not made with it: a warm container, started before it
+/// was known whose it would be. The guest reads it whenever it starts a session, terminal
+/// or git call, over the container's own environment.
+pub const GUEST_ENV_FILE: &str = "env.json";
+
 /// `PATCH /v1/sandboxes/{id}/env`: set (string) or unset (null) variables.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -18,14 +18,19 @@ pub struct BenchNode {
 }
 
 impl BenchNode {
-    /// Starts `warren serve` (the binary next to this one) on a free port.
+    /// Starts `warren serve` (the binary next to this one) on a free port, with
+    /// `WARREN_BENCH_WARM_CONTAINERS` warm containers (default 4).
     pub async fn start() -> anyhow::Result<Self> {
+        Self::start_with_warm(warm_size()).await
+    }
+
+    /// The same with `warm` warm containers.
+    pub async fn start_with_warm(warm: usize) -> anyhow::Result<Self> {
         let exe = std::env::current_exe()?;
         let warren = exe.with_file_name("warren");
         let node_id = format!("bench{}", hex::encode(rand::random::<[u8; 3]>()));
         let data_dir = PathBuf::from(format!("/tmp/wb-{node_id}"));
         let spare = std::env::var("WARREN_BENCH_SPARE_NETWORKS").unwrap_or_else(|_| "4".into());
-        let warm = warm_size();
         let mut child = Command::new(&warren)
             .args([
                 "serve",

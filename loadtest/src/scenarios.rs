@@ -54,17 +54,18 @@ pub async fn warm_exec(node: &BenchNode, n: usize, table: &mut Table) -> anyhow:
     Ok(())
 }
 
-/// Get-or-create plus first exec on a new id vs `docker run --rm IMAGE true`: one taking a
-/// warm container (the pool full again before each), and one that starts its own container
-/// (a sandbox with an environment of its own: no warm container fits it).
+/// Get-or-create plus first exec on a new id vs `docker run --rm IMAGE true`: on `node`,
+/// taking a warm container (the pool full again before each), and on a second node without
+/// warm containers, where each sandbox starts its own.
 pub async fn cold_create(node: &BenchNode, n: usize, table: &mut Table) -> anyhow::Result<()> {
-    let c = &node.client;
-    // Warm Docker's caches for both paths first.
+    let cold_node = BenchNode::start_with_warm(0).await?;
+    let (c, cold_c) = (&node.client, &cold_node.client);
+    // Warm Docker's caches for every path first.
     docker(&["run", "--rm", &node.image, "true"])?;
-    c.sh("bench-prime", "true").await?;
-    c.delete_sandbox("bench-prime").await?;
-    let own_env: warren_api::sandbox::CreateSandboxRequest =
-        serde_json::from_value(serde_json::json!({"env": {"BENCH": "1"}}))?;
+    for c in [c, cold_c] {
+        c.sh("bench-prime", "true").await?;
+        c.delete_sandbox("bench-prime").await?;
+    }
     let (mut taken, mut started, mut theirs) = (vec![], vec![], vec![]);
     let deadline = Instant::now() + Duration::from_secs(300);
     for i in 0..n {
@@ -82,14 +83,12 @@ pub async fn cold_create(node: &BenchNode, n: usize, table: &mut Table) -> anyho
         anyhow::ensure!(r.exit_code == 0, "first exec failed");
         theirs.push(docker(&["run", "--rm", &node.image, "true"])?);
         node.wait_warm().await?;
-        let own = format!("bench-own-{i}");
         let t = Instant::now();
-        c.put_sandbox(&own, &own_env).await?;
-        let r = c.sh(&own, "true").await?;
+        let r = cold_c.sh(&id, "true").await?;
         started.push(t.elapsed());
         anyhow::ensure!(r.exit_code == 0, "first exec failed");
         c.delete_sandbox(&id).await?;
-        c.delete_sandbox(&own).await?;
+        cold_c.delete_sandbox(&id).await?;
     }
     let name = if node.warm > 0 {
         "get-or-create + first exec (takes a warm container)"
@@ -105,7 +104,7 @@ pub async fn cold_create(node: &BenchNode, n: usize, table: &mut Table) -> anyho
         target: "p50 <= 1x".into(),
     });
     table.add(Row {
-        name: "create with env + first exec (starts its own container)".into(),
+        name: "get-or-create + first exec (node without warm containers)".into(),
         n: started.len(),
         ours: percentiles(&started),
         baseline_name: "docker run --rm IMAGE true".into(),

@@ -102,24 +102,27 @@ async fn a_taken_warm_container_is_the_sandboxs_own() {
         .unwrap();
     assert_eq!(sh(c, &id, "cat /workspace/a").await, "mine");
 
-    // One with an environment of its own starts cold: the guest reads it when it starts.
-    let env_id = format!("cold-env-{}", unique());
-    c.put_sandbox(
-        &env_id,
-        &create(serde_json::json!({"env": {"COLOUR": "teal"}})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(taken(&node, "cold").await, 1);
+    // One with an environment of its own takes one too: its env reaches its calls, over
+    // the image's, and PATCH env still goes over it.
+    let env_id = format!("env-{}", unique());
+    let env = serde_json::json!({"env": {"COLOUR": "teal", "PATH": "/opt/x:/usr/bin:/bin"}});
+    c.put_sandbox(&env_id, &create(env)).await.unwrap();
+    assert_eq!(taken(&node, "taken").await, 2);
+    assert_eq!(taken(&node, "cold").await, 0);
     assert_eq!(
-        sh(c, &env_id, "echo $COLOUR; hostname").await,
-        format!("teal\n{env_id}\n")
+        sh(c, &env_id, "echo $COLOUR $PATH; hostname").await,
+        format!("teal /opt/x:/usr/bin:/bin\n{env_id}\n")
     );
+    let patch: warren_api::session::PatchEnvRequest =
+        serde_json::from_value(serde_json::json!({"env": {"COLOUR": "navy"}})).unwrap();
+    c.patch_env(&env_id, &patch).await.unwrap();
+    assert_eq!(sh(c, &env_id, "echo $COLOUR").await, "navy\n");
 
     // The pool fills up again.
     wait_warm(&node, 2).await;
 
-    // Deleting the sandbox takes its container, and the link its run directory left.
+    // Deleting the sandbox takes its container, and the link its run directory left; the
+    // other taken container's link stays, and leads to its run directory.
     c.delete_sandbox(&id).await.unwrap();
     assert!(running_containers(&id).is_empty());
     let links: Vec<_> = std::fs::read_dir(node.data_dir.join("run/warm"))
@@ -128,7 +131,8 @@ async fn a_taken_warm_container_is_the_sandboxs_own() {
         .filter(|e| e.file_type().unwrap().is_symlink())
         .map(|e| e.path())
         .collect();
-    assert!(links.is_empty(), "left behind: {links:?}");
+    assert_eq!(links.len(), 1, "{links:?}");
+    assert!(links[0].join("guest.sock").exists(), "{links:?}");
 }
 
 #[tokio::test]

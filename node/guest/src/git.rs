@@ -25,7 +25,7 @@ pub async fn checkout(
             .unwrap_or(DEFAULT_GIT_TIMEOUT_MS),
     );
 
-    let mut env = g.sessions.base_env().clone();
+    let mut env = g.sessions.base_env();
     env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
     env.insert("GIT_ASKPASS".into(), "true".into());
     let mut argv: Vec<String> = vec![

@@ -21,6 +21,7 @@ pub mod processes;
 pub mod procs_api;
 pub mod proctree;
 pub mod reaper;
+pub mod sandbox_env;
 pub mod server;
 pub mod sessions;
 pub mod shell;
@@ -55,9 +56,13 @@ pub fn base_env() -> BTreeMap<String, String> {
 
 /// Builds the shared state.
 pub fn guest(run_dir: PathBuf, reaper: Arc<reaper::Reaper>) -> Arc<server::Guest> {
-    let sessions = sessions::Sessions::new(reaper, run_dir.join("sessions"), base_env());
+    let env = Arc::new(sandbox_env::SandboxEnv::new(
+        base_env(),
+        run_dir.join(warren_api::session::GUEST_ENV_FILE),
+    ));
+    let sessions = sessions::Sessions::new(reaper, run_dir.join("sessions"), env.clone());
     let processes = processes::Processes::new(sessions.clone(), run_dir.join("procs"));
-    let terminals = terminal::Terminals::new(sessions.reaper().clone(), base_env());
+    let terminals = terminal::Terminals::new(sessions.reaper().clone(), env);
     let interpreter = interpreter::Interpreter::new(run_dir.join("interpreter"));
     Arc::new(server::Guest {
         sessions,

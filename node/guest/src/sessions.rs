@@ -15,7 +15,7 @@ use warren_api::{ApiError, ErrorCode};
 pub struct Sessions {
     reaper: Arc<Reaper>,
     dir: PathBuf,
-    base_env: BTreeMap<String, String>,
+    base_env: Arc<crate::sandbox_env::SandboxEnv>,
     /// `PATCH env` changes that sessions created later start with.
     overlay: Mutex<BTreeMap<String, Option<String>>>,
     map: Mutex<HashMap<String, Arc<Session>>>,
@@ -56,7 +56,11 @@ fn io_err(what: &str, e: std::io::Error) -> ApiError {
 }
 
 impl Sessions {
-    pub fn new(reaper: Arc<Reaper>, dir: PathBuf, base_env: BTreeMap<String, String>) -> Arc<Self> {
+    pub fn new(
+        reaper: Arc<Reaper>,
+        dir: PathBuf,
+        base_env: Arc<crate::sandbox_env::SandboxEnv>,
+    ) -> Arc<Self> {
         Arc::new(Sessions {
             reaper,
             dir,
@@ -96,7 +100,7 @@ impl Sessions {
                 ))
             }
         }
-        let mut env = self.base_env.clone();
+        let mut env = self.base_env.current();
         for (k, v) in self.overlay.lock().expect("overlay lock").iter() {
             match v {
                 Some(v) => env.insert(k.clone(), v.clone()),
@@ -196,8 +200,9 @@ impl Sessions {
         &self.reaper
     }
 
-    pub fn base_env(&self) -> &BTreeMap<String, String> {
-        &self.base_env
+    /// The environment sessions start from, as of now.
+    pub fn base_env(&self) -> BTreeMap<String, String> {
+        self.base_env.current()
     }
 
     /// Kills every session's shell (shutdown).

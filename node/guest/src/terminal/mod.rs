@@ -13,7 +13,7 @@ pub use attach::attach;
 use crate::reaper::{wait_exit, Reaper};
 use log::OutputLog;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -117,12 +117,12 @@ impl Terminal {
 
 pub struct Terminals {
     reaper: Arc<Reaper>,
-    base_env: BTreeMap<String, String>,
+    base_env: Arc<crate::sandbox_env::SandboxEnv>,
     map: Mutex<HashMap<String, Arc<Terminal>>>,
 }
 
 impl Terminals {
-    pub fn new(reaper: Arc<Reaper>, base_env: BTreeMap<String, String>) -> Arc<Self> {
+    pub fn new(reaper: Arc<Reaper>, base_env: Arc<crate::sandbox_env::SandboxEnv>) -> Arc<Self> {
         Arc::new(Terminals {
             reaper,
             base_env,
@@ -166,18 +166,16 @@ impl Terminals {
             ));
         }
         let shell_name = q.shell.as_deref().unwrap_or(DEFAULT_SHELL);
-        let shell = resolve(shell_name, self.base_env.get("PATH").map(String::as_str)).ok_or_else(
-            || {
-                ApiError::invalid(format!(
-                    "shell {shell_name:?} is not installed in this sandbox"
-                ))
-            },
-        )?;
+        let mut env = self.base_env.current();
+        let shell = resolve(shell_name, env.get("PATH").map(String::as_str)).ok_or_else(|| {
+            ApiError::invalid(format!(
+                "shell {shell_name:?} is not installed in this sandbox"
+            ))
+        })?;
         let (cols, rows) = (
             q.cols.unwrap_or(DEFAULT_COLS),
             q.rows.unwrap_or(DEFAULT_ROWS),
         );
-        let mut env = self.base_env.clone();
         env.insert("TERM".into(), "xterm-256color".into());
         env.insert("COLORTERM".into(), "truecolor".into());
         env.insert("WARREN_TERMINAL".into(), name.into());

@@ -17,9 +17,9 @@
 //! Until the rename is done, a failure removes the warm container and the sandbox starts
 //! cold; after it, the container is the sandbox's and a failure is the create's.
 //!
-//! It fits a sandbox of the same image, with no environment of its own (the guest reads its
-//! environment once, when it starts) and, where the engine enforces disk sizes, the same
-//! disk size. The pool refills one container at a time, once no container for a sandbox
+//! It fits a sandbox of the same image and, where the engine enforces disk sizes, the same
+//! disk size. The sandbox's `env` goes into the run directory's `env.json`, which the guest
+//! reads over the container's environment whenever it starts a session, terminal or git call. The pool refills one container at a time, once no container for a sandbox
 //! (taken or started) has been under way for `QUIET`, so that refilling competes neither
 //! with the work that emptied it nor with a burst of creates.
 
@@ -316,7 +316,6 @@ impl DockerRuntime {
         }
         let cfg = &setup.cfg;
         let fits = spec.image == cfg.image
-            && spec.env.is_empty()
             && (!self.disk_limits.load(Ordering::Relaxed)
                 || spec.resources.disk_mb == cfg.resources.disk_mb);
         let taken = fits

@@ -7,6 +7,7 @@ use crate::runtime::{
     root_mount, upper_copy, uts, ContainerInfo, ContainerSpec, RootFill, NEVER_SAVED,
 };
 use bollard::query_parameters::RenameContainerOptionsBuilder;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -118,7 +119,9 @@ impl DockerRuntime {
             .await
             .map_err(|e| RuntimeError::Other(format!("cannot set the host name: {e}")))?;
         move_run_dir(&w.run_dir, &spec.run_dir)
-            .map_err(|e| RuntimeError::Other(format!("cannot move the run directory: {e}")))
+            .map_err(|e| RuntimeError::Other(format!("cannot move the run directory: {e}")))?;
+        write_env(&spec.run_dir, &spec.env)
+            .map_err(|e| RuntimeError::Other(format!("cannot give the guest its env: {e}")))
     }
 
     /// Gives a restarted container that was a warm one its sandbox's host name again
@@ -181,6 +184,20 @@ fn move_run_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     }
     std::fs::rename(from, to)?;
     std::os::unix::fs::symlink(to, from)
+}
+
+/// The sandbox's `env` for the guest (`GUEST_ENV_FILE`), written whole or not at all.
+fn write_env(run_dir: &Path, env: &BTreeMap<String, String>) -> std::io::Result<()> {
+    if env.is_empty() {
+        return Ok(());
+    }
+    let path = run_dir.join(warren_api::session::GUEST_ENV_FILE);
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec(env).map_err(std::io::Error::other)?,
+    )?;
+    std::fs::rename(&tmp, &path)
 }
 
 /// A fork's files, copied from the frozen source's upper directory through the taken
