@@ -121,6 +121,24 @@ async fn a_taken_warm_container_is_the_sandboxs_own() {
     // The pool fills up again.
     wait_warm(&node, 2).await;
 
+    // Warm containers that died while they waited are not given to a sandbox: with both
+    // dead, the next create starts its own container, and the pool replaces them.
+    let waiting = node.warm_containers();
+    let killed = std::process::Command::new("docker")
+        .arg("kill")
+        .args(&waiting)
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let next = format!("after-kill-{}", unique());
+    assert_eq!(sh(c, &next, "hostname").await, format!("{next}\n"));
+    assert_eq!(taken(&node, "taken").await, 2);
+    assert_eq!(taken(&node, "failed").await, 0);
+    assert_eq!(taken(&node, "cold").await, 1);
+    wait_warm(&node, 2).await;
+    assert!(node.warm_containers().iter().all(|w| !waiting.contains(w)));
+    c.delete_sandbox(&next).await.unwrap();
+
     // Deleting the sandbox takes its container, and the link its run directory left; the
     // other taken container's link stays, and leads to its run directory.
     c.delete_sandbox(&id).await.unwrap();

@@ -57,6 +57,12 @@ pub(super) struct Warm {
 }
 
 impl Warm {
+    /// Whether its container's main process (the guest) still runs.
+    /// (Unknown, so taken as running, where this process cannot see the engine's pids.)
+    fn alive(&self) -> bool {
+        self.pid == 0 || Path::new(&format!("/proc/{}", self.pid)).exists()
+    }
+
     fn hostname(&self) -> String {
         format!("warm-{}", self.token)
     }
@@ -282,6 +288,12 @@ impl DockerRuntime {
                 .await
                 .map_err(docker_err)?;
             let pid = c.state.and_then(|s| s.pid).unwrap_or(0).max(0) as u32;
+            // 0: this process does not see it (the engine is in another pid namespace).
+            let pid = if Path::new(&format!("/proc/{pid}")).exists() {
+                pid
+            } else {
+                0
+            };
             let merged = c
                 .graph_driver
                 .filter(|g| g.name == "overlay2")
@@ -318,6 +330,7 @@ impl DockerRuntime {
         let fits = spec.image == cfg.image
             && (!self.disk_limits.load(Ordering::Relaxed)
                 || spec.resources.disk_mb == cfg.resources.disk_mb);
+        let mut dead = Vec::new();
         let taken = fits
             .then(|| {
                 let mut st = self.warm.lock().expect("warm lock");
@@ -325,16 +338,32 @@ impl DockerRuntime {
                     return None;
                 }
                 st.last_taken = Some(Instant::now());
+                // One whose guest is gone (killed, out of memory) goes, not to a sandbox.
+                let (alive, gone): (Vec<Warm>, Vec<Warm>) = std::mem::take(&mut st.ready)
+                    .into_iter()
+                    .partition(Warm::alive);
+                st.ready = alive;
+                dead = gone;
                 // A fork's files go through the mount: only where this process sees it.
                 let i = st
                     .ready
                     .iter()
-                    .rposition(|w| spec.seed.is_none() || w.merged.is_some())?;
-                let w = st.ready.remove(i);
+                    .rposition(|w| spec.seed.is_none() || w.merged.is_some());
+                let w = i.map(|i| st.ready.remove(i));
                 setup.ready.set(st.ready.len() as i64);
-                Some(w)
+                w
             })
             .flatten();
+        if !dead.is_empty() {
+            let me = self.clone();
+            tokio::spawn(async move {
+                for w in dead {
+                    tracing::warn!(container = %w.name, "a warm container stopped while it waited; removing it");
+                    let _ = me.remove_named(&w.name).await;
+                    let _ = std::fs::remove_dir_all(&w.run_dir);
+                }
+            });
+        }
         if taken.is_none() {
             setup.taken.with_label_values(&["cold"]).inc();
         }
