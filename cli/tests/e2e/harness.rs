@@ -70,6 +70,18 @@ pub fn all_containers(sandbox: &str) -> Vec<String> {
     names_of(sandbox, true)
 }
 
+/// A create request from JSON (panics on an invalid one).
+pub fn create(json: serde_json::Value) -> warren_api::sandbox::CreateSandboxRequest {
+    serde_json::from_value(json).unwrap()
+}
+
+/// Runs a script; asserts it succeeded; returns its stdout.
+pub async fn sh(c: &Client, id: &str, script: &str) -> String {
+    let r = c.sh(id, script).await.unwrap();
+    assert_eq!(r.exit_code, 0, "{script}: {}", r.stderr);
+    r.stdout
+}
+
 /// The static guest binary of this build.
 pub fn guest_bin() -> String {
     std::env::var("WARREN_GUEST_BIN").unwrap_or_else(|_| {
@@ -191,6 +203,22 @@ impl Node {
                 .unwrap_or(0)
         };
         (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    /// The value of one line of the node's metrics, named with its labels (0 when absent).
+    pub async fn metric(&self, line_prefix: &str) -> u64 {
+        let text = self
+            .req(reqwest::Method::GET, "/metrics")
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let prefix = format!("{line_prefix} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .map_or(0, |n| n.trim().parse().unwrap())
     }
 
     /// Containers Docker has for this node's sandboxes (names), warm ones not counted.

@@ -1,12 +1,8 @@
 //! Sandbox lifecycle: create, list, delete, limits, concurrency, node restart, isolation.
 
-use super::harness::{unique, Node};
-use warren_api::sandbox::{CreateSandboxRequest, SandboxState};
+use super::harness::{create, unique, Node};
+use warren_api::sandbox::SandboxState;
 use warren_api::ErrorCode;
-
-fn create(json: serde_json::Value) -> CreateSandboxRequest {
-    serde_json::from_value(json).unwrap()
-}
 
 #[tokio::test]
 async fn the_largest_instance_type_runs_on_a_small_machine() {

@@ -1,23 +1,12 @@
 //! Snapshots, restore, fork, sleep and wake against real containers and a real
 //! local-directory object store.
 
-use super::harness::{all_containers, api_err, running_containers, unique, Node};
+use super::harness::{all_containers, api_err, create, running_containers, sh, unique, Node};
 use std::time::{Duration, Instant};
-use warren_api::sandbox::{CreateSandboxRequest, SandboxState};
+use warren_api::sandbox::SandboxState;
 use warren_api::snapshot::{CreateSnapshotRequest, ForkRequest};
 use warren_api::ErrorCode;
 use warren_client::Client;
-
-fn create(json: serde_json::Value) -> CreateSandboxRequest {
-    serde_json::from_value(json).unwrap()
-}
-
-/// Runs a script; asserts it succeeded; returns its stdout.
-async fn sh(c: &Client, id: &str, script: &str) -> String {
-    let r = c.sh(id, script).await.unwrap();
-    assert_eq!(r.exit_code, 0, "{script}: {}", r.stderr);
-    r.stdout
-}
 
 async fn state(c: &Client, id: &str) -> SandboxState {
     c.get_sandbox(id).await.unwrap().state
@@ -894,16 +883,8 @@ async fn node_with_files(flag: &str, prefix: &str) -> (Node, String, String) {
 /// copy of their source's files; `start_and_apply`: snapshots written while the container
 /// started).
 async fn step_count(node: &Node, step: &str) -> u64 {
-    let prefix = format!("warren_snapshot_step_seconds_count{{step=\"{step}\"}} ");
-    let text = node
-        .req(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .map_or(0, |n| n.trim().parse().unwrap())
+    node.metric(&format!(
+        "warren_snapshot_step_seconds_count{{step=\"{step}\"}}"
+    ))
+    .await
 }

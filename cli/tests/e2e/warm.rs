@@ -1,51 +1,20 @@
 //! Warm containers: sandboxes that take a container the node started ahead of need are
 //! indistinguishable from ones that got a container of their own.
 
-use super::harness::{running_containers, unique, Node};
+use super::harness::{create, running_containers, sh, unique, Node};
 use std::time::{Duration, Instant};
-use warren_api::sandbox::CreateSandboxRequest;
 use warren_api::snapshot::{CreateSnapshotRequest, ForkRequest};
-use warren_client::Client;
-
-fn create(json: serde_json::Value) -> CreateSandboxRequest {
-    serde_json::from_value(json).unwrap()
-}
-
-async fn sh(c: &Client, id: &str, script: &str) -> String {
-    let r = c.sh(id, script).await.unwrap();
-    assert_eq!(r.exit_code, 0, "{script}: {}", r.stderr);
-    r.stdout
-}
-
-/// One value of the node's metrics (0 when absent).
-async fn metric(node: &Node, line_prefix: &str) -> u64 {
-    let text = node
-        .req(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let prefix = format!("{line_prefix} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .map_or(0, |n| n.trim().parse().unwrap())
-}
 
 async fn taken(node: &Node, outcome: &str) -> u64 {
-    metric(
-        node,
-        &format!("warren_warm_takes_total{{outcome=\"{outcome}\"}}"),
-    )
-    .await
+    node.metric(&format!("warren_warm_takes_total{{outcome=\"{outcome}\"}}"))
+        .await
 }
 
 /// Waits until the node has `n` warm containers ready (its gauge and Docker agree).
 async fn wait_warm(node: &Node, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let ready = metric(node, "warren_warm_containers").await;
+        let ready = node.metric("warren_warm_containers").await;
         if ready == n as u64 && node.warm_containers().len() == n {
             return;
         }

@@ -17,8 +17,7 @@ use bollard::models::{
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder,
-    ListNetworksOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
-    RenameContainerOptionsBuilder,
+    LogsOptionsBuilder, RemoveContainerOptionsBuilder, RenameContainerOptionsBuilder,
 };
 use bollard::Docker;
 use futures_util::StreamExt;
@@ -468,12 +467,7 @@ impl DockerRuntime {
                     false
                 }
             };
-            let info = self
-                .inspect_name(&name)
-                .await?
-                .map(|f| f.info)
-                .ok_or_else(|| RuntimeError::Other("container vanished after start".into()))?;
-            Ok((info, filled))
+            Ok((self.started_info(&name).await?, filled))
         }
         .await;
         if created.is_err() {
@@ -492,20 +486,15 @@ impl DockerRuntime {
                 "container {name} has no overlay2 upper directory to seed"
             ))
         })?;
-        let from = seed.to_path_buf();
-        let t = std::time::Instant::now();
-        let skip: Vec<&str> = NEVER_SAVED
-            .iter()
-            .map(|p| p.trim_start_matches('/'))
-            .collect();
-        let copied =
-            tokio::task::spawn_blocking(move || super::upper_copy::copy(&from, &upper, &skip))
-                .await
-                .map_err(|e| RuntimeError::Other(e.to_string()))?
-                .map_err(|e| RuntimeError::Other(format!("cannot copy the fork's files: {e}")))?;
-        tracing::info!(container = %name, entries = copied.entries, bytes = copied.bytes,
-            ms = t.elapsed().as_millis() as u64, "fork: files copied from the source");
-        Ok(())
+        copy_fork_files(name, seed, &upper, false).await
+    }
+
+    /// The container `name` as it is after its start (an error if it is gone).
+    async fn started_info(&self, name: &str) -> Result<ContainerInfo, RuntimeError> {
+        self.inspect_name(name)
+            .await?
+            .map(|f| f.info)
+            .ok_or_else(|| RuntimeError::Other("container vanished after start".into()))
     }
 
     /// Removes every container and network of this node (tests and `warren` uninstall).
@@ -539,16 +528,7 @@ impl DockerRuntime {
                 }
             }
         }
-        let nets = self
-            .docker
-            .list_networks(Some(
-                ListNetworksOptionsBuilder::default()
-                    .filters(&self.node_filter("net"))
-                    .build(),
-            ))
-            .await
-            .map_err(docker_err)?;
-        for n in nets.into_iter().filter_map(|n| n.name) {
+        for n in self.node_networks().await? {
             found += 1;
             let _ = self.docker.remove_network(&n).await;
         }
@@ -557,6 +537,45 @@ impl DockerRuntime {
             None => Ok(found),
         }
     }
+}
+
+/// A fork's files: the frozen source's upper directory `seed` copied entry for entry into
+/// `to`, either the upper directory of a container that has not started, or (`mounted`) the
+/// mounted root of a running one (`upper_copy::copy_onto_mounted`, file bytes read through
+/// the source's own mount when it is visible, so that the kernel can share blocks).
+async fn copy_fork_files(
+    name: &str,
+    seed: &Path,
+    to: &Path,
+    mounted: bool,
+) -> Result<(), RuntimeError> {
+    let (from, to) = (seed.to_path_buf(), to.to_path_buf());
+    // overlay2 mounts a layer's upper directory `diff` at `merged` beside it.
+    let source_root = seed.with_file_name("merged");
+    let from_mounted = (mounted
+        && matches!(
+            super::root_mount::open_if_mounted(&source_root),
+            Ok(Some(_))
+        ))
+    .then_some(source_root);
+    let t = std::time::Instant::now();
+    let copied = tokio::task::spawn_blocking(move || {
+        let skip: Vec<&str> = NEVER_SAVED
+            .iter()
+            .map(|p| p.trim_start_matches('/'))
+            .collect();
+        if mounted {
+            super::upper_copy::copy_onto_mounted(&from, from_mounted.as_deref(), &to, &skip)
+        } else {
+            super::upper_copy::copy(&from, &to, &skip)
+        }
+    })
+    .await
+    .map_err(|e| RuntimeError::Other(e.to_string()))?
+    .map_err(|e| RuntimeError::Other(format!("cannot copy the fork's files: {e}")))?;
+    tracing::info!(container = %name, entries = copied.entries, bytes = copied.bytes, mounted,
+        ms = t.elapsed().as_millis() as u64, "fork: files copied from the source");
+    Ok(())
 }
 
 /// Whether a Docker daemon answers at `host` (or the local default).

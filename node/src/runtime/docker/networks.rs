@@ -16,8 +16,8 @@ pub(super) struct NetState {
 }
 
 impl DockerRuntime {
-    /// Finds this node's networks; those no container uses are free.
-    pub(super) async fn load_networks(&self) -> Result<(), RuntimeError> {
+    /// The names of this node's networks.
+    pub(super) async fn node_networks(&self) -> Result<Vec<String>, RuntimeError> {
         let nets = self
             .docker
             .list_networks(Some(
@@ -27,6 +27,12 @@ impl DockerRuntime {
             ))
             .await
             .map_err(docker_err)?;
+        Ok(nets.into_iter().filter_map(|n| n.name).collect())
+    }
+
+    /// Finds this node's networks; those no container uses are free.
+    pub(super) async fn load_networks(&self) -> Result<(), RuntimeError> {
+        let nets = self.node_networks().await?;
         let used: HashSet<String> = self
             .list_summaries()
             .await?
@@ -34,11 +40,7 @@ impl DockerRuntime {
             .filter_map(|c| c.host_config.and_then(|h| h.network_mode))
             .collect();
         let mut st = self.nets.lock().await;
-        st.free = nets
-            .into_iter()
-            .filter_map(|n| n.name)
-            .filter(|n| !used.contains(n))
-            .collect();
+        st.free = nets.into_iter().filter(|n| !used.contains(n)).collect();
         Ok(())
     }
 

@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 mod take;
 
+use take::HostName;
 pub(super) use take::TakeFailed;
 
 /// Marks a warm container's name.
@@ -46,25 +47,18 @@ const GUEST_READY: Duration = Duration::from_secs(30);
 /// One started container nobody has taken yet.
 pub(super) struct Warm {
     name: String,
-    token: String,
     network: String,
     run_dir: PathBuf,
     /// Its mounted root filesystem on this host, when this process sees it.
     merged: Option<PathBuf>,
-    pid: u32,
-    hostname_path: Option<PathBuf>,
-    hosts_path: Option<PathBuf>,
+    host: HostName,
 }
 
 impl Warm {
     /// Whether its container's main process (the guest) still runs.
     /// (Unknown, so taken as running, where this process cannot see the engine's pids.)
     fn alive(&self) -> bool {
-        self.pid == 0 || Path::new(&format!("/proc/{}", self.pid)).exists()
-    }
-
-    fn hostname(&self) -> String {
-        format!("warm-{}", self.token)
+        self.host.pid == 0 || Path::new(&format!("/proc/{}", self.host.pid)).exists()
     }
 }
 
@@ -287,13 +281,7 @@ impl DockerRuntime {
                 .inspect_container(&name, None)
                 .await
                 .map_err(docker_err)?;
-            let pid = c.state.and_then(|s| s.pid).unwrap_or(0).max(0) as u32;
-            // 0: this process does not see it (the engine is in another pid namespace).
-            let pid = if Path::new(&format!("/proc/{pid}")).exists() {
-                pid
-            } else {
-                0
-            };
+            let host = HostName::of(&c);
             let merged = c
                 .graph_driver
                 .filter(|g| g.name == "overlay2")
@@ -302,13 +290,10 @@ impl DockerRuntime {
             wait_guest_socket(&run_dir).await?;
             Ok(Warm {
                 name: name.clone(),
-                token: token.clone(),
                 network: network.clone(),
                 run_dir: run_dir.clone(),
                 merged,
-                pid,
-                hostname_path: c.hostname_path.map(PathBuf::from),
-                hosts_path: c.hosts_path.map(PathBuf::from),
+                host,
             })
         }
         .await;

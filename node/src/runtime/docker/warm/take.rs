@@ -1,11 +1,11 @@
 //! Taking a warm container for a sandbox: it becomes the sandbox's container (its name,
 //! limits, host name and run directory), then gets the sandbox's files through its mount.
 
-use super::super::{docker_err, nano_cpus, status_of, DockerRuntime, RuntimeError};
-use super::Warm;
-use crate::runtime::{
-    root_mount, upper_copy, uts, ContainerInfo, ContainerSpec, RootFill, NEVER_SAVED,
+use super::super::{
+    copy_fork_files, docker_err, nano_cpus, status_of, DockerRuntime, RuntimeError,
 };
+use super::Warm;
+use crate::runtime::{root_mount, uts, ContainerInfo, ContainerSpec, RootFill};
 use bollard::query_parameters::RenameContainerOptionsBuilder;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,7 +50,7 @@ impl DockerRuntime {
                 let merged = w.merged.clone().ok_or_else(|| {
                     RuntimeError::Other("the warm container's root is not visible".into())
                 })?;
-                let copied = copy_seed_onto(&name, &seed.upper, &merged).await;
+                let copied = copy_fork_files(&name, &seed.upper, &merged, true).await;
                 seed.done();
                 copied?;
             }
@@ -64,12 +64,7 @@ impl DockerRuntime {
                     filled = true;
                 }
             }
-            let info = self
-                .inspect_name(&name)
-                .await?
-                .map(|f| f.info)
-                .ok_or_else(|| RuntimeError::Other("container vanished after start".into()))?;
-            Ok((info, filled))
+            Ok((self.started_info(&name).await?, filled))
         }
         .await;
         if written.is_err() {
@@ -115,7 +110,8 @@ impl DockerRuntime {
             .update_container(name, limits)
             .await
             .map_err(docker_err)?;
-        set_host_name(w, &spec.sandbox_id)
+        w.host
+            .set(&spec.sandbox_id)
             .await
             .map_err(|e| RuntimeError::Other(format!("cannot set the host name: {e}")))?;
         move_run_dir(&w.run_dir, &spec.run_dir)
@@ -136,39 +132,61 @@ impl DockerRuntime {
             .inspect_container(name, None)
             .await
             .map_err(docker_err)?;
-        let made_as = c.config.and_then(|c| c.hostname).unwrap_or_default();
-        if made_as == sandbox_id {
+        let host = HostName::of(&c);
+        if host.current == sandbox_id {
             return Ok(());
         }
-        let w = Warm {
-            name: name.to_string(),
-            token: made_as.trim_start_matches("warm-").to_string(),
-            network: String::new(),
-            run_dir: PathBuf::new(),
-            merged: None,
-            pid: c.state.and_then(|s| s.pid).unwrap_or(0).max(0) as u32,
-            hostname_path: c.hostname_path.map(PathBuf::from),
-            hosts_path: c.hosts_path.map(PathBuf::from),
-        };
-        set_host_name(&w, sandbox_id)
+        host.set(sandbox_id)
             .await
             .map_err(|e| RuntimeError::Other(format!("cannot set the host name: {e}")))
     }
 }
 
-/// The sandbox's host name in the container's files and its UTS namespace.
-async fn set_host_name(w: &Warm, hostname: &str) -> std::io::Result<()> {
-    if let Some(p) = &w.hostname_path {
-        tokio::fs::write(p, format!("{hostname}\n")).await?;
+/// Where a running container's host name lives: its files and its processes' UTS namespace.
+pub(super) struct HostName {
+    /// The container's main process (0 when this process cannot see it).
+    pub(super) pid: u32,
+    hostname_path: Option<PathBuf>,
+    hosts_path: Option<PathBuf>,
+    /// The name the container was made with.
+    current: String,
+}
+
+impl HostName {
+    pub(super) fn of(c: &bollard::models::ContainerInspectResponse) -> HostName {
+        let pid = c.state.as_ref().and_then(|s| s.pid).unwrap_or(0).max(0) as u32;
+        // 0: not in this process's view (the engine runs in another pid namespace).
+        let pid = if Path::new(&format!("/proc/{pid}")).exists() {
+            pid
+        } else {
+            0
+        };
+        HostName {
+            pid,
+            hostname_path: c.hostname_path.as_ref().map(PathBuf::from),
+            hosts_path: c.hosts_path.as_ref().map(PathBuf::from),
+            current: c
+                .config
+                .as_ref()
+                .and_then(|c| c.hostname.clone())
+                .unwrap_or_default(),
+        }
     }
-    if let Some(p) = &w.hosts_path {
-        let hosts = tokio::fs::read_to_string(p).await?;
-        tokio::fs::write(p, uts::rename_in_hosts(&hosts, &w.hostname(), hostname)).await?;
+
+    /// Gives the container the host name `hostname` in its files and its UTS namespace.
+    async fn set(&self, hostname: &str) -> std::io::Result<()> {
+        if let Some(p) = &self.hostname_path {
+            tokio::fs::write(p, format!("{hostname}\n")).await?;
+        }
+        if let Some(p) = &self.hosts_path {
+            let hosts = tokio::fs::read_to_string(p).await?;
+            tokio::fs::write(p, uts::rename_in_hosts(&hosts, &self.current, hostname)).await?;
+        }
+        let (pid, name) = (self.pid, hostname.to_string());
+        tokio::task::spawn_blocking(move || uts::set_hostname(pid, &name))
+            .await
+            .map_err(std::io::Error::other)?
     }
-    let (pid, name) = (w.pid, hostname.to_string());
-    tokio::task::spawn_blocking(move || uts::set_hostname(pid, &name))
-        .await
-        .map_err(std::io::Error::other)?
 }
 
 /// Puts the warm container's run directory (its guest's socket and state) where the node
@@ -198,28 +216,4 @@ fn write_env(run_dir: &Path, env: &BTreeMap<String, String>) -> std::io::Result<
         serde_json::to_vec(env).map_err(std::io::Error::other)?,
     )?;
     std::fs::rename(&tmp, &path)
-}
-
-/// A fork's files, copied from the frozen source's upper directory through the taken
-/// container's mounted overlay (`upper_copy::copy_onto_mounted`).
-async fn copy_seed_onto(name: &str, seed: &Path, merged: &Path) -> Result<(), RuntimeError> {
-    let (from, to) = (seed.to_path_buf(), merged.to_path_buf());
-    // overlay2 mounts a layer's upper directory `diff` at `merged` beside it.
-    let source_root = seed.with_file_name("merged");
-    let from_mounted =
-        matches!(root_mount::open_if_mounted(&source_root), Ok(Some(_))).then_some(source_root);
-    let t = Instant::now();
-    let skip: Vec<&str> = NEVER_SAVED
-        .iter()
-        .map(|p| p.trim_start_matches('/'))
-        .collect();
-    let copied = tokio::task::spawn_blocking(move || {
-        upper_copy::copy_onto_mounted(&from, from_mounted.as_deref(), &to, &skip)
-    })
-    .await
-    .map_err(|e| RuntimeError::Other(e.to_string()))?
-    .map_err(|e| RuntimeError::Other(format!("cannot copy the fork's files: {e}")))?;
-    tracing::info!(container = %name, entries = copied.entries, bytes = copied.bytes,
-        ms = t.elapsed().as_millis() as u64, "fork: files copied from the source into a warm container");
-    Ok(())
 }
