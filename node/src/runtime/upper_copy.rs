@@ -11,23 +11,27 @@
 //!
 //! Nothing is followed. The source belongs to a sandbox and is frozen while it is copied
 //! (its container paused), so that the copy is one moment's files; should it run anyway,
-//! the walk still only ever reaches the source's own entries (see `SourceDir`). The target
-//! is a new container's directory that nobody else writes to before it starts.
+//! the walk still only ever reaches the source's own entries (see `Dir`). The target is a
+//! new container's directory that nobody else writes to before it starts.
+//!
+//! Every entry is reached by name from its open parent directory (`openat`, `fstatat`,
+//! `mkdirat`, ...), on both sides. Whole paths cost a lookup per component, and in a mounted
+//! overlay one in the overlay and each of its layers: perf of a fork of 4 on ext4 put 9 % of
+//! all CPU samples in `statx` by path and 8 % in walking paths; by name, 1 % each.
 //!
 //! A warm container (one started before it was taken) already has its overlay mounted, and
 //! the kernel does not allow writing into a mounted overlay's upper directory. Its files go
 //! in through the mount instead (`copy_onto_mounted`): a whiteout there is a removal, an
 //! opaque directory replaces what the image had, and overlay's own xattrs stay behind.
 
-use filetime::FileTime;
+use rustix::fs::{self as at, AtFlags, FileType, Mode, OFlags, Stat, Timestamps};
 use std::collections::HashMap;
-use std::ffi::{CString, OsStr};
-use std::fs::{self, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::{self, File};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use xattr::FileExt;
 
 /// What one copy did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -73,41 +77,75 @@ fn copy_as(
     skip: &[&str],
     onto_overlay: bool,
 ) -> io::Result<Copied> {
-    if !fs::symlink_metadata(to)?.is_dir() {
-        return Err(io::Error::other(format!(
-            "{} is not a directory",
-            to.display()
-        )));
-    }
-    let root = SourceDir::open(from)?;
+    let root = Dir::open(from)?;
+    let target = Dir::open(to)?;
     let mut c = Copier {
         links: HashMap::new(),
         done: Copied::default(),
         onto_overlay,
     };
-    let twin = from_mounted.and_then(|m| SourceDir::open(m).ok());
-    c.dir_contents(&root, twin.as_ref(), to, Some(skip))?;
-    copy_xattrs(&root.path(), to, onto_overlay)?;
+    let twin = from_mounted.and_then(|m| Dir::open(m).ok());
+    c.dir_contents(&root, twin.as_ref(), &target, Some(skip))?;
+    copy_xattrs(&root.file, &target.file, onto_overlay)
+        .map_err(|e| annotate(e, "the top directory"))?;
     Ok(c.done)
 }
 
-/// An open directory of the source. Its entries are reached as
-/// `/proc/self/fd/<fd>/<name>`: the kernel goes from the open directory itself to the
-/// entry, so no path is walked again and a directory the sandbox turned into a symlink
-/// after it was listed is never followed (opening it as a directory then fails).
-struct SourceDir(fs::File);
+/// An open directory: of the source, of the source as its mount shows it, or of the target.
+/// Every entry is reached from it by name (`openat`, `fstatat`, `mkdirat`, ...): no path is
+/// walked again, which in a mounted overlay means a lookup in the overlay and each of its
+/// layers per component, and nothing is followed, so a directory the sandbox turned into a
+/// symlink after it was listed is never entered (opening it as a directory then fails).
+struct Dir {
+    file: File,
+    /// Where it is, for messages and the rare call that needs a whole path.
+    path: PathBuf,
+}
 
-impl SourceDir {
-    fn open(path: &Path) -> io::Result<SourceDir> {
-        OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-            .open(path)
-            .map(SourceDir)
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+impl Dir {
+    fn open(path: &Path) -> io::Result<Dir> {
+        let fd = at::open(path, DIR_FLAGS, Mode::empty())
+            .map_err(|e| annotate(e.into(), &path.display().to_string()))?;
+        Ok(Dir {
+            file: fd.into(),
+            path: path.to_path_buf(),
+        })
     }
 
-    fn path(&self) -> PathBuf {
-        PathBuf::from(format!("/proc/self/fd/{}", self.0.as_raw_fd()))
+    /// Its subdirectory `name`, not followed if a symlink.
+    fn open_dir(&self, name: &OsStr) -> io::Result<Dir> {
+        let fd = at::openat(&self.file, name, DIR_FLAGS, Mode::empty())?;
+        Ok(Dir {
+            file: fd.into(),
+            path: self.path.join(name),
+        })
+    }
+
+    /// Its regular file `name`, for reading: not followed if a symlink, never blocking on
+    /// a FIFO.
+    fn open_file(&self, name: &OsStr) -> io::Result<File> {
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        Ok(at::openat(&self.file, name, flags, Mode::empty())?.into())
+    }
+
+    /// The entry `name` itself (a symlink is not followed); `None` if there is none.
+    fn stat(&self, name: &OsStr) -> io::Result<Option<Stat>> {
+        match at::statat(&self.file, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(st)),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A path that reaches entry `name` through this open directory (for the xattr calls
+    /// of symlinks and devices, which cannot be opened): only `name` is looked up.
+    fn entry_path(&self, name: &OsStr) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd())).join(name)
     }
 }
 
@@ -123,210 +161,246 @@ impl Copier {
     /// `twin` is the same directory as the mounted source shows it, if known.
     fn dir_contents(
         &mut self,
-        from: &SourceDir,
-        twin: Option<&SourceDir>,
-        to: &Path,
+        from: &Dir,
+        twin: Option<&Dir>,
+        to: &Dir,
         skip: Option<&[&str]>,
     ) -> io::Result<()> {
-        let base = from.path();
-        let twin_base = twin.map(SourceDir::path);
-        for entry in fs::read_dir(&base)? {
+        for entry in fs::read_dir(from.entry_path(OsStr::new("")))? {
             let name = entry?.file_name();
             if skip.is_some_and(|s| s.iter().any(|n| OsStr::new(n) == name)) {
                 continue;
             }
-            let twin = twin_base.as_ref().map(|t| t.join(&name));
-            self.entry(&base.join(&name), twin.as_deref(), &to.join(&name))?;
+            self.entry(from, twin, to, &name)
+                .map_err(|e| annotate(e, &to.path.join(&name).display().to_string()))?;
         }
         Ok(())
     }
 
-    /// `src` is `/proc/self/fd/<parent>/<name>`: only `name` is looked up, never followed;
-    /// `twin` the same for the entry as the mounted source shows it.
-    fn entry(&mut self, src: &Path, twin: Option<&Path>, dst: &Path) -> io::Result<()> {
-        let mut meta = fs::symlink_metadata(src)?;
-        let t = meta.file_type();
-        if t.is_socket() {
+    /// Copies entry `name` of `from` (`twin`: the same directory through the source's
+    /// mount) into `to`.
+    fn entry(&mut self, from: &Dir, twin: Option<&Dir>, to: &Dir, name: &OsStr) -> io::Result<()> {
+        let Some(st) = from.stat(name)? else {
+            return Err(io::Error::other("it vanished while it was copied"));
+        };
+        let kind = FileType::from_raw_mode(st.st_mode as _);
+        if kind == FileType::Socket {
             return Ok(());
         }
-        if self.onto_overlay && self.make_way(src, dst, &meta)? {
+        if kind == FileType::Directory {
+            let dir = from.open_dir(name)?;
+            if self.onto_overlay {
+                make_way_for_dir(&dir, to, name)?;
+            } else {
+                refuse_unless_dir(to, name)?;
+            }
+            match at::mkdirat(&to.file, name, Mode::from_raw_mode(0o700)) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(e.into()),
+            }
+            let target = to.open_dir(name)?;
+            let twin = twin.and_then(|t| t.open_dir(name).ok());
+            self.dir_contents(&dir, twin.as_ref(), &target, None)?;
             self.done.entries += 1;
-            return Ok(());
+            let st = at::fstat(&dir.file)?;
+            return finish_open(&dir.file, &target.file, &st, self.onto_overlay);
         }
-        if !t.is_dir() && meta.nlink() > 1 {
-            if let Some(first) = self.links.get(&(meta.dev(), meta.ino())) {
-                fs::hard_link(first, dst)?;
+        if self.onto_overlay {
+            make_way(to, name)?;
+            if kind == FileType::CharacterDevice && st.st_rdev == 0 {
+                // A whiteout: the path is gone, as it is in the source.
                 self.done.entries += 1;
                 return Ok(());
             }
-            self.links
-                .insert((meta.dev(), meta.ino()), dst.to_path_buf());
         }
-        if t.is_dir() {
-            let dir = SourceDir::open(src)?;
-            meta = dir.0.metadata()?;
-            match fs::create_dir(dst) {
-                Err(e)
-                    if e.kind() == io::ErrorKind::AlreadyExists
-                        && fs::symlink_metadata(dst)?.is_dir() => {}
-                r => r?,
+        if st.st_nlink > 1 {
+            let key = (st.st_dev, st.st_ino);
+            if let Some(first) = self.links.get(&key) {
+                at::linkat(at::CWD, first.as_path(), &to.file, name, AtFlags::empty())?;
+                self.done.entries += 1;
+                return Ok(());
             }
-            let twin = twin.and_then(|t| SourceDir::open(t).ok());
-            self.dir_contents(&dir, twin.as_ref(), dst, None)?;
-        } else if t.is_file() {
-            let mut from = open_file(src)?;
-            meta = from.metadata()?;
-            // The same file through the source's mount (the same bytes: an upper file is
-            // what the overlay shows), when it is there and is that file.
-            if let Some(through) = twin.and_then(|t| open_file(t).ok()) {
-                let same = through
-                    .metadata()
-                    .is_ok_and(|m| m.is_file() && m.len() == meta.len());
-                if same {
-                    from = through;
-                }
+            self.links.insert(key, to.path.join(name));
+        }
+        match kind {
+            FileType::RegularFile => self.file(from, twin, to, name),
+            FileType::Symlink => {
+                let target = at::readlinkat(&from.file, name, Vec::new())?;
+                at::symlinkat(target.as_c_str(), &to.file, name)?;
+                self.done.entries += 1;
+                finish_named(from, to, name, &st, false, self.onto_overlay)
             }
-            if !meta.is_file() {
-                return Err(io::Error::other(format!(
-                    "{} changed while it was copied",
-                    dst.display()
-                )));
-            }
-            let mut to = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(dst)?;
-            self.done.bytes += io::copy(&mut from, &mut to)?;
-            self.done.entries += 1;
-            // Through the open file: no path is looked up again (each lookup of a path
-            // in a mounted overlay walks it in the overlay and its layers).
-            std::os::unix::fs::fchown(&to, Some(meta.uid()), Some(meta.gid()))?;
-            copy_xattrs_to_file(src, &to, self.onto_overlay)?;
-            to.set_permissions(fs::Permissions::from_mode(meta.mode() & 0o7777))?;
-            return to.set_times(
-                fs::FileTimes::new()
-                    .set_accessed(meta.accessed()?)
-                    .set_modified(meta.modified()?),
-            );
-        } else if t.is_symlink() {
-            std::os::unix::fs::symlink(fs::read_link(src)?, dst)?;
-        } else {
-            // Character and block devices (whiteouts among them) and FIFOs.
-            let path = c_path(dst)?;
-            // SAFETY: `path` is a valid C string; mknod reads nothing else.
-            if unsafe { libc::mknod(path.as_ptr(), meta.mode(), meta.rdev() as libc::dev_t) } != 0 {
-                return Err(io::Error::last_os_error());
+            _ => {
+                // Character and block devices (whiteouts among them) and FIFOs.
+                let mode = Mode::from_raw_mode(st.st_mode as _);
+                at::mknodat(&to.file, name, kind, mode, st.st_rdev as _)?;
+                self.done.entries += 1;
+                finish_named(from, to, name, &st, true, self.onto_overlay)
             }
         }
+    }
+
+    /// A regular file: its bytes by `copy_file_range`, then owner, xattrs, mode and times,
+    /// all through the open files.
+    fn file(&mut self, from: &Dir, twin: Option<&Dir>, to: &Dir, name: &OsStr) -> io::Result<()> {
+        let upper = from.open_file(name)?;
+        let st = at::fstat(&upper)?;
+        if FileType::from_raw_mode(st.st_mode as _) != FileType::RegularFile {
+            return Err(io::Error::other("it changed while it was copied"));
+        }
+        // The same file through the source's mount (the same bytes: an upper file is what
+        // the overlay shows), when it is there and is that file.
+        let through = twin.and_then(|t| t.open_file(name).ok()).filter(|f| {
+            at::fstat(f).is_ok_and(|m| {
+                FileType::from_raw_mode(m.st_mode as _) == FileType::RegularFile
+                    && m.st_size == st.st_size
+            })
+        });
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut target: File =
+            at::openat(&to.file, name, flags, Mode::from_raw_mode(0o600))?.into();
+        let mut source = through.as_ref().unwrap_or(&upper);
+        self.done.bytes += io::copy(&mut source, &mut target)?;
         self.done.entries += 1;
-        std::os::unix::fs::lchown(dst, Some(meta.uid()), Some(meta.gid()))?;
-        copy_xattrs(src, dst, self.onto_overlay)?;
-        if !t.is_symlink() {
-            // After the owner: chown clears set-user-ID and set-group-ID bits.
-            fs::set_permissions(dst, fs::Permissions::from_mode(meta.mode() & 0o7777))?;
-        }
-        set_times(dst, &meta)
+        // The upper file's xattrs: what the overlay shows through the mount is its own view.
+        finish_open(&upper, &target, &st, self.onto_overlay)
     }
 }
 
-impl Copier {
-    /// Onto a mounted overlay: removes what is at `dst` unless `src` is a directory that
-    /// merges into the directory there. Whether `src` was a whiteout (nothing more to do).
-    fn make_way(&self, src: &Path, dst: &Path, meta: &fs::Metadata) -> io::Result<bool> {
-        let t = meta.file_type();
-        let whiteout = t.is_char_device() && meta.rdev() == 0;
-        let opaque = t.is_dir() && overlay_xattr(src, "opaque")?.as_deref() == Some(b"y");
-        if t.is_dir() && overlay_xattr(src, "redirect")?.is_some() {
-            return Err(io::Error::other(format!(
-                "{} is a renamed directory whose files the overlay keeps elsewhere",
-                dst.display()
-            )));
-        }
-        let there = match fs::symlink_metadata(dst) {
-            Ok(m) => Some(m),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
-        };
-        if let Some(there) = there {
-            let merges = t.is_dir() && there.is_dir() && !opaque;
-            if !merges {
-                if there.is_dir() {
-                    fs::remove_dir_all(dst)?;
-                } else {
-                    fs::remove_file(dst)?;
-                }
+/// Before a directory is copied onto a mounted overlay: what is at `name` goes, unless it is
+/// a directory that the source's merges into (not opaque). A redirected directory is refused.
+fn make_way_for_dir(source: &Dir, to: &Dir, name: &OsStr) -> io::Result<()> {
+    if overlay_xattr(&source.file, "redirect")?.is_some() {
+        return Err(io::Error::other(
+            "a renamed directory whose files the overlay keeps elsewhere",
+        ));
+    }
+    let opaque = overlay_xattr(&source.file, "opaque")?.as_deref() == Some(b"y");
+    match to.stat(name)? {
+        Some(there) if FileType::from_raw_mode(there.st_mode as _) == FileType::Directory => {
+            if opaque {
+                fs::remove_dir_all(to.path.join(name))?;
             }
+            Ok(())
         }
-        Ok(whiteout)
+        Some(_) => Ok(at::unlinkat(&to.file, name, AtFlags::empty())?),
+        None => Ok(()),
     }
 }
 
-/// An overlay xattr (`trusted.overlay.<name>`) of an upper directory's entry.
-fn overlay_xattr(p: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
-    match xattr::get(p, format!("{OVERLAY_XATTRS}{name}")) {
+/// Before anything but a directory is copied onto a mounted overlay: what is at `name` goes.
+fn make_way(to: &Dir, name: &OsStr) -> io::Result<()> {
+    match to.stat(name)? {
+        Some(there) if FileType::from_raw_mode(there.st_mode as _) == FileType::Directory => {
+            fs::remove_dir_all(to.path.join(name))
+        }
+        Some(_) => Ok(at::unlinkat(&to.file, name, AtFlags::empty())?),
+        None => Ok(()),
+    }
+}
+
+/// Into an upper directory, only a directory the engine made (a mount point) may be there.
+fn refuse_unless_dir(to: &Dir, name: &OsStr) -> io::Result<()> {
+    match to.stat(name)? {
+        Some(there) if FileType::from_raw_mode(there.st_mode as _) != FileType::Directory => {
+            Err(io::Error::from(io::ErrorKind::AlreadyExists))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Owner, xattrs, mode and times of an open target (a file or directory) from the open
+/// source. The mode goes after the owner (chown clears set-user-ID and set-group-ID bits)
+/// and the times last (adding a directory's entries changed its mtime).
+fn finish_open(source: &File, target: &File, st: &Stat, onto_overlay: bool) -> io::Result<()> {
+    std::os::unix::fs::fchown(target, Some(st.st_uid), Some(st.st_gid))?;
+    copy_xattrs(source, target, onto_overlay)?;
+    at::fchmod(
+        target,
+        Mode::from_raw_mode(st.st_mode as _) & Mode::from_raw_mode(0o7777),
+    )?;
+    at::futimens(target, &times(st))?;
+    Ok(())
+}
+
+/// `finish_open` for a symlink or device made at `name` in `to`, which cannot be opened:
+/// by name, never followed (a symlink keeps its own mode).
+fn finish_named(
+    from: &Dir,
+    to: &Dir,
+    name: &OsStr,
+    st: &Stat,
+    set_mode: bool,
+    onto_overlay: bool,
+) -> io::Result<()> {
+    let (uid, gid) = (at::Uid::from_raw(st.st_uid), at::Gid::from_raw(st.st_gid));
+    at::chownat(
+        &to.file,
+        name,
+        Some(uid),
+        Some(gid),
+        AtFlags::SYMLINK_NOFOLLOW,
+    )?;
+    let (src, dst) = (from.entry_path(name), to.entry_path(name));
+    for (attr, value) in xattrs_at(&src, onto_overlay)? {
+        xattr::set(&dst, &attr, &value)?;
+    }
+    if set_mode {
+        let mode = Mode::from_raw_mode(st.st_mode as _) & Mode::from_raw_mode(0o7777);
+        at::chmodat(&to.file, name, mode, AtFlags::empty())?;
+    }
+    at::utimensat(&to.file, name, &times(st), AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok(())
+}
+
+fn times(st: &Stat) -> Timestamps {
+    Timestamps {
+        last_access: at::Timespec {
+            tv_sec: st.st_atime as _,
+            tv_nsec: st.st_atime_nsec as _,
+        },
+        last_modification: at::Timespec {
+            tv_sec: st.st_mtime as _,
+            tv_nsec: st.st_mtime_nsec as _,
+        },
+    }
+}
+
+/// An overlay xattr (`trusted.overlay.<name>`) of an open upper directory.
+fn overlay_xattr(dir: &File, name: &str) -> io::Result<Option<Vec<u8>>> {
+    match dir.get_xattr(format!("{OVERLAY_XATTRS}{name}")) {
         Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => Ok(None),
         r => r,
     }
 }
 
-/// A regular file of the source, opened without following a symlink or blocking on a FIFO.
-fn open_file(p: &Path) -> io::Result<fs::File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(p)
-}
-
-fn c_path(p: &Path) -> io::Result<CString> {
-    CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other)
-}
-
-/// Access and modification times, set without following a symlink (last, so that adding a
-/// directory's entries does not change its mtime again).
-fn set_times(dst: &Path, meta: &fs::Metadata) -> io::Result<()> {
-    filetime::set_symlink_file_times(
-        dst,
-        FileTime::from_last_access_time(meta),
-        FileTime::from_last_modification_time(meta),
-    )
-}
-
-/// `copy_xattrs` onto an open regular file.
-fn copy_xattrs_to_file(src: &Path, dst: &fs::File, onto_overlay: bool) -> io::Result<()> {
-    use xattr::FileExt;
-    for (name, value) in xattrs_of(src, onto_overlay)? {
-        dst.set_xattr(&name, &value)?;
+/// Every extended attribute of open `source` (overlay's `trusted.*` ones included, unless
+/// `onto_overlay`) onto open `target`.
+fn copy_xattrs(source: &File, target: &File, onto_overlay: bool) -> io::Result<()> {
+    let names = match source.list_xattr() {
+        Ok(names) => names,
+        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for name in names.filter(|n| keep_xattr(n, onto_overlay)) {
+        if let Some(value) = source.get_xattr(&name)? {
+            target.set_xattr(&name, &value)?;
+        }
     }
     Ok(())
 }
 
-/// Every extended attribute of `src` (overlay's `trusted.*` ones included, unless
-/// `onto_overlay`) onto `dst`, neither followed if a symlink (the `xattr` crate's calls
-/// never follow one).
-fn copy_xattrs(src: &Path, dst: &Path, onto_overlay: bool) -> io::Result<()> {
-    for (name, value) in xattrs_of(src, onto_overlay)? {
-        xattr::set(dst, &name, &value)?;
-    }
-    Ok(())
-}
-
-/// The extended attributes of `src` to copy (none where its filesystem has none).
-fn xattrs_of(src: &Path, onto_overlay: bool) -> io::Result<Vec<(std::ffi::OsString, Vec<u8>)>> {
+/// The extended attributes to copy of the entry at `src` (not followed if a symlink; none
+/// where its filesystem has none).
+fn xattrs_at(src: &Path, onto_overlay: bool) -> io::Result<Vec<(OsString, Vec<u8>)>> {
     let names = match xattr::list(src) {
         Ok(names) => names,
         Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
     let mut out = Vec::new();
-    for name in names {
-        if onto_overlay
-            && name
-                .as_encoded_bytes()
-                .starts_with(OVERLAY_XATTRS.as_bytes())
-        {
-            continue;
-        }
+    for name in names.filter(|n| keep_xattr(n, onto_overlay)) {
         if let Some(value) = xattr::get(src, &name)? {
             out.push((name, value));
         }
@@ -334,10 +408,36 @@ fn xattrs_of(src: &Path, onto_overlay: bool) -> io::Result<Vec<(std::ffi::OsStri
     Ok(out)
 }
 
+fn keep_xattr(name: &OsStr, onto_overlay: bool) -> bool {
+    !(onto_overlay
+        && name
+            .as_encoded_bytes()
+            .starts_with(OVERLAY_XATTRS.as_bytes()))
+}
+
+/// An error with the entry it happened at (the innermost one: outer ones keep it).
+fn annotate(e: io::Error, at: &str) -> io::Error {
+    if e.get_ref().is_some_and(|inner| inner.is::<AtEntry>()) {
+        return e;
+    }
+    io::Error::new(e.kind(), AtEntry(format!("{at}: {e}")))
+}
+
+#[derive(Debug)]
+struct AtEntry(String);
+
+impl std::fmt::Display for AtEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for AtEntry {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::symlink;
+    use std::os::unix::fs::{symlink, FileTypeExt, MetadataExt, PermissionsExt};
 
     #[test]
     fn copies_files_links_modes_times_and_skips_top_level_names() {
@@ -398,17 +498,15 @@ mod tests {
         fs::create_dir(t.path().join("real")).unwrap();
         fs::write(t.path().join("real/secret"), b"host").unwrap();
         symlink(t.path().join("real"), t.path().join("swapped")).unwrap();
-        let parent = SourceDir::open(t.path()).unwrap();
+        let parent = Dir::open(t.path()).unwrap();
         // What the walk does with an entry it listed as a directory.
-        let e = SourceDir::open(&parent.path().join("swapped"))
-            .err()
-            .unwrap();
+        let e = parent.open_dir(OsStr::new("swapped")).err().unwrap();
         // O_DIRECTORY | O_NOFOLLOW on a symlink: ENOTDIR (ELOOP on some kernels).
         assert!(
             matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)),
             "{e}"
         );
-        assert!(SourceDir::open(&parent.path().join("real")).is_ok());
+        assert!(parent.open_dir(OsStr::new("real")).is_ok());
     }
 
     #[test]
@@ -523,6 +621,11 @@ mod tests {
         // The overlay made its own opaque directory; nothing of the source's xattr leaked.
         assert_eq!(conf_xattr.unwrap().as_deref(), Some(&b"y"[..]));
         assert_eq!(fs::read(lower.join("etc/motd")).unwrap(), b"image");
+    }
+
+    fn c_path(p: &Path) -> io::Result<std::ffi::CString> {
+        use std::os::unix::ffi::OsStrExt;
+        std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other)
     }
 
     fn xattr_set(p: &Path, name: &str, v: &[u8]) -> bool {
