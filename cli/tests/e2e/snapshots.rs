@@ -612,6 +612,51 @@ async fn snapshot_and_restore_stream_their_progress() {
 /// started, and a call to the source made during the freeze is answered well before the
 /// fork answers (before, the source stayed frozen until every new sandbox had started).
 #[tokio::test]
+async fn forks_keep_their_sources_settings() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("set-{}", unique());
+    let req = create(serde_json::json!({
+        "instance_type": "lite",
+        "resources": {"memory_mb": 384},
+        "env": {"FORKED_VAR": "kept"},
+        "labels": {"team": "blue"},
+        "sleep_after": "5m",
+        "persist": {"dirs": ["/workspace"]},
+    }));
+    let (source, _) = c.put_sandbox(&id, &req).await.unwrap();
+    sh(c, &id, "mkdir -p /workspace && echo f > /workspace/f").await;
+    let out = c
+        .fork(
+            &id,
+            &ForkRequest {
+                count: 2,
+                ids: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.sandboxes.len(), 2);
+    for f in &out.sandboxes {
+        let got = c.get_sandbox(&f.id).await.unwrap();
+        assert_eq!(got.instance_type.as_deref(), Some("lite"), "{}", f.id);
+        assert_eq!(got.resources, source.resources, "{}", f.id);
+        assert_eq!(got.resources.memory_mb, 384);
+        assert_eq!(got.labels, source.labels, "{}", f.id);
+        assert_eq!(got.sleep_after_s, 300, "{}", f.id);
+        assert_eq!(got.keep_alive, source.keep_alive, "{}", f.id);
+        assert_eq!(
+            serde_json::to_value(&got.persist).unwrap(),
+            serde_json::to_value(&source.persist).unwrap()
+        );
+        assert_eq!(
+            sh(c, &f.id, "echo $FORKED_VAR; cat /workspace/f").await,
+            "kept\nf\n"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_fork_thaws_its_source_before_its_sandboxes_have_started() {
     // Its sandboxes start cold: taking warm containers leaves no start to thaw before.
     let node = Node::start_with("127.0.0.1:0", &["--warm-containers", "0"]).await;

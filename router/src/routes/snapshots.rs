@@ -17,7 +17,7 @@ use futures_util::future::join_all;
 use http_body_util::BodyExt;
 use tower::ServiceExt;
 use warren_api::error::parse_json;
-use warren_api::sandbox::Sandbox;
+use warren_api::sandbox::{CreateSandboxRequest, Sandbox};
 use warren_api::snapshot::{
     CreateSnapshotRequest, ForkRequest, ForkResponse, RestoreRequest, SnapshotList,
     SnapshotListQuery,
@@ -86,9 +86,9 @@ async fn fork_all(
     // The sandboxes are created while the source is held as it was snapshotted, so the
     // ones placed on this node copy its files instead of restoring the snapshot.
     let (creator, creds, targets) = (&state, &auth, &targets);
-    let create_all = |sid: String, written: SnapshotWritten, settled: ForkTargets| async move {
-        let body =
-            serde_json::to_vec(&serde_json::json!({ "from_snapshot": sid })).expect("serializes");
+    let create_all = |new: CreateSandboxRequest, written: SnapshotWritten, settled: ForkTargets| async move {
+        let sid = new.from_snapshot.clone().unwrap_or_default();
+        let body = serde_json::to_vec(&new).expect("serializes");
         let put = |t: &String| {
             call_self(
                 creator,

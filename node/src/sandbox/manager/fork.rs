@@ -15,11 +15,13 @@
 use super::persist::{running, to_api};
 use super::SandboxManager;
 use crate::runtime::{ContainerRuntime, SeedCopy};
+use crate::sandbox::record::SandboxRecord;
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{watch, RwLock};
+use warren_api::sandbox::{CreateSandboxRequest, ResourcesRequest, SleepAfter};
 use warren_api::snapshot::Snapshot;
 use warren_api::ApiError;
 use warren_storage::snapshots::{new_snapshot_id, SnapshotOrigin};
@@ -130,8 +132,9 @@ pub struct Forked<T> {
 
 impl SandboxManager {
     /// `POST /v1/sandboxes/{id}/fork` on the source's owner, making `count` sandboxes.
-    /// `create_all` gets the id the fork's snapshot has, a way to wait until it is written,
-    /// and where to report the targets that answered. When the source can be
+    /// `create_all` gets the body that creates one of the new sandboxes (from the fork's
+    /// snapshot, with the source's settings: `new_sandbox`), a way to wait until the
+    /// snapshot is written, and where to report the targets that answered. When the source can be
     /// frozen, `create_all` runs while the snapshot is written, and the sandboxes it creates
     /// on this node copy the frozen source's files; otherwise it runs once the snapshot is
     /// written (and not at all if that fails).
@@ -142,7 +145,7 @@ impl SandboxManager {
         create_all: F,
     ) -> Result<Forked<T>, ApiError>
     where
-        F: FnOnce(String, SnapshotWritten, ForkTargets) -> Fut,
+        F: FnOnce(CreateSandboxRequest, SnapshotWritten, ForkTargets) -> Fut,
         Fut: Future<Output = T>,
     {
         self.ensure(id).await?;
@@ -165,7 +168,8 @@ impl SandboxManager {
         let Some((frozen, upper)) = frozen else {
             let snapshot = capture.await?;
             drop(held);
-            let created = create_all(sid, SnapshotWritten(written), targets).await;
+            let created =
+                create_all(new_sandbox(&rec, &sid), SnapshotWritten(written), targets).await;
             return Ok(Forked {
                 snapshot: Ok(snapshot),
                 created,
@@ -181,7 +185,8 @@ impl SandboxManager {
         let seeded = SeedEntry::add(&self.seeds, &sid, seed);
         let (answered_tx, mut answered) = watch::channel(false);
         let creating = async {
-            let created = create_all(sid.clone(), SnapshotWritten(written), targets).await;
+            let created =
+                create_all(new_sandbox(&rec, &sid), SnapshotWritten(written), targets).await;
             answered_tx.send_replace(true);
             created
         };
@@ -240,5 +245,28 @@ impl SandboxManager {
         seed.settled
             .send_if_modified(|s| s.insert(sandbox.to_string()));
         Some((seed.image.clone(), SeedCopy::new(seed.upper.clone(), claim)))
+    }
+}
+
+/// What creates one of a fork's sandboxes: the fork's snapshot (its files and image), with
+/// the source's settings (resources, env, labels, sleep, persistence). Its region is not
+/// kept: each new id is placed like any other.
+fn new_sandbox(source: &SandboxRecord, snapshot: &str) -> CreateSandboxRequest {
+    let r = &source.resources;
+    CreateSandboxRequest {
+        instance_type: source.instance_type.clone(),
+        resources: Some(ResourcesRequest {
+            cpus: Some(r.cpus),
+            memory_mb: Some(r.memory_mb),
+            disk_mb: Some(r.disk_mb),
+            pids: Some(r.pids),
+        }),
+        sleep_after: Some(SleepAfter::Seconds(source.sleep_after_s)),
+        keep_alive: Some(source.keep_alive),
+        env: Some(source.env.clone()),
+        labels: Some(source.labels.clone()),
+        persist: Some(source.persist.clone()),
+        from_snapshot: Some(snapshot.to_string()),
+        ..Default::default()
     }
 }
