@@ -75,6 +75,12 @@ pub fn create(json: serde_json::Value) -> warren_api::sandbox::CreateSandboxRequ
     serde_json::from_value(json).unwrap()
 }
 
+/// Forks `id` into `count` sandboxes with default ids; asserts it succeeded.
+pub async fn fork(c: &Client, id: &str, count: u32) -> warren_api::snapshot::ForkResponse {
+    let req = warren_api::snapshot::ForkRequest { count, ids: None };
+    c.fork(id, &req).await.unwrap()
+}
+
 /// Runs a script; asserts it succeeded; returns its stdout.
 pub async fn sh(c: &Client, id: &str, script: &str) -> String {
     let r = c.sh(id, script).await.unwrap();

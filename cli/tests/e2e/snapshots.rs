@@ -1,7 +1,7 @@
 //! Snapshots, restore, fork, sleep and wake against real containers and a real
 //! local-directory object store.
 
-use super::harness::{all_containers, api_err, create, running_containers, sh, unique, Node};
+use super::harness::{all_containers, api_err, create, fork, running_containers, sh, unique, Node};
 use std::time::{Duration, Instant};
 use warren_api::sandbox::SandboxState;
 use warren_api::snapshot::{CreateSnapshotRequest, ForkRequest};
@@ -626,16 +626,7 @@ async fn forks_keep_their_sources_settings() {
     }));
     let (source, _) = c.put_sandbox(&id, &req).await.unwrap();
     sh(c, &id, "mkdir -p /workspace && echo f > /workspace/f").await;
-    let out = c
-        .fork(
-            &id,
-            &ForkRequest {
-                count: 2,
-                ids: None,
-            },
-        )
-        .await
-        .unwrap();
+    let out = fork(c, &id, 2).await;
     assert_eq!(out.sandboxes.len(), 2);
     for f in &out.sandboxes {
         let got = c.get_sandbox(&f.id).await.unwrap();

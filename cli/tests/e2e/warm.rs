@@ -1,9 +1,9 @@
 //! Warm containers: sandboxes that take a container the node started ahead of need are
 //! indistinguishable from ones that got a container of their own.
 
-use super::harness::{create, running_containers, sh, unique, Node};
+use super::harness::{self, create, running_containers, sh, unique, Node};
 use std::time::{Duration, Instant};
-use warren_api::snapshot::{CreateSnapshotRequest, ForkRequest};
+use warren_api::snapshot::CreateSnapshotRequest;
 
 async fn taken(node: &Node, outcome: &str) -> u64 {
     node.metric(&format!("warren_warm_takes_total{{outcome=\"{outcome}\"}}"))
@@ -146,16 +146,7 @@ async fn forks_and_restores_into_warm_containers_have_the_sources_files() {
     wait_warm(&node, 3).await;
     let taken_before = taken(&node, "taken").await;
 
-    let fork = c
-        .fork(
-            &id,
-            &ForkRequest {
-                count: 2,
-                ids: None,
-            },
-        )
-        .await
-        .unwrap();
+    let fork = harness::fork(&c, &id, 2).await;
     assert_eq!(taken(&node, "taken").await, taken_before + 2);
     for sb in &fork.sandboxes {
         assert_eq!(
