@@ -382,10 +382,7 @@ impl DockerRuntime {
             Err(e) if status_of(&e) == Some(404) => return Ok(None),
             Err(e) => return Err(docker_err(e)),
         };
-        Ok(c.graph_driver
-            .filter(|g| g.name == "overlay2")
-            .and_then(|g| g.data.get(which).map(PathBuf::from))
-            .filter(|p| p.parent().is_some_and(Path::is_dir)))
+        Ok(overlay_path(&c, which).filter(|p| p.parent().is_some_and(Path::is_dir)))
     }
 
     /// Starts a created container and, once the engine has mounted its root filesystem
@@ -537,6 +534,15 @@ impl DockerRuntime {
             None => Ok(found),
         }
     }
+}
+
+/// One of the overlay2 directories (`UpperDir`, `MergedDir`) an inspect reports, if the
+/// engine uses overlay2.
+fn overlay_path(c: &bollard::models::ContainerInspectResponse, which: &str) -> Option<PathBuf> {
+    c.graph_driver
+        .as_ref()
+        .filter(|g| g.name == "overlay2")
+        .and_then(|g| g.data.get(which).map(PathBuf::from))
 }
 
 /// A fork's files: the frozen source's upper directory `seed` copied entry for entry into

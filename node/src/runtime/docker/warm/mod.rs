@@ -23,7 +23,7 @@
 //! (taken or started) has been under way for `QUIET`, so that refilling competes neither
 //! with the work that emptied it nor with a burst of creates.
 
-use super::{docker_err, DockerRuntime, RuntimeError};
+use super::{docker_err, overlay_path, DockerRuntime, RuntimeError};
 use crate::runtime::{root_mount, ContainerSpec, WarmPoolConfig};
 use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 use std::collections::BTreeMap;
@@ -282,10 +282,7 @@ impl DockerRuntime {
                 .await
                 .map_err(docker_err)?;
             let host = HostName::of(&c);
-            let merged = c
-                .graph_driver
-                .filter(|g| g.name == "overlay2")
-                .and_then(|g| g.data.get("MergedDir").map(PathBuf::from))
+            let merged = overlay_path(&c, "MergedDir")
                 .filter(|p| matches!(root_mount::open_if_mounted(p), Ok(Some(_))));
             wait_guest_socket(&run_dir).await?;
             Ok(Warm {
