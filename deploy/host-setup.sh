@@ -8,8 +8,11 @@
 # Node.js with npm, which bundle the web page's xterm.js; with --test-deps also Chromium
 # for the browser tests and moto's S3 server for the object-store tests), the
 # Rust musl target, a running Docker daemon (docker.io installed and dockerd started when
-# none answers; its pid goes to $WARREN_DOCKERD_PIDFILE so a CI run can stop what it
-# started), and the sandbox base image (built locally with debootstrap when missing).
+# none answers, with user namespaces: `--userns-remap=default`, so that root in a sandbox
+# is an unprivileged user on the host; its pid goes to $WARREN_DOCKERD_PIDFILE so a CI run
+# can stop what it started), and the sandbox base image (built locally with debootstrap
+# when missing). A daemon that already runs without user namespaces is left as it is, with
+# a warning: nodes on it refuse to start sandboxes (see docs/security.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 want_docker=1
@@ -73,14 +76,20 @@ if ! rustup target list --installed 2>/dev/null | grep -q x86_64-unknown-linux-m
 fi
 
 if [ "$want_docker" = 1 ] && ! docker info >/dev/null 2>&1; then
-  echo "host-setup: starting dockerd"
+  echo "host-setup: starting dockerd (with user namespaces)"
   log=${WARREN_DOCKERD_LOG:-/var/log/warren-dockerd.log}
-  as_root sh -c "nohup dockerd >'$log' 2>&1 & echo \$! > '${WARREN_DOCKERD_PIDFILE:-/run/warren-dockerd.pid}'"
+  as_root sh -c "nohup dockerd --userns-remap=default >'$log' 2>&1 & echo \$! > '${WARREN_DOCKERD_PIDFILE:-/run/warren-dockerd.pid}'"
   for _ in $(seq 1 120); do
     docker info >/dev/null 2>&1 && break
     sleep 0.5
   done
   docker info >/dev/null 2>&1 || { echo "dockerd did not start; see $log" >&2; tail -20 "$log" >&2; exit 1; }
+fi
+if [ "$want_docker" = 1 ] && ! docker info --format '{{.SecurityOptions}}' 2>/dev/null | grep -q 'name=userns'; then
+  echo "host-setup: WARNING: this Docker daemon runs containers without user namespaces;" >&2
+  echo "  warren nodes on it refuse to start sandboxes (root in a sandbox would be root here)." >&2
+  echo "  Restart dockerd with --userns-remap=default (or \"userns-remap\": \"default\" in" >&2
+  echo "  /etc/docker/daemon.json); on a development machine, --allow-host-root runs them anyway." >&2
 fi
 
 if [ "$want_image" = 1 ]; then

@@ -7,6 +7,7 @@ pub mod error;
 pub mod exec;
 pub mod files;
 pub mod git;
+pub mod guest_auth;
 pub mod ids;
 pub mod interpreter;
 pub mod ports;
@@ -25,8 +26,10 @@ pub use error::{ApiError, ErrorCode};
 /// Version of the public API served under `/v1`.
 pub const API_VERSION: u32 = 1;
 
-/// Version of the node-to-guest protocol; a node refuses a guest that speaks another one.
-pub const GUEST_PROTOCOL_VERSION: u32 = 1;
+/// Version of the node-to-guest protocol; a node refuses a guest that speaks another one
+/// (checked in the handshake of every connection, `guest_auth`). 2: the handshake, the run
+/// directory inside the container, `PUT /config`.
+pub const GUEST_PROTOCOL_VERSION: u32 = 2;
 
 /// Header carrying the request id on every response.
 pub const HEADER_REQUEST_ID: &str = "x-request-id";

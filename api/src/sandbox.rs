@@ -257,6 +257,26 @@ impl SleepAfter {
     }
 }
 
+/// What stands between a sandbox's code and its host's kernel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    /// A container: namespaces (user namespace included), cgroups, capabilities, seccomp.
+    #[default]
+    Container,
+    /// A user-space kernel (gVisor) between the sandbox and the host.
+    Gvisor,
+}
+
+impl Isolation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::Container => "container",
+            Isolation::Gvisor => "gvisor",
+        }
+    }
+}
+
 /// Body of `PUT /v1/sandboxes/{id}`; every field is optional.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -272,6 +292,7 @@ pub struct CreateSandboxRequest {
     pub persist: Option<Persist>,
     pub from_snapshot: Option<String>,
     pub egress: Option<serde_json::Value>,
+    pub isolation: Option<Isolation>,
 }
 
 impl CreateSandboxRequest {
@@ -315,6 +336,8 @@ pub struct Sandbox {
     pub persist: Persist,
     pub sleep_after_s: u64,
     pub keep_alive: bool,
+    #[serde(default)]
+    pub isolation: Isolation,
     pub created_at: String,
     pub last_active_at: String,
 }
@@ -455,9 +478,11 @@ mod tests {
             serde_json::from_str(r#"{"env": {"1X": "v"}}"#).unwrap();
         assert!(bad_env.validate().is_err());
         let ok: CreateSandboxRequest = serde_json::from_str(
-            r#"{"env": {"X_1": "v"}, "labels": {"team": "a"}, "sleep_after": "5m"}"#,
+            r#"{"env": {"X_1": "v"}, "labels": {"team": "a"}, "sleep_after": "5m", "isolation": "gvisor"}"#,
         )
         .unwrap();
         assert!(ok.validate().is_ok());
+        assert_eq!(ok.isolation, Some(Isolation::Gvisor));
+        assert!(serde_json::from_str::<CreateSandboxRequest>(r#"{"isolation": "vm"}"#).is_err());
     }
 }

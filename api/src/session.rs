@@ -36,11 +36,19 @@ pub struct SessionInfo {
     pub cwd: String,
 }
 
-/// The file in a guest's run directory that holds its sandbox's `env` (a JSON object of
-/// strings) when the container was not made with it: a warm container, started before it
-/// was known whose it would be. The guest reads it whenever it starts a session, terminal
-/// or git call, over the container's own environment.
-pub const GUEST_ENV_FILE: &str = "env.json";
+/// `PUT /config` to a guest (node to guest only): what the node tells a guest after every
+/// start of its container. `env` is the sandbox's environment, which the guest puts over the
+/// container's own whenever it starts a session, terminal or git call (a warm container was
+/// started before it was known whose it would be, so its own environment lacks it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuestConfig {
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// The guest path of [`GuestConfig`].
+pub const GUEST_CONFIG_PATH: &str = "/config";
 
 /// `PATCH /v1/sandboxes/{id}/env`: set (string) or unset (null) variables.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

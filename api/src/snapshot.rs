@@ -139,6 +139,71 @@ pub struct SnapshotListQuery {
 pub const ENTER_NS_FD: i32 = 100;
 pub const ENTER_ROOT_FD: i32 = 101;
 
+/// How a sandbox's user and group ids appear on its host: a sandbox in a user namespace
+/// (Docker's `userns-remap`) has its ids `0..len` at `uid..uid+len` and `gid..gid+len`
+/// there. Archives always hold the ids as the sandbox sees them; the node's own archive
+/// work on the host (`warren-guest pack|unpack --enter --id-shift U:G:L`) shifts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdShift {
+    pub uid: u32,
+    pub gid: u32,
+    pub len: u32,
+}
+
+/// The id files owned by ids the sandbox has no name for are given (`nobody`).
+pub const OVERFLOW_ID: u32 = 65534;
+
+impl IdShift {
+    /// The argument of `--id-shift`.
+    pub fn to_arg(self) -> String {
+        format!("{}:{}:{}", self.uid, self.gid, self.len)
+    }
+
+    pub fn parse(arg: &str) -> Option<IdShift> {
+        let mut it = arg.split(':').map(|p| p.parse::<u32>().ok());
+        let shift = IdShift {
+            uid: it.next()??,
+            gid: it.next()??,
+            len: it.next()??,
+        };
+        (it.next().is_none() && shift.len > 0).then_some(shift)
+    }
+
+    /// A host uid as the sandbox sees it (`OVERFLOW_ID` when it has none).
+    pub fn uid_in_sandbox(self, host: u64) -> u64 {
+        Self::inward(host, self.uid, self.len)
+    }
+
+    pub fn gid_in_sandbox(self, host: u64) -> u64 {
+        Self::inward(host, self.gid, self.len)
+    }
+
+    /// A sandbox uid as the host stores it (ids beyond the range become `OVERFLOW_ID`'s).
+    pub fn uid_on_host(self, inside: u64) -> u64 {
+        Self::outward(inside, self.uid, self.len)
+    }
+
+    pub fn gid_on_host(self, inside: u64) -> u64 {
+        Self::outward(inside, self.gid, self.len)
+    }
+
+    fn inward(host: u64, base: u32, len: u32) -> u64 {
+        match host.checked_sub(base as u64) {
+            Some(id) if id < len as u64 => id,
+            _ => OVERFLOW_ID as u64,
+        }
+    }
+
+    fn outward(inside: u64, base: u32, len: u32) -> u64 {
+        let id = if inside < len as u64 {
+            inside
+        } else {
+            OVERFLOW_ID as u64
+        };
+        base as u64 + id
+    }
+}
+
 /// Node → guest: archive these paths (`POST /archive/pack`), answered with a tar stream.
 /// Directories are archived as entries only: their changed contents are listed themselves.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -158,6 +223,24 @@ pub struct RemovePathsRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_shift_both_ways_and_strangers_become_nobody() {
+        let s = IdShift::parse("100000:200000:65536").unwrap();
+        assert_eq!(IdShift::parse(&s.to_arg()), Some(s));
+        assert_eq!(s.uid_on_host(0), 100000);
+        assert_eq!(s.gid_on_host(1000), 201000);
+        assert_eq!(s.uid_in_sandbox(101000), 1000);
+        assert_eq!(s.gid_in_sandbox(200000), 0);
+        // Host ids outside the range (the host's root) have no name in the sandbox.
+        assert_eq!(s.uid_in_sandbox(0), OVERFLOW_ID as u64);
+        assert_eq!(s.uid_in_sandbox(165536), OVERFLOW_ID as u64);
+        // An id the sandbox cannot have is stored as its nobody.
+        assert_eq!(s.uid_on_host(70000), 100000 + OVERFLOW_ID as u64);
+        for bad in ["", "1:2", "1:2:0", "1:2:3:4", "a:b:c"] {
+            assert_eq!(IdShift::parse(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn fork_ids_default_and_are_checked() {

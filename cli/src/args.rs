@@ -166,9 +166,24 @@ pub struct NodeArgs {
     /// Sandbox networks kept ready.
     #[arg(long, default_value_t = 4)]
     pub spare_networks: usize,
-    /// Do not install the host firewall rules that isolate sandboxes.
+    /// Do not install the host firewall rules that isolate sandboxes (their traffic then
+    /// reaches this host and every network it reaches). Never where untrusted code runs.
     #[arg(long)]
     pub no_firewall: bool,
+    /// The iptables program the firewall rules are installed with (its `-restore` beside).
+    #[arg(long, default_value = "iptables")]
+    pub iptables: PathBuf,
+    /// The ip6tables program (IPv6 rules; skipped on hosts without IPv6).
+    #[arg(long, default_value = "ip6tables")]
+    pub ip6tables: PathBuf,
+    /// Start sandboxes even when Docker gives them no user namespace (no `userns-remap`):
+    /// root in a sandbox is then root on this host. For development machines only.
+    #[arg(long)]
+    pub allow_host_root: bool,
+    /// Size of each sandbox's guest run directory (a tmpfs: its socket, sessions and
+    /// process logs, counted in the sandbox's memory), MiB.
+    #[arg(long, default_value_t = 256)]
+    pub run_dir_mb: u64,
     #[arg(long, default_value_t = 2000)]
     pub max_sandboxes: usize,
     /// Relative placement weight of this node.
@@ -240,6 +255,10 @@ impl NodeArgs {
             subnet_pool: self.subnet_pool.clone(),
             spare_networks: self.spare_networks,
             firewall: !self.no_firewall,
+            iptables: self.iptables.clone(),
+            ip6tables: self.ip6tables.clone(),
+            allow_host_root: self.allow_host_root,
+            run_dir_mb: self.run_dir_mb,
             max_sandboxes: self.max_sandboxes,
             capacity: self.capacity,
             heartbeat_ms: self.heartbeat_ms,

@@ -6,11 +6,14 @@ use anyhow::{bail, Context};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 use warren_consensus::join::{JoinRequest, JoinResponse};
 use warren_consensus::{Cluster, ClusterConfig};
 use warren_node::runtime::docker::DockerRuntime;
 use warren_node::runtime::subnets::{Cidr, SubnetPool};
 use warren_node::runtime::WarmPoolConfig;
+use warren_node::runtime::{firewall, ContainerRuntime};
+use warren_node::safety::{Guarantee, Safety};
 use warren_node::{NodeConfig, SandboxManager};
 use warren_transport::{tls, NodeIdentity, Peers};
 
@@ -78,10 +81,36 @@ struct StoredIdentity {
 
 const IDENTITY_FORMAT: u32 = 1;
 
+/// With this set in its environment, a node stops (SIGTERM) when the process that started
+/// it ends, however that ends: test harnesses and benchmarks set it, so that a crashed test
+/// leaves no node running.
+pub const EXIT_WITH_PARENT_ENV: &str = "WARREN_EXIT_WITH_PARENT";
+
+/// Asks the kernel for a SIGTERM when the parent ends (`EXIT_WITH_PARENT_ENV`).
+fn exit_with_parent() -> anyhow::Result<()> {
+    // SAFETY: getppid and prctl(PR_SET_PDEATHSIG) have no memory effects.
+    let parent = unsafe { libc::getppid() };
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) } != 0 {
+        bail!(
+            "cannot ask to stop with the parent: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    // It may have ended before the request was made.
+    // SAFETY: as above.
+    if unsafe { libc::getppid() } != parent {
+        bail!("the process that started this node has ended");
+    }
+    Ok(())
+}
+
 /// Runs the node until SIGINT or SIGTERM. Sandboxes keep running when it stops and are
 /// re-adopted by the next start.
 pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if std::env::var_os(EXIT_WITH_PARENT_ENV).is_some() {
+        exit_with_parent()?;
+    }
     let data_dir = data_dir_of(s);
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
@@ -90,13 +119,6 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         std::fs::set_permissions(&data_dir, std::fs::Permissions::from_mode(0o700))?;
     }
     let data_dir = data_dir.canonicalize()?;
-    // Guest sockets live at DATA_DIR/run/<16 hex>/guest.sock; unix socket paths max out at 108.
-    if data_dir.as_os_str().len() > 70 {
-        bail!(
-            "the data dir path {} is too long for unix sockets (keep it under 70 bytes)",
-            data_dir.display()
-        );
-    }
     let key_file = s
         .api_key_file
         .clone()
@@ -116,6 +138,12 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     cfg.subnet_pool = (Ipv4Addr::from(pool.base), pool.prefix);
     cfg.spare_networks = s.spare_networks;
     cfg.firewall = s.firewall;
+    cfg.firewall_tools = warren_node::runtime::firewall::Tools {
+        iptables: s.iptables.clone(),
+        ip6tables: s.ip6tables.clone(),
+    };
+    cfg.allow_host_root = s.allow_host_root;
+    cfg.run_dir_mb = s.run_dir_mb;
     cfg.max_sandboxes = s.max_sandboxes;
     if let Some(o) = &s.object_store {
         cfg.object_store = o.clone();
@@ -140,12 +168,34 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     )
     .await
     .context("cannot use Docker")?;
-    if cfg.firewall {
-        match warren_node::runtime::firewall::install() {
-            Ok(()) => tracing::info!("sandbox firewall rules are in place"),
-            Err(e) => {
-                tracing::warn!(error = %e, "could not install the sandbox firewall rules: sandboxes may reach the host")
-            }
+    // The boundary before any container: firewall rules in place, user namespaces on. What
+    // does not hold keeps this node from starting sandboxes (and says so in /healthz).
+    let safety = Arc::new(Safety::default());
+    let tasks = CancellationToken::new();
+    let firewall_keeper = if cfg.firewall {
+        let (task, first) = firewall::keep(
+            cfg.firewall_tools.clone(),
+            firewall::Options::default(),
+            safety.clone(),
+            tasks.clone(),
+        )
+        .await;
+        if first.is_ok() {
+            tracing::info!("sandbox firewall rules are in place");
+        }
+        Some(task)
+    } else {
+        tracing::warn!("the sandbox firewall is off (--no-firewall): sandboxes reach this host and every network it reaches");
+        None
+    };
+    if docker.id_shift().is_none() {
+        if cfg.allow_host_root {
+            tracing::warn!("--allow-host-root: sandboxes run without user namespaces; their root is this host's root");
+        } else {
+            safety.set(
+                Guarantee::UserNamespaces,
+                Some("Docker runs containers without user namespaces; start dockerd with --userns-remap=default (or run the node with --allow-host-root on a development machine)".into()),
+            );
         }
     }
     docker.replenish();
@@ -236,9 +286,14 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
 
     let registry = prometheus::Registry::new();
     let metrics = warren_node::metrics::NodeMetrics::register(&registry)?;
-    let mgr = SandboxManager::start(cfg.clone(), Arc::new(docker.clone()), metrics)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mgr = SandboxManager::start(
+        cfg.clone(),
+        Arc::new(docker.clone()),
+        metrics,
+        safety.clone(),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     // After the manager adopted this node's sandboxes: the pool's leftovers are not theirs.
     docker
         .start_warm_pool(
@@ -249,7 +304,8 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
                     warren_api::sandbox::DEFAULT_INSTANCE_TYPE,
                 )?,
                 guest_binary: cfg.guest_binary.clone(),
-                run_root: cfg.run_root(),
+                run_dir_mb: cfg.run_dir_mb,
+                safety: safety.clone(),
             },
             &registry,
         )
@@ -287,6 +343,10 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         join_token,
     });
     warren_router::serve(listener, state, shutdown_signal()).await?;
+    tasks.cancel();
+    if let Some(t) = firewall_keeper {
+        let _ = t.await;
+    }
     docker.stop_warm_pool().await;
     cluster.shutdown().await;
     peers.close();

@@ -11,7 +11,7 @@ pub struct Settings {
     pub name: String,
     #[serde(default = "default_region")]
     pub region: String,
-    /// Where records, run dirs, Raft state and keys live (default: the dev data dir).
+    /// Where records, Raft state, snapshots and keys live (default: the dev data dir).
     pub data_dir: Option<PathBuf>,
     /// Address of the public API.
     #[serde(default = "default_listen")]
@@ -36,8 +36,22 @@ pub struct Settings {
     pub subnet_pool: String,
     #[serde(default = "default_spare")]
     pub spare_networks: usize,
+    /// Install the sandbox firewall (default). Off: sandboxes reach this host and every
+    /// network it reaches; never where untrusted code runs.
     #[serde(default = "default_true")]
     pub firewall: bool,
+    /// The iptables program the firewall rules are installed with (its `-restore` beside).
+    #[serde(default = "default_iptables")]
+    pub iptables: PathBuf,
+    #[serde(default = "default_ip6tables")]
+    pub ip6tables: PathBuf,
+    /// Start sandboxes even when Docker gives them no user namespace: their root is then
+    /// this host's root. Development machines only.
+    #[serde(default)]
+    pub allow_host_root: bool,
+    /// Size of each sandbox's guest run directory (a tmpfs counted in its memory), MiB.
+    #[serde(default = "default_run_dir_mb")]
+    pub run_dir_mb: u64,
     #[serde(default = "default_max")]
     pub max_sandboxes: usize,
     /// Relative placement weight.
@@ -113,6 +127,15 @@ fn default_warm() -> usize {
 fn default_true() -> bool {
     true
 }
+fn default_iptables() -> PathBuf {
+    "iptables".into()
+}
+fn default_ip6tables() -> PathBuf {
+    "ip6tables".into()
+}
+fn default_run_dir_mb() -> u64 {
+    256
+}
 fn default_max() -> usize {
     2000
 }
@@ -164,6 +187,10 @@ impl Settings {
             "lease_ms must be shorter than down_after_ms"
         );
         anyhow::ensure!(self.heartbeat_ms >= 10, "heartbeat_ms must be at least 10");
+        anyhow::ensure!(
+            (16..=64 * 1024).contains(&self.run_dir_mb),
+            "run_dir_mb must be between 16 and 65536"
+        );
         Ok(())
     }
 

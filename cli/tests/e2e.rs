@@ -10,9 +10,12 @@ mod e2e {
     mod exec;
     mod files;
     mod git;
+    mod hardening;
+    mod hostile;
     mod interpreter;
     mod lifecycle;
     mod migration;
+    mod network;
     mod preview;
     mod processes;
     mod runtime_fill;

@@ -71,6 +71,8 @@ impl BenchCluster {
                 .env("WARREN_LOG", "warn")
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
+                // Stops with this benchmark, however it ends.
+                .env("WARREN_EXIT_WITH_PARENT", "1")
                 .spawn()
                 .context("start node")?;
             let mut out = BufReader::new(child.stdout.take().expect("stdout"));

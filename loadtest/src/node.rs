@@ -49,6 +49,8 @@ impl BenchNode {
             )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
+            // Stops with this benchmark, however it ends.
+            .env("WARREN_EXIT_WITH_PARENT", "1")
             .spawn()
             .with_context(|| format!("cannot start {}", warren.display()))?;
         let mut line = String::new();

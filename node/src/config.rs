@@ -9,7 +9,7 @@ pub struct NodeConfig {
     /// Stable id of this node (DNS-label syntax); names its containers and networks.
     pub node_id: String,
     pub region: String,
-    /// Sandbox records, guest run directories and the guest binary live here.
+    /// Sandbox records, the chunk cache and the guest binary live here.
     pub data_dir: PathBuf,
     /// Docker endpoint (`unix:///var/run/docker.sock` when `None`).
     pub docker_host: Option<String>,
@@ -23,8 +23,18 @@ pub struct NodeConfig {
     pub subnet_prefix: u8,
     /// Networks kept created and unused, so that a new sandbox never waits for one.
     pub spare_networks: usize,
-    /// Install host firewall rules that cut sandboxes off from the host and each other.
+    /// Install host firewall rules that cut sandboxes off from the host, each other and
+    /// every network that is not the public internet. Off only on purpose: a node that
+    /// should have them and cannot install them starts no sandbox (`safety`).
     pub firewall: bool,
+    /// The programs the firewall rules are installed with.
+    pub firewall_tools: crate::runtime::firewall::Tools,
+    /// Run sandboxes even though the engine gives them no user namespace (their root is the
+    /// host's root). For development machines whose Docker cannot be configured; never for
+    /// untrusted code.
+    pub allow_host_root: bool,
+    /// Size of each sandbox's guest run directory (a tmpfs counted in its memory), MiB.
+    pub run_dir_mb: u64,
     /// Most sandboxes this node runs at once (CAPACITY_EXHAUSTED beyond).
     pub max_sandboxes: usize,
     /// Container creations in flight at once (protects dockerd from bursts).
@@ -100,6 +110,9 @@ impl NodeConfig {
             subnet_prefix: 29,
             spare_networks: 4,
             firewall: true,
+            firewall_tools: Default::default(),
+            allow_host_root: false,
+            run_dir_mb: 256,
             max_sandboxes: 2000,
             create_concurrency: 8,
         }
@@ -107,10 +120,6 @@ impl NodeConfig {
 
     pub fn sandboxes_dir(&self) -> PathBuf {
         self.data_dir.join("sandboxes")
-    }
-
-    pub fn run_root(&self) -> PathBuf {
-        self.data_dir.join("run")
     }
 
     pub fn chunk_cache_dir(&self) -> PathBuf {

@@ -14,6 +14,7 @@ pub mod error;
 pub mod guest;
 pub mod metrics;
 pub mod runtime;
+pub mod safety;
 pub mod sandbox;
 
 pub use config::NodeConfig;

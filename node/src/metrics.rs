@@ -10,6 +10,8 @@ pub struct NodeMetrics {
     pub guest_requests: HistogramVec,
     /// Snapshot work by step: capture, apply, sleep, wake.
     pub snapshots: HistogramVec,
+    /// Connections to what was not a sandbox's own guest, refused (by reason).
+    pub guest_refused: IntCounterVec,
 }
 
 impl NodeMetrics {
@@ -53,12 +55,20 @@ impl NodeMetrics {
                 .buckets(buckets),
                 &["step"],
             )?,
+            guest_refused: IntCounterVec::new(
+                Opts::new(
+                    "warren_guest_connections_refused_total",
+                    "Connections to a sandbox's guest socket refused because what answered was not that sandbox's guest (symlink, not_a_socket, wrong_peer, handshake, protocol, silent)",
+                ),
+                &["reason"],
+            )?,
         };
         registry.register(Box::new(m.sandboxes.clone()))?;
         registry.register(Box::new(m.creates.clone()))?;
         registry.register(Box::new(m.recoveries.clone()))?;
         registry.register(Box::new(m.guest_requests.clone()))?;
         registry.register(Box::new(m.snapshots.clone()))?;
+        registry.register(Box::new(m.guest_refused.clone()))?;
         Ok(m)
     }
 }

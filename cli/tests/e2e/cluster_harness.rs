@@ -50,6 +50,8 @@ impl TestNode {
         let mut child = Command::new(env!("CARGO_BIN_EXE_warren"))
             .args(["serve", "--config"])
             .arg(&self.config)
+            // Stops with this test process, however it ends.
+            .env(warren_cli::daemon::EXIT_WITH_PARENT_ENV, "1")
             // WARREN_TEST_LOG widens the nodes' logs when a test needs investigating.
             .env(
                 "WARREN_LOG",

@@ -152,6 +152,8 @@ impl Node {
             .arg(guest_bin())
             .args(&self.extra)
             .env("WARREN_LOG", "warn,warren_node=info")
+            // Stops with this test process, however it ends.
+            .env(warren_cli::daemon::EXIT_WITH_PARENT_ENV, "1")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         let mut child = cmd.spawn().expect("start warren serve");

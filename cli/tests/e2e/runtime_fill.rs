@@ -48,20 +48,18 @@ impl RootFill for BreaksTheStart {
 }
 
 /// Everything of this test's node goes, however the test ends.
-struct Cleanup(String, PathBuf);
+struct Cleanup(String);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
         remove_node_resources_blocking(&self.0);
-        let _ = std::fs::remove_dir_all(&self.1);
     }
 }
 
 #[tokio::test]
 async fn files_go_in_while_the_container_starts_and_failures_leave_no_container() {
     let node_id = format!("tf{}", unique());
-    let run_root = std::env::temp_dir().join(format!("wt-{node_id}"));
-    let _cleanup = Cleanup(node_id.clone(), run_root.clone());
+    let _cleanup = Cleanup(node_id.clone());
     let pool = SubnetPool {
         pool: Cidr::parse("10.200.0.0/16").unwrap(),
         block_prefix: 29,
@@ -69,18 +67,14 @@ async fn files_go_in_while_the_container_starts_and_failures_leave_no_container(
     let rt = DockerRuntime::connect(None, &node_id, pool, 0)
         .await
         .unwrap();
-    let spec = |id: &str| {
-        let run_dir = run_root.join(id);
-        std::fs::create_dir_all(&run_dir).unwrap();
-        ContainerSpec {
-            sandbox_id: id.to_string(),
-            image: warren_node::config::DEFAULT_IMAGE.to_string(),
-            resources: warren_api::sandbox::INSTANCE_TYPES[0].1,
-            env: BTreeMap::new(),
-            guest_binary: PathBuf::from(guest_bin()),
-            run_dir,
-            seed: None,
-        }
+    let spec = |id: &str| ContainerSpec {
+        sandbox_id: id.to_string(),
+        image: warren_node::config::DEFAULT_IMAGE.to_string(),
+        resources: warren_api::sandbox::INSTANCE_TYPES[0].1,
+        env: BTreeMap::new(),
+        guest_binary: PathBuf::from(guest_bin()),
+        run_dir_mb: 64,
+        seed: None,
     };
 
     let (info, filled) = rt.create_filled(&spec("ok"), &WriteFile).await.unwrap();

@@ -22,7 +22,7 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use tokio::sync::mpsc;
-use warren_api::snapshot::{PackRequest, RemovePathsRequest};
+use warren_api::snapshot::{IdShift, PackRequest, RemovePathsRequest};
 use warren_api::ApiError;
 
 /// Bytes gathered before a piece of the archive goes out.
@@ -80,7 +80,7 @@ pub async fn pack(req: Request) -> Result<Response, ApiError> {
             tx,
             buf: Vec::with_capacity(PIECE),
         };
-        if let Err(e) = write_archive(&body.paths, out) {
+        if let Err(e) = write_archive(&body.paths, out, None) {
             let _ = errors.blocking_send(Err(e));
         }
     });
@@ -99,8 +99,14 @@ fn tokio_stream_from(
     futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
-/// Writes a tar of `paths` (absolute, as seen from this process's root) to `out`.
-pub fn write_archive<W: Write>(paths: &[String], out: W) -> std::io::Result<()> {
+/// Writes a tar of `paths` (absolute, as seen from this process's root) to `out`, with
+/// owners as the sandbox sees them: on the host (`shift`), a sandbox in a user namespace
+/// has its files owned by shifted ids.
+pub fn write_archive<W: Write>(
+    paths: &[String],
+    out: W,
+    shift: Option<IdShift>,
+) -> std::io::Result<()> {
     let mut b = tar::Builder::new(out);
     b.follow_symlinks(false);
     b.mode(tar::HeaderMode::Complete);
@@ -111,7 +117,7 @@ pub fn write_archive<W: Write>(paths: &[String], out: W) -> std::io::Result<()> 
         if name.is_empty() {
             continue;
         }
-        match append_entry(&mut b, p, name, &mut linked) {
+        match append_entry(&mut b, p, name, &mut linked, shift) {
             Ok(()) => {}
             // Gone since the node listed it (a temporary file): nothing to save.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -125,7 +131,7 @@ pub fn write_archive<W: Write>(paths: &[String], out: W) -> std::io::Result<()> 
 /// in the sandbox's mount namespace but its own cgroup, so that saving a snapshot neither
 /// waits for the sandbox's CPU quota nor counts as the sandbox's CPU use. Exit code 0 only
 /// when the whole archive was written.
-pub fn pack_stdio() -> i32 {
+pub fn pack_stdio(shift: Option<IdShift>) -> i32 {
     let run = || -> std::io::Result<()> {
         let mut input = Vec::new();
         std::io::Read::read_to_end(&mut std::io::stdin(), &mut input)?;
@@ -134,7 +140,7 @@ pub fn pack_stdio() -> i32 {
         validate_paths(&req)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.message))?;
         let out = std::io::BufWriter::with_capacity(PIECE, std::io::stdout().lock());
-        write_archive(&req.paths, out)
+        write_archive(&req.paths, out, shift)
     };
     match run() {
         Ok(()) => 0,
@@ -152,6 +158,7 @@ fn append_entry<W: Write>(
     path: &str,
     name: &str,
     linked: &mut HashMap<(u64, u64), String>,
+    shift: Option<IdShift>,
 ) -> std::io::Result<()> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let meta = std::fs::symlink_metadata(path)?;
@@ -161,6 +168,10 @@ fn append_entry<W: Write>(
     }
     let mut header = tar::Header::new_gnu();
     header.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
+    if let Some(s) = shift {
+        header.set_uid(s.uid_in_sandbox(meta.uid() as u64));
+        header.set_gid(s.gid_in_sandbox(meta.gid() as u64));
+    }
     if t.is_file() && meta.nlink() > 1 {
         let key = (meta.dev(), meta.ino());
         if let Some(first) = linked.get(&key) {
@@ -281,11 +292,12 @@ fn pax_record(kv: &[u8]) -> Vec<u8> {
 }
 
 /// `warren-guest unpack`: a tar on stdin extracted over `/`; errors on stderr.
-/// Run by the node in the sandbox's mount namespace (see [`pack_stdio`]). Exit code 0 only
+/// Run by the node in the sandbox's mount namespace (see [`pack_stdio`]), with the owners
+/// shifted to the host's ids of a sandbox in a user namespace (`shift`). Exit code 0 only
 /// when the whole archive was written.
-pub fn unpack_stdio() -> i32 {
+pub fn unpack_stdio(shift: Option<IdShift>) -> i32 {
     let input = std::io::BufReader::with_capacity(1 << 20, std::io::stdin().lock());
-    match extract(input, Path::new("/")) {
+    match extract(input, Path::new("/"), shift) {
         Ok(_) => 0,
         Err(e) => {
             eprintln!("warren-guest unpack: cannot unpack the snapshot: {e}");
@@ -376,7 +388,7 @@ pub async fn unpack(req: Request) -> Result<Response, ApiError> {
         tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream)),
     );
     let (entries, bytes) = tokio::task::spawn_blocking(move || {
-        let r = extract(&mut reader, Path::new("/"));
+        let r = extract(&mut reader, Path::new("/"), None);
         if r.is_err() {
             // Read the rest, so the node gets this answer instead of a broken connection.
             let _ = std::io::copy(&mut reader, &mut std::io::sink());
@@ -392,13 +404,19 @@ pub async fn unpack(req: Request) -> Result<Response, ApiError> {
     ))
 }
 
-/// Extracts a tar over `root`, keeping modes, owners, times and kept xattrs: (entries, bytes).
-fn extract(reader: impl std::io::Read, root: &Path) -> std::io::Result<(u64, u64)> {
+/// Extracts a tar over `root`, keeping modes, owners (shifted by `shift` to the host's ids
+/// of a sandbox in a user namespace), times and kept xattrs: (entries, bytes).
+fn extract(
+    reader: impl std::io::Read,
+    root: &Path,
+    shift: Option<IdShift>,
+) -> std::io::Result<(u64, u64)> {
     use tar::EntryType;
     let mut a = tar::Archive::new(reader);
     a.set_overwrite(true);
     a.set_preserve_permissions(true);
-    a.set_preserve_ownerships(true);
+    // Shifted owners are set here, after each entry (the tar crate has no shift).
+    a.set_preserve_ownerships(shift.is_none());
     a.set_preserve_mtime(true);
     a.set_unpack_xattrs(true);
     let (mut entries, mut bytes) = (0u64, 0u64);
@@ -416,15 +434,43 @@ fn extract(reader: impl std::io::Read, root: &Path) -> std::io::Result<(u64, u64
                 _ => {}
             }
             if special {
-                make_special(e.header(), &dst)?;
+                make_special(e.header(), &dst, shift)?;
                 entries += 1;
                 continue;
             }
         }
+        let dst = match shift {
+            Some(_) => Some(inside(root, &e.path()?)?),
+            None => None,
+        };
         e.unpack_in(root)?;
+        if let (Some(s), Some(dst)) = (shift, dst) {
+            set_shifted_owner(e.header(), &dst, s)?;
+        }
         entries += 1;
     }
     Ok((entries, bytes))
+}
+
+/// Gives an unpacked entry its owner from the archive on the host's side of the sandbox's
+/// user namespace, then its mode again (a change of owner clears set-id bits).
+fn set_shifted_owner(h: &tar::Header, dst: &Path, s: IdShift) -> std::io::Result<()> {
+    use std::ffi::CString;
+    let c = CString::new(dst.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    let (uid, gid) = (s.uid_on_host(h.uid()?), s.gid_on_host(h.gid()?));
+    // SAFETY: `c` is a valid NUL-terminated path for both calls.
+    unsafe {
+        if libc::lchown(c.as_ptr(), uid as u32, gid as u32) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if h.entry_type() != tar::EntryType::Symlink
+            && libc::chmod(c.as_ptr(), h.mode()? & 0o7777) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// `root` joined with an archive path that stays inside it.
@@ -440,7 +486,7 @@ fn inside(root: &Path, path: &Path) -> std::io::Result<std::path::PathBuf> {
 }
 
 /// Creates a FIFO or device node as the header describes, with its owner, mode and time.
-fn make_special(h: &tar::Header, dst: &Path) -> std::io::Result<()> {
+fn make_special(h: &tar::Header, dst: &Path, shift: Option<IdShift>) -> std::io::Result<()> {
     use std::ffi::CString;
     let kind = match h.entry_type() {
         tar::EntryType::Fifo => libc::S_IFIFO,
@@ -464,7 +510,11 @@ fn make_special(h: &tar::Header, dst: &Path) -> std::io::Result<()> {
     // SAFETY: `c` is a valid NUL-terminated path for each call below.
     unsafe {
         check(libc::mknod(c.as_ptr(), kind | mode, dev))?;
-        check(libc::lchown(c.as_ptr(), h.uid()? as u32, h.gid()? as u32))?;
+        let (uid, gid) = match shift {
+            Some(s) => (s.uid_on_host(h.uid()?), s.gid_on_host(h.gid()?)),
+            None => (h.uid()?, h.gid()?),
+        };
+        check(libc::lchown(c.as_ptr(), uid as u32, gid as u32))?;
         // mknod applied the umask, and chown may have cleared set-id bits.
         check(libc::chmod(c.as_ptr(), mode))?;
         let t = libc::timespec {
@@ -488,10 +538,47 @@ mod tests {
 
     fn round_trip(paths: Vec<String>) -> (tempfile::TempDir, (u64, u64)) {
         let mut tar_bytes = Vec::new();
-        write_archive(&paths, &mut tar_bytes).unwrap();
+        write_archive(&paths, &mut tar_bytes, None).unwrap();
         let dst = tempfile::tempdir().unwrap();
-        let counts = extract(&tar_bytes[..], dst.path()).unwrap();
+        let counts = extract(&tar_bytes[..], dst.path(), None).unwrap();
         (dst, counts)
+    }
+
+    #[test]
+    fn owners_are_shifted_out_of_and_into_a_user_namespace() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root (chown)");
+            return;
+        }
+        let shift = IdShift {
+            uid: 100000,
+            gid: 200000,
+            len: 65536,
+        };
+        let src = tempfile::tempdir().unwrap();
+        let f = src.path().join("f");
+        std::fs::write(&f, b"x").unwrap();
+        // As a sandbox's uid 1000 looks on the host, with a set-uid bit.
+        std::os::unix::fs::lchown(&f, Some(101000), Some(201000)).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        let mut tar_bytes = Vec::new();
+        let paths = vec![f.display().to_string()];
+        write_archive(&paths, &mut tar_bytes, Some(shift)).unwrap();
+        let mut a = tar::Archive::new(&tar_bytes[..]);
+        let entry = a.entries().unwrap().next().unwrap().unwrap();
+        assert_eq!(
+            (entry.header().uid().unwrap(), entry.header().gid().unwrap()),
+            (1000, 1000),
+            "archives hold the sandbox's ids"
+        );
+        let dst = tempfile::tempdir().unwrap();
+        extract(&tar_bytes[..], dst.path(), Some(shift)).unwrap();
+        let name = f.strip_prefix("/").unwrap();
+        let meta = std::fs::symlink_metadata(dst.path().join(name)).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (101000, 201000));
+        assert_eq!(meta.mode() & 0o7777, 0o4755, "set-uid kept after the chown");
     }
 
     #[test]
@@ -567,8 +654,8 @@ mod tests {
             std::fs::write(out.join(n), b"old").unwrap();
         }
         let mut tar_bytes = Vec::new();
-        write_archive(&paths, &mut tar_bytes).unwrap();
-        let (entries, bytes) = extract(&tar_bytes[..], dst.path()).unwrap();
+        write_archive(&paths, &mut tar_bytes, None).unwrap();
+        let (entries, bytes) = extract(&tar_bytes[..], dst.path(), None).unwrap();
         assert_eq!((entries, bytes), (3, 6), "the link stores no second copy");
 
         let (a, b) = (

@@ -1,7 +1,9 @@
 //! The warren guest agent: the process inside every sandbox container.
 //!
 //! It runs as the container's init (PID 1: it reaps every orphan) and serves the node over
-//! HTTP/1.1 on a unix socket in a bind-mounted directory — no TCP port, no `docker exec`.
+//! HTTP/1.1 on a unix socket in its run directory (a tmpfs the node reaches through the
+//! container's root), after a handshake that proves it holds its container's secret
+//! (`socket`) — no TCP port, no `docker exec`.
 //! It owns sessions (persistent bash shells), background processes with their logs, files,
 //! git checkouts, and the archives that snapshots are made of. It must stay small and
 //! static: it depends only on `warren-api` and runtime crates, never on the node or Docker.
@@ -25,6 +27,7 @@ pub mod sandbox_env;
 pub mod server;
 pub mod sessions;
 pub mod shell;
+pub mod socket;
 pub mod terminal;
 pub mod terminal_api;
 pub mod tunnel;
@@ -35,7 +38,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Where the guest keeps its socket, session state and process logs (a host bind mount).
+/// Where the guest keeps its socket, session state and process logs (a tmpfs of bounded
+/// size, whose pages count against the sandbox's memory).
 pub const DEFAULT_RUN_DIR: &str = "/.warren/run";
 /// The socket's file name inside the run dir.
 pub const SOCKET_NAME: &str = "guest.sock";
@@ -56,19 +60,17 @@ pub fn base_env() -> BTreeMap<String, String> {
 
 /// Builds the shared state.
 pub fn guest(run_dir: PathBuf, reaper: Arc<reaper::Reaper>) -> Arc<server::Guest> {
-    let env = Arc::new(sandbox_env::SandboxEnv::new(
-        base_env(),
-        run_dir.join(warren_api::session::GUEST_ENV_FILE),
-    ));
+    let env = Arc::new(sandbox_env::SandboxEnv::new(base_env()));
     let sessions = sessions::Sessions::new(reaper, run_dir.join("sessions"), env.clone());
     let processes = processes::Processes::new(sessions.clone(), run_dir.join("procs"));
-    let terminals = terminal::Terminals::new(sessions.reaper().clone(), env);
+    let terminals = terminal::Terminals::new(sessions.reaper().clone(), env.clone());
     let interpreter = interpreter::Interpreter::new(run_dir.join("interpreter"));
     Arc::new(server::Guest {
         sessions,
         processes,
         terminals,
         interpreter,
+        env,
         run_dir,
         started_at: warren_api::time::now_rfc3339(),
     })

@@ -3,8 +3,9 @@
 //! from stdin, or removes the paths it deleted (run by the node in the sandbox's filesystem).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
-use warren_guest::{guest, reaper::Reaper, server, DEFAULT_RUN_DIR, SOCKET_NAME};
+use warren_guest::{guest, reaper::Reaper, DEFAULT_RUN_DIR, SOCKET_NAME};
 
 fn main() {
     let mut run_dir = PathBuf::from(DEFAULT_RUN_DIR);
@@ -13,16 +14,38 @@ fn main() {
         match a.as_str() {
             "--run-dir" => run_dir = PathBuf::from(args.next().expect("--run-dir needs a value")),
             "pack" | "unpack" | "remove" => {
-                // Started by the node on the host: into the sandbox's filesystem first.
-                if args.next().as_deref() == Some("--enter") {
+                // Started by the node on the host: `--enter` (into the sandbox's filesystem
+                // first) and `--id-shift U:G:L` (its ids as the host stores them).
+                let mut shift = None;
+                let mut enter = false;
+                while let Some(opt) = args.next() {
+                    match opt.as_str() {
+                        "--enter" => enter = true,
+                        "--id-shift" => {
+                            shift = args
+                                .next()
+                                .as_deref()
+                                .and_then(warren_api::snapshot::IdShift::parse);
+                            if shift.is_none() {
+                                eprintln!("warren-guest {a}: --id-shift needs U:G:L");
+                                std::process::exit(2);
+                            }
+                        }
+                        other => {
+                            eprintln!("warren-guest {a}: unknown argument {other:?}");
+                            std::process::exit(2);
+                        }
+                    }
+                }
+                if enter {
                     if let Err(e) = warren_guest::enter::enter_container() {
                         eprintln!("warren-guest {a}: cannot enter the container: {e}");
                         std::process::exit(1);
                     }
                 }
                 std::process::exit(match a.as_str() {
-                    "pack" => warren_guest::archive::pack_stdio(),
-                    "unpack" => warren_guest::archive::unpack_stdio(),
+                    "pack" => warren_guest::archive::pack_stdio(shift),
+                    "unpack" => warren_guest::archive::unpack_stdio(shift),
                     _ => warren_guest::archive::remove_stdio(),
                 });
             }
@@ -36,15 +59,44 @@ fn main() {
             }
         }
     }
+    let secret = match take_secret() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("warren-guest: {e}");
+            std::process::exit(1);
+        }
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("tokio runtime");
-    rt.block_on(run(run_dir));
+    rt.block_on(run(run_dir, secret));
 }
 
-async fn run(run_dir: PathBuf) {
+/// The secret the node made this container with (`warren_api::guest_auth`), taken out of
+/// the environment (no child inherits it) while this process has one thread. The process
+/// is then made non-dumpable: the sandbox's processes, root in the container but without
+/// `CAP_SYS_PTRACE`, can neither read its memory nor its `/proc/1/environ`.
+fn take_secret() -> Result<Arc<str>, String> {
+    let name = warren_api::guest_auth::SECRET_ENV;
+    let secret = std::env::var(name).map_err(|_| format!("{name} is not set"))?;
+    if secret.len() < 32 {
+        return Err(format!("{name} is too short"));
+    }
+    std::env::remove_var(name);
+    // SAFETY: prctl with PR_SET_DUMPABLE and a constant argument only changes a flag of
+    // this process.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(format!(
+            "cannot make the guest non-dumpable: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(secret.into())
+}
+
+async fn run(run_dir: PathBuf, secret: Arc<str>) {
     for d in ["sessions", "sessions/calls", "procs"] {
         if let Err(e) = std::fs::create_dir_all(run_dir.join(d)) {
             eprintln!(
@@ -64,15 +116,11 @@ async fn run(run_dir: PathBuf) {
     let g = guest(run_dir.clone(), reaper);
 
     let socket = run_dir.join(SOCKET_NAME);
-    let _ = std::fs::remove_file(&socket);
-    let listener = match tokio::net::UnixListener::bind(&socket) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("warren-guest: cannot listen on {}: {e}", socket.display());
-            std::process::exit(1);
-        }
-    };
-    tokio::spawn(server::serve(g.clone(), listener));
+    let serving = tokio::spawn(warren_guest::socket::serve(
+        g.clone(),
+        socket.clone(),
+        secret,
+    ));
 
     let mut term =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM");
@@ -81,6 +129,11 @@ async fn run(run_dir: PathBuf) {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+        served = serving => {
+            // It serves until the process ends: back only when it could not listen.
+            eprintln!("warren-guest: cannot listen on {}: {served:?}", socket.display());
+            std::process::exit(1);
+        }
     }
     // Orderly stop: shells and processes get TERM, then whatever is left gets KILL.
     let _ = std::fs::remove_file(&socket);

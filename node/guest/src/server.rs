@@ -13,7 +13,7 @@ use warren_api::files::{
     DeleteFileQuery, ListQuery, MkdirRequest, MoveRequest, PathResponse, StatQuery,
 };
 use warren_api::git::GitCheckoutRequest;
-use warren_api::session::{CreateSessionRequest, PatchEnvRequest, PatchEnvResponse};
+use warren_api::session::{CreateSessionRequest, GuestConfig, PatchEnvRequest, PatchEnvResponse};
 use warren_api::ApiError;
 
 /// Everything the handlers share.
@@ -22,6 +22,8 @@ pub struct Guest {
     pub processes: Arc<Processes>,
     pub terminals: Arc<Terminals>,
     pub interpreter: Arc<crate::interpreter::Interpreter>,
+    /// The sandbox's environment as the node last sent it (`PUT /config`).
+    pub env: Arc<crate::sandbox_env::SandboxEnv>,
     pub run_dir: PathBuf,
     pub started_at: String,
 }
@@ -69,6 +71,12 @@ async fn dispatch(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
                 started_at: g.started_at.clone(),
             },
         )),
+        (&Method::PUT, ["config"]) => {
+            let body: GuestConfig = http::read_json(req).await?;
+            warren_api::sandbox::validate_env(body.env.keys())?;
+            g.env.set_sandbox(body.env);
+            Ok(http::empty(204))
+        }
         (&Method::POST, ["exec"]) => exec::handle(g, req).await,
         (&Method::POST, ["sessions"]) => {
             let body: CreateSessionRequest = http::read_json(req).await?;
@@ -169,28 +177,15 @@ async fn dispatch(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
     }
 }
 
-/// Accepts connections on the unix socket until the process ends.
-pub async fn serve(g: Arc<Guest>, listener: tokio::net::UnixListener) {
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("warren-guest: accept failed: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+/// Serves HTTP/1.1 on one connection whose handshake is done (`socket`), until it closes.
+pub async fn serve_connection(g: Arc<Guest>, stream: tokio::net::UnixStream) {
+    let service = hyper::service::service_fn(move |req| {
         let g = g.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                let g = g.clone();
-                async move { Ok::<_, std::convert::Infallible>(route(g, req).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                .with_upgrades();
-            let _ = conn.await;
-        });
-    }
+        async move { Ok::<_, std::convert::Infallible>(route(g, req).await) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+        .with_upgrades();
+    let _ = conn.await;
 }

@@ -1,7 +1,8 @@
 //! HTTP/1.1 to guest agents over their unix sockets, with pooled keep-alive connections.
-//! The URI's host is `<run key>-<generation>`: the run key names the sandbox's run directory
-//! (the connector maps it to the socket), the generation keeps pooled connections of an
-//! earlier guest process from being reused for a new one.
+//! The URI's host is `<run key>-<generation>`: the run key names the sandbox (the connector
+//! finds the guest registered under it and connects with `connect`, which authenticates
+//! it), the generation keeps pooled connections of an earlier guest process from being
+//! reused for a new one.
 
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -10,9 +11,10 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::collections::HashMap;
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::net::UnixStream;
@@ -21,8 +23,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// Request bodies sent to a guest.
 pub type GuestBody = UnsyncBoxBody<Bytes, BoxError>;
 
-/// The socket file inside a run directory.
-pub const SOCKET_NAME: &str = "guest.sock";
+use super::connect::{self, ConnectError, GuestPeer};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GuestError {
@@ -39,10 +40,14 @@ impl GuestError {
     }
 }
 
-/// Resolves `http://<key>/…` to `<run_root>/<key>/guest.sock`.
+/// The guests this node talks to, by run key.
+type Registry = Arc<RwLock<HashMap<String, GuestPeer>>>;
+
+/// Connects `http://<run key>-<generation>/…` to the guest registered under the run key.
 #[derive(Clone)]
 struct UnixConnector {
-    run_root: PathBuf,
+    guests: Registry,
+    refused: prometheus::IntCounterVec,
 }
 
 struct UnixConn(TokioIo<UnixStream>);
@@ -89,26 +94,71 @@ impl tower_service::Service<http::Uri> for UnixConnector {
     }
 
     fn call(&mut self, uri: http::Uri) -> Self::Future {
-        // `<run key>-<generation>`: the run key names the directory.
+        // `<run key>-<generation>`: the run key names the sandbox.
         let host = uri.host().unwrap_or_default();
         let key = host.split('-').next().unwrap_or_default().to_string();
-        let path = self.run_root.join(key).join(SOCKET_NAME);
-        Box::pin(async move { Ok(UnixConn(TokioIo::new(UnixStream::connect(path).await?))) })
+        let peer = self.guests.read().expect("guests lock").get(&key).cloned();
+        let refused = self.refused.clone();
+        Box::pin(async move {
+            let Some(peer) = peer else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no guest of this sandbox runs here",
+                ));
+            };
+            match connect::connect(&peer).await {
+                Ok(stream) => Ok(UnixConn(TokioIo::new(stream))),
+                Err(ConnectError::Refused(why)) => {
+                    refused.with_label_values(&[why.reason()]).inc();
+                    tracing::warn!(sandbox_id = %peer.sandbox_id, pid = peer.pid, reason = %why,
+                        "refused a connection to what is not this sandbox's guest");
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::PermissionDenied,
+                        format!("the guest socket was refused: {why}"),
+                    ))
+                }
+                Err(ConnectError::Absent(e) | ConnectError::Io(e)) => Err(e),
+            }
+        })
     }
 }
 
 #[derive(Clone)]
 pub struct GuestClient {
     client: Client<UnixConnector, GuestBody>,
+    guests: Registry,
 }
 
+/// How long a guest may take to answer its health check.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+
 impl GuestClient {
-    pub fn new(run_root: PathBuf) -> Self {
+    /// A client; connections refused as not the sandbox's guest are counted in `refused`
+    /// (by reason).
+    pub fn new(refused: prometheus::IntCounterVec) -> Self {
+        let guests = Registry::default();
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(60))
             .pool_max_idle_per_host(32)
-            .build(UnixConnector { run_root });
-        GuestClient { client }
+            .build(UnixConnector {
+                guests: guests.clone(),
+                refused,
+            });
+        GuestClient { client, guests }
+    }
+
+    /// From now on, connections for `run_key` go to `peer` (a container that started, or
+    /// was found running): the only guest this node accepts for that sandbox.
+    pub fn register(&self, run_key: &str, peer: GuestPeer) {
+        self.guests
+            .write()
+            .expect("guests lock")
+            .insert(run_key.to_string(), peer);
+    }
+
+    /// No new connection for `run_key` (its container is gone).
+    pub fn unregister(&self, run_key: &str) {
+        self.guests.write().expect("guests lock").remove(run_key);
     }
 
     /// Sends `req` (whose URI is just the guest path, e.g. `/exec?x=1`) to the guest of
@@ -136,14 +186,19 @@ impl GuestClient {
         })
     }
 
-    /// `GET /healthz` of a guest: succeeds once it serves.
+    /// `GET /healthz` of a guest: succeeds once it serves (and answers within
+    /// `HEALTH_TIMEOUT`).
     pub async fn health(&self, run_key: &str) -> Result<(), GuestError> {
         let req = http::Request::get("/healthz")
             .body(empty())
             .expect("valid request");
-        let resp = self.send(run_key, req).await?;
+        let resp = tokio::time::timeout(HEALTH_TIMEOUT, self.send(run_key, req))
+            .await
+            .map_err(|_| {
+                GuestError::Request("the guest did not answer its health check".into())
+            })??;
         if resp.status().is_success() {
-            let _ = resp.into_body().collect().await;
+            super::body::collect_limited(resp.into_body(), super::body::SMALL_LIMIT).await?;
             Ok(())
         } else {
             Err(GuestError::Request(format!(

@@ -1,6 +1,8 @@
 //! The node's side of the guest agent: its binary and the client for its unix socket.
 
 pub mod binary;
+pub mod body;
 pub mod client;
+pub mod connect;
 
 pub use client::{GuestBody, GuestClient, GuestError};

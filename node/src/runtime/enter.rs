@@ -16,7 +16,7 @@ use futures_util::{Stream, StreamExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use warren_api::snapshot::{ENTER_NS_FD, ENTER_ROOT_FD};
+use warren_api::snapshot::{IdShift, ENTER_NS_FD, ENTER_ROOT_FD};
 
 /// Bytes read from the packer's output at once.
 const READ_SIZE: usize = 1 << 20;
@@ -32,6 +32,8 @@ pub struct Target {
     ns: std::fs::File,
     root: std::fs::File,
     guest_binary: PathBuf,
+    /// The container's ids as the host stores them (a sandbox in a user namespace).
+    shift: Option<IdShift>,
 }
 
 impl Target {
@@ -49,6 +51,7 @@ impl Target {
             ns,
             root,
             guest_binary: guest_binary.to_path_buf(),
+            shift: None,
         })
     }
 
@@ -60,7 +63,15 @@ impl Target {
             ns: std::fs::File::open("/proc/self/ns/mnt")?,
             root,
             guest_binary: guest_binary.to_path_buf(),
+            shift: None,
         })
+    }
+
+    /// The container's files are owned by shifted ids on the host (its user namespace):
+    /// archives are written and read with the ids as the sandbox sees them.
+    pub fn with_id_shift(mut self, shift: Option<IdShift>) -> Target {
+        self.shift = shift;
+        self
     }
 }
 
@@ -74,8 +85,11 @@ fn spawn_guest(
     use std::os::fd::AsRawFd;
     let (ns, root) = (target.ns.as_raw_fd(), target.root.as_raw_fd());
     let mut cmd = tokio::process::Command::new(&target.guest_binary);
-    cmd.args([command, "--enter"])
-        .env_clear()
+    cmd.args([command, "--enter"]);
+    if let Some(s) = target.shift {
+        cmd.args(["--id-shift", &s.to_arg()]);
+    }
+    cmd.env_clear()
         .stdin(Stdio::piped())
         .stdout(stdout)
         .stderr(Stdio::piped())

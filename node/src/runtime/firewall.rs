@@ -1,74 +1,61 @@
-//! Host firewall rules that keep sandboxes away from the host and from each other.
-//!
-//! Every sandbox bridge is named `wrn…`. Traffic entering the host from such a bridge is
-//! rejected (no node API, no host services), traffic between two such bridges is dropped, and
-//! link-local metadata addresses are unreachable. Internet egress (forwarded, masqueraded)
-//! stays open. Rules are inserted once and are idempotent (`iptables -C` before `-I`).
+//! Host firewall rules that keep sandboxes away from the host, from each other and from
+//! every network that is not the public internet (`rules` says which), installed before
+//! the first sandbox starts and kept in place while the node runs (`keep`). When they
+//! cannot be installed, or vanish and cannot be put back, the node's `Safety` says so and
+//! no container is started until they are.
 
-use std::process::Command;
+mod install;
+mod rules;
 
-/// Interface-name prefix of every sandbox bridge.
-pub const BRIDGE_PREFIX: &str = "wrn";
+pub use install::{install, verify, FirewallError, Tools};
+pub use rules::{plan, Family, Options, Plan, BRIDGE_PREFIX, CHAIN_FORWARD, CHAIN_INPUT};
 
-/// The rules, as iptables argument lists (chain first).
-pub fn rules() -> Vec<Vec<String>> {
-    let any = format!("{BRIDGE_PREFIX}+");
-    let r = |args: &[&str]| args.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    vec![
-        r(&[
-            "INPUT",
-            "-i",
-            &any,
-            "-j",
-            "REJECT",
-            "--reject-with",
-            "icmp-port-unreachable",
-        ]),
-        r(&["DOCKER-USER", "-i", &any, "-o", &any, "-j", "DROP"]),
-        r(&[
-            "DOCKER-USER",
-            "-i",
-            &any,
-            "-d",
-            "169.254.0.0/16",
-            "-j",
-            "DROP",
-        ]),
-    ]
-}
+use crate::safety::{Guarantee, Safety};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
-/// Installs the rules; returns a description of what failed, if anything.
-pub fn install() -> Result<(), String> {
-    let mut failures = Vec::new();
-    for rule in rules() {
-        let check = Command::new("iptables")
-            .arg("-w")
-            .arg("-C")
-            .args(&rule)
-            .output();
-        match check {
-            Ok(o) if o.status.success() => continue,
-            Err(e) => return Err(format!("iptables is not available: {e}")),
-            _ => {}
+/// How often the rules are checked while the node runs.
+pub const CHECK_EVERY: Duration = Duration::from_secs(10);
+
+/// Installs the rules now (recording the outcome in `safety`), then checks them every
+/// `CHECK_EVERY` until `cancel`, putting back what went missing (another program flushed
+/// a chain, Docker reordered `DOCKER-USER`) or installing them when the first try failed.
+/// Returns the checking task and the first installation's outcome.
+pub async fn keep(
+    tools: Tools,
+    opts: Options,
+    safety: Arc<Safety>,
+    cancel: CancellationToken,
+) -> (tokio::task::JoinHandle<()>, Result<(), FirewallError>) {
+    let first = {
+        let (tools, opts) = (tools.clone(), opts.clone());
+        tokio::task::spawn_blocking(move || install(&tools, &opts))
+            .await
+            .unwrap_or_else(|e| Err(FirewallError(e.to_string())))
+    };
+    safety.set(
+        Guarantee::Firewall,
+        first.as_ref().err().map(ToString::to_string),
+    );
+    let task = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(CHECK_EVERY) => {}
+            }
+            let (t, o) = (tools.clone(), opts.clone());
+            let outcome = tokio::task::spawn_blocking(move || match verify(&t, &o) {
+                Ok(()) => Ok(()),
+                Err(missing) => {
+                    tracing::warn!(problem = %missing, "the sandbox firewall changed; installing it again");
+                    install(&t, &o)
+                }
+            })
+            .await
+            .unwrap_or_else(|e| Err(FirewallError(e.to_string())));
+            safety.set(Guarantee::Firewall, outcome.err().map(|e| e.to_string()));
         }
-        match Command::new("iptables")
-            .arg("-w")
-            .arg("-I")
-            .args(&rule)
-            .output()
-        {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => failures.push(format!(
-                "{}: {}",
-                rule.join(" "),
-                String::from_utf8_lossy(&o.stderr).trim()
-            )),
-            Err(e) => failures.push(format!("{}: {e}", rule.join(" "))),
-        }
-    }
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(failures.join("; "))
-    }
+    });
+    (task, first)
 }

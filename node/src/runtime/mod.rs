@@ -4,6 +4,7 @@
 pub mod data_root;
 pub mod docker;
 pub mod enter;
+mod fd_dir;
 pub mod firewall;
 pub mod root_mount;
 pub mod subnets;
@@ -53,9 +54,28 @@ impl RemoveAfter {
 /// Paths a snapshot or a fork never carries over: the guest's own mount and the kernel's.
 pub const NEVER_SAVED: &[&str] = &["/.warren", "/proc", "/sys", "/dev"];
 
-/// Where the guest binary and its run directory appear inside a container.
+/// Where the guest binary and its run directory appear inside a container. The run
+/// directory is a tmpfs of the container's own (`ContainerSpec::run_dir_mb`): nothing of it
+/// is on the host's disk, and the node reaches the guest's socket there through the
+/// container's root (`guest::connect`).
 pub const GUEST_BIN_IN_CONTAINER: &str = "/.warren/bin/warren-guest";
 pub const GUEST_RUN_IN_CONTAINER: &str = "/.warren/run";
+
+/// The capabilities a sandbox's processes may have: what a development machine needs
+/// (package managers, `sudo`, `chown`, ports below 1024), and none of Docker's defaults
+/// that reach past the container (`MKNOD`: device nodes; `NET_RAW`: forged packets;
+/// `SETFCAP`: file capabilities; `AUDIT_WRITE`, `SETPCAP`). Everything else is dropped.
+pub const SANDBOX_CAPABILITIES: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+    "NET_BIND_SERVICE",
+    "SYS_CHROOT",
+];
 
 /// What to create for one sandbox.
 #[derive(Debug, Clone)]
@@ -66,8 +86,9 @@ pub struct ContainerSpec {
     pub env: BTreeMap<String, String>,
     /// Host path of the guest binary (mounted read-only).
     pub guest_binary: PathBuf,
-    /// Host directory mounted as the guest's run directory (its socket lives there).
-    pub run_dir: PathBuf,
+    /// Size of the guest's run directory (a tmpfs: its socket, session state, process
+    /// logs), in MiB. Its pages count against the sandbox's memory limit.
+    pub run_dir_mb: u64,
     /// The upper directory of a paused container of the same image (a fork's source) whose
     /// entries this container starts with, copied in before it first starts.
     pub seed: Option<SeedCopy>,
@@ -84,9 +105,10 @@ pub struct WarmPoolConfig {
     /// Their limits until taken (a taken one gets its sandbox's, except the disk size).
     pub resources: Resources,
     pub guest_binary: PathBuf,
-    /// The node's run root: their run directories live in its `warm/` directory until a
-    /// sandbox takes one over.
-    pub run_root: PathBuf,
+    /// Their run directories' size (as `ContainerSpec::run_dir_mb`).
+    pub run_dir_mb: u64,
+    /// None is started while a guarantee of the sandbox boundary does not hold.
+    pub safety: Arc<crate::safety::Safety>,
 }
 
 /// A fork's source files for one new container: the frozen source's overlay upper
@@ -122,6 +144,20 @@ pub struct ContainerInfo {
     pub pid: u32,
     pub exit_code: Option<i64>,
     pub oom_killed: bool,
+    /// The secret its guest proves it holds (`warren_api::guest_auth`), as it was made with.
+    pub guest_secret: Option<crate::guest::connect::GuestSecret>,
+}
+
+impl ContainerInfo {
+    /// Who the node accepts as this container's guest, when it runs.
+    pub fn guest_peer(&self) -> Option<crate::guest::connect::GuestPeer> {
+        let secret = self.guest_secret.clone()?;
+        (self.running && self.pid != 0).then(|| crate::guest::connect::GuestPeer {
+            sandbox_id: self.sandbox_id.clone(),
+            pid: self.pid,
+            secret,
+        })
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -217,4 +253,7 @@ pub trait ContainerRuntime: Send + Sync {
     async fn changes(&self, sandbox_id: &str) -> Result<Vec<FsChange>, RuntimeError>;
     /// Whether per-container disk limits are enforced by this engine.
     fn disk_limits(&self) -> bool;
+    /// How the engine maps sandbox ids to host ids: `Some` when every sandbox runs in a
+    /// user namespace (its root is not the host's root), `None` when none does.
+    fn id_shift(&self) -> Option<warren_api::snapshot::IdShift>;
 }

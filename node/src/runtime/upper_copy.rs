@@ -24,12 +24,12 @@
 //! in through the mount instead (`copy_onto_mounted`): a whiteout there is a removal, an
 //! opaque directory replaces what the image had, and overlay's own xattrs stay behind.
 
+use super::fd_dir::Dir;
 use rustix::fs::{self as at, AtFlags, FileType, Mode, OFlags, Stat, Timestamps};
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use xattr::FileExt;
 
@@ -89,64 +89,6 @@ fn copy_as(
     copy_xattrs(&root.file, &target.file, onto_overlay)
         .map_err(|e| annotate(e, "the top directory"))?;
     Ok(c.done)
-}
-
-/// An open directory: of the source, of the source as its mount shows it, or of the target.
-/// Every entry is reached from it by name (`openat`, `fstatat`, `mkdirat`, ...): no path is
-/// walked again, which in a mounted overlay means a lookup in the overlay and each of its
-/// layers per component, and nothing is followed, so a directory the sandbox turned into a
-/// symlink after it was listed is never entered (opening it as a directory then fails).
-struct Dir {
-    file: File,
-    /// Where it is, for messages and the rare call that needs a whole path.
-    path: PathBuf,
-}
-
-const DIR_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::DIRECTORY)
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::CLOEXEC);
-
-impl Dir {
-    fn open(path: &Path) -> io::Result<Dir> {
-        let fd = at::open(path, DIR_FLAGS, Mode::empty())
-            .map_err(|e| annotate(e.into(), &path.display().to_string()))?;
-        Ok(Dir {
-            file: fd.into(),
-            path: path.to_path_buf(),
-        })
-    }
-
-    /// Its subdirectory `name`, not followed if a symlink.
-    fn open_dir(&self, name: &OsStr) -> io::Result<Dir> {
-        let fd = at::openat(&self.file, name, DIR_FLAGS, Mode::empty())?;
-        Ok(Dir {
-            file: fd.into(),
-            path: self.path.join(name),
-        })
-    }
-
-    /// Its regular file `name`, for reading: not followed if a symlink, never blocking on
-    /// a FIFO.
-    fn open_file(&self, name: &OsStr) -> io::Result<File> {
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-        Ok(at::openat(&self.file, name, flags, Mode::empty())?.into())
-    }
-
-    /// The entry `name` itself (a symlink is not followed); `None` if there is none.
-    fn stat(&self, name: &OsStr) -> io::Result<Option<Stat>> {
-        match at::statat(&self.file, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => Ok(Some(st)),
-            Err(rustix::io::Errno::NOENT) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// A path that reaches entry `name` through this open directory (for the xattr calls
-    /// of symlinks and devices, which cannot be opened): only `name` is looked up.
-    fn entry_path(&self, name: &OsStr) -> PathBuf {
-        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd())).join(name)
-    }
 }
 
 struct Copier {

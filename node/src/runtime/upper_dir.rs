@@ -4,81 +4,88 @@
 //! as much as the changes; Docker's own diff, on kernels where it cannot use overlay's
 //! native diff, walks the whole filesystem against the image (seconds for a large image).
 //!
-//! Only names and types are read here, never contents, and nothing is followed: the guest
-//! reads the files themselves, from inside the sandbox.
+//! Only names and types are read here, never contents, and nothing is followed: the walk
+//! goes from open directory to open directory by name (`fd_dir`), so a directory the
+//! running sandbox swaps for a symlink while it is listed is skipped, never entered (the
+//! guest reads the files themselves, from inside the sandbox).
 
+use super::fd_dir::Dir;
 use super::{ChangeKind, FsChange};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use rustix::fs::FileType;
+use std::ffi::OsStr;
 use std::path::Path;
+use xattr::FileExt;
 
 /// The changes under `upper`, parents before children.
 pub fn changes(upper: &Path) -> std::io::Result<Vec<FsChange>> {
     // It must be there (the engine may run on another machine): an error, not "no changes".
-    if !std::fs::symlink_metadata(upper)?.is_dir() {
-        return Err(std::io::Error::other(format!(
-            "{} is not a directory",
-            upper.display()
-        )));
-    }
+    let root = Dir::open(upper)?;
     let mut out = Vec::new();
-    walk(upper, "", &mut out)?;
+    walk(&root, "", &mut out)?;
     Ok(out)
 }
 
-fn walk(dir: &Path, prefix: &str, out: &mut Vec<FsChange>) -> std::io::Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
+fn walk(dir: &Dir, prefix: &str, out: &mut Vec<FsChange>) -> std::io::Result<()> {
+    let names = match dir.names() {
+        Ok(n) => n,
         // Removed by the running sandbox while we looked.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name();
+    for name in names {
         let path = format!("{prefix}/{}", name.to_string_lossy());
-        let meta = match entry.path().symlink_metadata() {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        let t = meta.file_type();
-        if t.is_char_device() && meta.rdev() == 0 {
-            out.push(FsChange {
+        // Gone since it was listed: nothing to report.
+        let Some(st) = dir.stat(&name)? else { continue };
+        match FileType::from_raw_mode(st.st_mode as _) {
+            FileType::CharacterDevice if st.st_rdev == 0 => out.push(FsChange {
                 path,
                 kind: ChangeKind::Deleted,
-            });
-        } else if t.is_dir() {
-            if is_opaque(&entry.path()) {
-                // The image's directory was removed and this one made in its place.
+            }),
+            FileType::Directory => {
+                let sub = match dir.open_dir(&name) {
+                    Ok(d) => d,
+                    // Removed, or swapped for something that is not a directory (a symlink
+                    // is never followed) since it was looked at: nothing to list in it.
+                    Err(e)
+                        if matches!(
+                            e.raw_os_error(),
+                            Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
+                        ) =>
+                    {
+                        continue
+                    }
+                    Err(e) => return Err(e),
+                };
+                if is_opaque(&sub) {
+                    // The image's directory was removed and this one made in its place.
+                    out.push(FsChange {
+                        path: path.clone(),
+                        kind: ChangeKind::Deleted,
+                    });
+                }
                 out.push(FsChange {
                     path: path.clone(),
-                    kind: ChangeKind::Deleted,
+                    kind: ChangeKind::Added,
                 });
+                walk(&sub, &path, out)?;
             }
-            out.push(FsChange {
-                path: path.clone(),
-                kind: ChangeKind::Added,
-            });
-            walk(&entry.path(), &path, out)?;
-        } else {
-            out.push(FsChange {
+            _ => out.push(FsChange {
                 path,
                 kind: ChangeKind::Added,
-            });
+            }),
         }
     }
     Ok(())
 }
 
-/// Whether overlayfs marked the directory opaque (`trusted.overlay.opaque = y`; the
-/// `xattr` crate does not follow a symlink).
-fn is_opaque(dir: &Path) -> bool {
-    xattr::get(dir, "trusted.overlay.opaque")
+/// Whether overlayfs marked the open directory opaque (`trusted.overlay.opaque = y`).
+fn is_opaque(dir: &Dir) -> bool {
+    dir.file
+        .get_xattr(OsStr::new("trusted.overlay.opaque"))
         .ok()
         .flatten()
         .is_some_and(|v| v == b"y")
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,5 +143,21 @@ mod tests {
         }
         want.sort_by(|a, b| a.0.cmp(&b.0).then((a.1 as u8).cmp(&(b.1 as u8))));
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_symlink_to_a_directory_is_an_entry_never_a_walk() {
+        let d = tempfile::tempdir().unwrap();
+        let host = d.path().join("host");
+        std::fs::create_dir_all(host.join("secret-dir")).unwrap();
+        std::fs::write(host.join("secret-dir/key"), b"k").unwrap();
+        let u = d.path().join("upper");
+        std::fs::create_dir_all(u.join("workspace")).unwrap();
+        std::os::unix::fs::symlink(&host, u.join("workspace/escape")).unwrap();
+        let got: Vec<String> = changes(&u).unwrap().into_iter().map(|c| c.path).collect();
+        assert_eq!(got, vec!["/workspace", "/workspace/escape"]);
+        // An upper directory that is itself a symlink is not followed either.
+        std::os::unix::fs::symlink(&host, d.path().join("upper-link")).unwrap();
+        assert!(changes(&d.path().join("upper-link")).is_err());
     }
 }

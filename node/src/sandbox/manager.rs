@@ -25,10 +25,11 @@ use super::store::RecordStore;
 use crate::config::NodeConfig;
 use crate::guest::client::{full, GuestBody, GuestClient};
 use crate::metrics::NodeMetrics;
-use crate::runtime::{ContainerRuntime, ContainerSpec, RootFill, SeedCopy};
+use crate::runtime::{ContainerInfo, ContainerRuntime, ContainerSpec, RootFill, SeedCopy};
+use crate::safety::Safety;
 use bytes::Bytes;
 use hyper::body::Incoming;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,6 +39,12 @@ use warren_api::sandbox::{CreateSandboxRequest, Sandbox, SandboxList, SandboxSta
 use warren_api::time::rfc3339;
 use warren_api::{ApiError, ErrorCode};
 use warren_storage::snapshots::{open_object_store, ChunkCache, SnapshotStore};
+
+/// The isolation classes this node can run (`GET /healthz`, `GET /v1/cluster`). Every node
+/// of this version offers the same, so a class no node offers is refused wherever the
+/// sandbox is placed.
+pub const ISOLATION_OFFERED: [warren_api::sandbox::Isolation; 1] =
+    [warren_api::sandbox::Isolation::Container];
 
 /// How long a new container's guest may take to answer.
 const GUEST_READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -58,6 +65,11 @@ pub struct SandboxManager {
     gc: Arc<persist::GcState>,
     /// Sandboxes deleted here lately: never taken over again from a stale handoff.
     deleted: Mutex<HashMap<String, Instant>>,
+    /// Whether containers may be started at all (`safety`).
+    safety: Arc<Safety>,
+    /// Sandboxes whose record could not be read: their container is left alone, and the id
+    /// is not served until an operator has looked (`RecordStore::load_all`).
+    quarantined: Mutex<HashSet<String>>,
 }
 
 struct Slot {
@@ -144,15 +156,19 @@ pub struct ListFilter {
 
 impl SandboxManager {
     /// Opens the store, installs the guest binary and re-adopts this node's containers.
+    /// No container is started while `safety` says a guarantee does not hold.
     pub async fn start(
         cfg: NodeConfig,
         runtime: Arc<dyn ContainerRuntime>,
         metrics: NodeMetrics,
+        safety: Arc<Safety>,
     ) -> Result<Arc<Self>, ApiError> {
         let io = |what: &str, e: std::io::Error| ApiError::internal(format!("{what}: {e}"));
         let store = RecordStore::open(&cfg.sandboxes_dir())
             .map_err(|e| io("cannot open the sandbox store", e))?;
-        std::fs::create_dir_all(cfg.run_root()).map_err(|e| io("cannot create the run dir", e))?;
+        // Run directories were on the host's disk before they moved into the containers:
+        // what an earlier version left there is nobody's any more.
+        let _ = std::fs::remove_dir_all(cfg.data_dir.join("run"));
         let guest_binary =
             crate::guest::binary::install(&cfg.guest_binary, &cfg.data_dir.join("bin"))
                 .map_err(|e| io("cannot install the guest binary", e))?;
@@ -160,7 +176,7 @@ impl SandboxManager {
         let cache = ChunkCache::open(&cfg.chunk_cache_dir(), cfg.chunk_cache_bytes)
             .map_err(|e| io("cannot open the chunk cache", e))?;
         let mgr = Arc::new(SandboxManager {
-            guests: GuestClient::new(cfg.run_root()),
+            guests: GuestClient::new(metrics.guest_refused.clone()),
             create_permits: Semaphore::new(cfg.create_concurrency.max(1)),
             cfg,
             runtime,
@@ -172,6 +188,8 @@ impl SandboxManager {
             gc: Arc::default(),
             deleted: Mutex::new(HashMap::new()),
             seeds: Mutex::new(HashMap::new()),
+            safety,
+            quarantined: Mutex::new(HashSet::new()),
         });
         mgr.adopt().await?;
         idle::spawn(&mgr);
@@ -188,20 +206,46 @@ impl SandboxManager {
         self.runtime.disk_limits()
     }
 
-    /// Loads records and matches them with the containers that exist.
+    /// What keeps this node from starting sandboxes, if anything.
+    pub fn safety(&self) -> &Safety {
+        &self.safety
+    }
+
+    /// Whether sandboxes here run in user namespaces.
+    pub fn user_namespaces(&self) -> bool {
+        self.runtime.id_shift().is_some()
+    }
+
+    /// Loads records and matches them with the containers that exist. A container whose
+    /// record could not be read is left as it is (quarantined, never removed on doubt).
     async fn adopt(self: &Arc<Self>) -> Result<(), ApiError> {
-        let records = self
+        let loaded = self
             .store
             .load_all()
             .map_err(|e| ApiError::internal(format!("cannot load records: {e}")))?;
         let containers = self.runtime.list().await.map_err(ApiError::from)?;
-        let mut known = std::collections::HashSet::new();
-        for mut rec in records {
+        let mut known = HashSet::new();
+        for q in &loaded.quarantined {
+            if let Some(id) = &q.sandbox_id {
+                let running = containers.iter().any(|c| &c.sandbox_id == id);
+                tracing::error!(sandbox_id = %id, moved_to = %q.moved_to.display(), reason = %q.reason, container_left = running,
+                    "quarantined an unreadable sandbox record; its container is left alone and the id is not served");
+                self.quarantined
+                    .lock()
+                    .expect("quarantine lock")
+                    .insert(id.clone());
+                known.insert(id.clone());
+            }
+        }
+        for mut rec in loaded.records {
             known.insert(rec.id.clone());
             let container = containers.iter().find(|c| c.sandbox_id == rec.id);
             let mut recover = false;
             match container {
-                Some(c) if c.running => rec.state = SandboxState::Running,
+                Some(c) if c.running => {
+                    rec.state = SandboxState::Running;
+                    self.know_guest(&rec, c);
+                }
                 Some(_) => {
                     rec.state = SandboxState::Starting;
                     recover = true;
@@ -300,6 +344,7 @@ impl SandboxManager {
     ) -> Result<(Sandbox, bool), ApiError> {
         warren_api::ids::validate_sandbox_id(id)?;
         req.validate()?;
+        self.check_not_quarantined(id)?;
         let slot = self.slot(id);
         let _g = slot.lock.lock().await;
         slot.touch();
@@ -340,6 +385,7 @@ impl SandboxManager {
             return Ok(key);
         }
         warren_api::ids::validate_sandbox_id(id)?;
+        self.check_not_quarantined(id)?;
         let _g = slot.lock.lock().await;
         match slot.record() {
             Some(r) if r.state == SandboxState::Running => Ok(r.guest_key()),
@@ -357,6 +403,7 @@ impl SandboxManager {
         slot: &Arc<Slot>,
         rec: SandboxRecord,
     ) -> Result<SandboxRecord, ApiError> {
+        self.safety.check()?;
         if rec.state == SandboxState::Sleeping {
             self.wake_locked(slot, rec).await
         } else {
@@ -364,14 +411,36 @@ impl SandboxManager {
         }
     }
 
-    /// The host directory mounted as the sandbox's guest run directory.
-    fn run_dir(&self, id: &str) -> PathBuf {
-        self.cfg.run_root().join(super::record::run_key(id))
+    /// From now on the node talks to `c`'s guest for this sandbox, and to nothing else.
+    fn know_guest(&self, rec: &SandboxRecord, c: &ContainerInfo) {
+        match c.guest_peer() {
+            Some(peer) => self.guests.register(&rec.run_key(), peer),
+            None => {
+                tracing::warn!(sandbox_id = %rec.id, "its container has no guest secret (made by an older version?): the node will not talk to it");
+                self.guests.unregister(&rec.run_key());
+            }
+        }
     }
 
-    /// Removes the run directory (sockets, session state, logs of a container that is gone).
-    fn clear_run_dir(&self, id: &str) {
-        let _ = std::fs::remove_dir_all(self.run_dir(id));
+    /// The sandbox's container is gone: no connection to any guest of it any more.
+    fn forget_guest(&self, id: &str) {
+        self.guests.unregister(&super::record::run_key(id));
+    }
+
+    /// Refuses ids whose record is quarantined (see `adopt`).
+    fn check_not_quarantined(&self, id: &str) -> Result<(), ApiError> {
+        if self
+            .quarantined
+            .lock()
+            .expect("quarantine lock")
+            .contains(id)
+        {
+            return Err(ApiError::new(
+                ErrorCode::Unavailable,
+                format!("sandbox {id}'s record on this node is unreadable and was quarantined; its container is kept as it was until an operator looks at it"),
+            ));
+        }
+        Ok(())
     }
 
     fn save(&self, rec: &SandboxRecord) -> Result<(), ApiError> {
@@ -387,7 +456,7 @@ impl SandboxManager {
             resources: rec.resources,
             env: rec.env.clone(),
             guest_binary: self.guest_binary.clone(),
-            run_dir: self.run_dir(&rec.id),
+            run_dir_mb: self.cfg.run_dir_mb,
             seed: None,
         }
     }
@@ -401,6 +470,17 @@ impl SandboxManager {
         if req.egress.is_some() {
             return Err(ApiError::invalid(
                 "egress policies are not supported by this node yet",
+            ));
+        }
+        self.safety.check()?;
+        if let Some(i) = req.isolation.filter(|i| !ISOLATION_OFFERED.contains(i)) {
+            return Err(ApiError::new(
+                ErrorCode::CapacityExhausted,
+                format!(
+                    "no node of this cluster offers isolation {}; this one offers {}",
+                    i.as_str(),
+                    ISOLATION_OFFERED.map(|i| i.as_str()).join(", ")
+                ),
             ));
         }
         if self.sandbox_count() >= self.cfg.max_sandboxes {
@@ -463,7 +543,7 @@ impl SandboxManager {
             }
             Err(e) => {
                 let _ = self.runtime.remove(id).await;
-                self.clear_run_dir(id);
+                self.forget_guest(id);
                 let _ = self.store.delete(id);
                 slot.set(None);
                 self.metrics
@@ -507,45 +587,60 @@ impl SandboxManager {
     ) -> Result<bool, ApiError> {
         rec.generation += 1;
         let mut filled = false;
-        let run_dir = self.run_dir(&rec.id);
-        std::fs::create_dir_all(&run_dir)
-            .map_err(|e| ApiError::internal(format!("cannot create run dir: {e}")))?;
-        {
+        let info = {
             let _permit = self
                 .create_permits
                 .acquire()
                 .await
                 .map_err(|e| ApiError::internal(e.to_string()))?;
             if fresh {
-                // A stale socket from an earlier container must not be mistaken for the new guest.
-                let _ = std::fs::remove_file(run_dir.join(crate::guest::client::SOCKET_NAME));
                 let mut spec = self.spec(rec);
                 spec.seed = seed;
                 match fill {
-                    Some(fill) => filled = self.runtime.create_filled(&spec, fill).await?.1,
-                    None => {
-                        self.runtime.create(&spec).await?;
+                    Some(fill) => {
+                        let (info, f) = self.runtime.create_filled(&spec, fill).await?;
+                        filled = f;
+                        Some(info)
                     }
+                    None => Some(self.runtime.create(&spec).await?),
                 }
             } else {
                 self.runtime.start(&rec.id).await?;
+                None
             }
-        }
-        self.wait_guest(rec).await?;
+        };
+        self.wait_guest(rec, info).await?;
         Ok(filled)
     }
 
-    async fn wait_guest(&self, rec: &SandboxRecord) -> Result<(), ApiError> {
+    /// Waits until the container's guest answers (`info`: the container as it is after its
+    /// start, when the caller has it), then gives the guest its sandbox's settings.
+    async fn wait_guest(
+        &self,
+        rec: &SandboxRecord,
+        info: Option<ContainerInfo>,
+    ) -> Result<(), ApiError> {
         let key = rec.guest_key();
+        let info = match info {
+            Some(i) => Some(i),
+            None => self.runtime.inspect(&rec.id).await?,
+        };
+        if let Some(c) = &info {
+            self.know_guest(rec, c);
+        }
         let deadline = Instant::now() + GUEST_READY_TIMEOUT;
         let mut attempt = 0u32;
         loop {
             if self.guests.health(&key).await.is_ok() {
-                return Ok(());
+                return self.configure_guest(rec).await;
             }
             attempt += 1;
             if attempt.is_multiple_of(50) || Instant::now() > deadline {
                 let info = self.runtime.inspect(&rec.id).await?;
+                if let Some(c) = info.as_ref().filter(|c| c.running) {
+                    // Restarted in between (a new pid): that is the guest to accept now.
+                    self.know_guest(rec, c);
+                }
                 let running = info.as_ref().is_some_and(|i| i.running);
                 if !running || Instant::now() > deadline {
                     let logs = self.runtime.logs_tail(&rec.id, 20).await;
@@ -568,6 +663,32 @@ impl SandboxManager {
         }
     }
 
+    /// Gives a guest that just answered its sandbox's settings (its `env`): a warm
+    /// container was started without them, and a container's run directory, where a
+    /// guest keeps what it was told, starts empty after every restart.
+    async fn configure_guest(&self, rec: &SandboxRecord) -> Result<(), ApiError> {
+        if rec.env.is_empty() {
+            return Ok(());
+        }
+        let body = serde_json::to_vec(&warren_api::session::GuestConfig {
+            env: rec.env.clone(),
+        })
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+        let req = http::Request::put(warren_api::session::GUEST_CONFIG_PATH)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(full(body))
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let resp = self
+            .guests
+            .send(&rec.guest_key(), req)
+            .await
+            .map_err(|e| guest_error(&rec.id, e))?;
+        if !resp.status().is_success() {
+            return Err(crate::guest::body::error_of(resp).await);
+        }
+        Ok(())
+    }
+
     /// Brings a sandbox whose container stopped or vanished back (under the slot lock).
     async fn recover_locked(
         &self,
@@ -584,7 +705,7 @@ impl SandboxManager {
                     .recoveries
                     .with_label_values(&["reconnect"])
                     .inc();
-                self.wait_guest(&rec).await
+                self.wait_guest(&rec, Some(c)).await
             }
             Some(_) => {
                 self.metrics
@@ -633,6 +754,7 @@ impl SandboxManager {
     /// `DELETE /v1/sandboxes/{id}`: container, network, run dir and record go. Idempotent.
     pub async fn delete(&self, id: &str) -> Result<(), ApiError> {
         warren_api::ids::validate_sandbox_id(id)?;
+        self.check_not_quarantined(id)?;
         let Some(slot) = self.existing_slot(id) else {
             // Not known here; still make sure nothing of it is left in Docker.
             self.runtime.remove(id).await?;
@@ -640,7 +762,7 @@ impl SandboxManager {
         };
         let _g = slot.lock.lock().await;
         self.runtime.remove(id).await?;
-        self.clear_run_dir(id);
+        self.forget_guest(id);
         // Its sleep snapshot goes with it; snapshots taken on purpose stay.
         if let Some(s) = slot.record().and_then(|r| r.snapshot) {
             self.retire(id, &s).await;

@@ -4,7 +4,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use warren_api::sandbox::{
-    CreateSandboxRequest, Persist, Resources, Sandbox, SandboxState, DEFAULT_SLEEP_AFTER_S,
+    CreateSandboxRequest, Isolation, Persist, Resources, Sandbox, SandboxState,
+    DEFAULT_SLEEP_AFTER_S,
 };
 use warren_api::time::now_rfc3339;
 use warren_api::ApiError;
@@ -40,6 +41,8 @@ pub struct SandboxRecord {
     /// Exposed ports and their preview tokens.
     #[serde(default)]
     pub ports: BTreeMap<u16, PortExposure>,
+    #[serde(default)]
+    pub isolation: Isolation,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,6 +90,7 @@ impl SandboxRecord {
             snapshot: None,
             generation: 0,
             ports: BTreeMap::new(),
+            isolation: req.isolation.unwrap_or_default(),
         })
     }
 
@@ -104,6 +108,16 @@ impl SandboxRecord {
                     ),
                 ));
             }
+        }
+        if req.isolation.is_some_and(|i| i != self.isolation) {
+            return Err(ApiError::new(
+                warren_api::ErrorCode::Conflict,
+                format!(
+                    "sandbox {} exists with isolation {}; delete it to change it",
+                    self.id,
+                    self.isolation.as_str()
+                ),
+            ));
         }
         if req.resources.is_some() || req.instance_type.is_some() {
             let wanted = Resources::resolve(req.instance_type.as_deref(), req.resources.as_ref())?;
@@ -146,6 +160,7 @@ impl SandboxRecord {
             persist: self.persist.clone(),
             sleep_after_s: self.sleep_after_s,
             keep_alive: self.keep_alive,
+            isolation: self.isolation,
             created_at: self.created_at.clone(),
             last_active_at: last_active_at.unwrap_or_else(|| self.last_active_at.clone()),
         }

@@ -22,6 +22,9 @@ pub struct ClusterNode {
     /// Sandboxes placed on the node.
     pub sandboxes: usize,
     pub capacity: u32,
+    /// The isolation classes the node runs sandboxes in (every node of this version offers
+    /// the same, `warren_node::sandbox::manager::ISOLATION_OFFERED`).
+    pub isolation: Vec<String>,
     /// Added: the node's Raft id and role.
     pub raft_id: u64,
     pub voter: bool,
@@ -50,6 +53,7 @@ pub async fn get(State(st): State<AppState>) -> Json<ClusterView> {
                 state: n.state,
                 sandboxes: s.placements.values().filter(|p| p.node == n.id).count(),
                 capacity: n.capacity,
+                isolation: offered(),
                 raft_id: n.id,
                 voter: voters.contains(&n.id),
             })
@@ -65,6 +69,14 @@ pub async fn get(State(st): State<AppState>) -> Json<ClusterView> {
         }
     });
     Json(view)
+}
+
+/// The isolation classes of `ISOLATION_OFFERED`, by name.
+pub fn offered() -> Vec<String> {
+    warren_node::sandbox::manager::ISOLATION_OFFERED
+        .iter()
+        .map(|i| i.as_str().to_string())
+        .collect()
 }
 
 fn find(st: &AppState, node: &str) -> Result<NodeRecord, ApiError> {

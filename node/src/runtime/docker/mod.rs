@@ -7,8 +7,9 @@ use super::subnets::{Cidr, SubnetPool};
 use super::{
     ChangeKind, ContainerInfo, ContainerRuntime, ContainerSpec, FsChange, RemoveAfter, RootFill,
     RuntimeError, GUEST_BIN_IN_CONTAINER, GUEST_RUN_IN_CONTAINER, LABEL_KIND, LABEL_MANAGED,
-    LABEL_NODE, LABEL_SANDBOX, NEVER_SAVED,
+    LABEL_NODE, LABEL_SANDBOX, NEVER_SAVED, SANDBOX_CAPABILITIES,
 };
+use crate::guest::connect::GuestSecret;
 use async_trait::async_trait;
 use bollard::errors::Error as BollardError;
 use bollard::models::{
@@ -27,6 +28,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::Mutex;
+use warren_api::guest_auth::SECRET_ENV;
+use warren_api::snapshot::IdShift;
 
 mod networks;
 mod warm;
@@ -47,13 +50,14 @@ pub struct DockerRuntime {
     disk_probed: AtomicBool,
     warm: std::sync::Mutex<warm::WarmState>,
     warm_setup: std::sync::OnceLock<warm::WarmSetup>,
+    /// Docker runs containers in user namespaces (`userns-remap`), with this mapping.
+    id_shift: Option<IdShift>,
 }
 
 /// A container as Docker describes it.
 struct Found {
     info: ContainerInfo,
     network: Option<String>,
-    binds: Vec<String>,
 }
 
 /// A CPU limit for Docker: never more than the machine has (Docker refuses that, and a
@@ -94,6 +98,12 @@ impl DockerRuntime {
         .map_err(docker_err)?;
         let docker = docker.negotiate_version().await.map_err(docker_err)?;
         docker.ping().await.map_err(docker_err)?;
+        let info = docker.info().await.map_err(docker_err)?;
+        let id_shift = id_shift_of(&info);
+        match id_shift {
+            Some(s) => tracing::info!(uid = s.uid, gid = s.gid, "sandboxes run in user namespaces"),
+            None => tracing::warn!("Docker runs containers without user namespaces (no userns-remap): root in a sandbox would be root on this host"),
+        }
         let rt = Arc::new(DockerRuntime {
             docker,
             node_id: node_id.to_string(),
@@ -107,6 +117,7 @@ impl DockerRuntime {
             disk_probed: AtomicBool::new(false),
             warm: Default::default(),
             warm_setup: Default::default(),
+            id_shift,
         });
         rt.load_networks().await?;
         rt.check_data_root().await;
@@ -188,34 +199,50 @@ impl DockerRuntime {
             .map_err(docker_err)
     }
 
+    /// What Docker is asked to make for `spec`: the guest binary mounted read-only as the
+    /// entry point, its run directory a bounded tmpfs, the limits, and the boundary
+    /// (capabilities cut to `SANDBOX_CAPABILITIES`, no new privileges, Docker's default
+    /// seccomp profile and masked `/proc` and `/sys`, no IPv6).
     fn container_body(
         &self,
         spec: &ContainerSpec,
         network: &str,
         disk: bool,
+        secret: &GuestSecret,
     ) -> ContainerCreateBody {
         let mut labels = self.labels("sandbox");
         labels.insert(LABEL_SANDBOX.into(), spec.sandbox_id.clone());
         let mem = (spec.resources.memory_mb * 1024 * 1024) as i64;
         let host = HostConfig {
-            binds: Some(vec![
+            binds: Some(vec![format!(
+                "{}:{GUEST_BIN_IN_CONTAINER}:ro",
+                spec.guest_binary.display()
+            )]),
+            tmpfs: Some(HashMap::from([(
+                GUEST_RUN_IN_CONTAINER.to_string(),
                 format!(
-                    "{}:{GUEST_BIN_IN_CONTAINER}:ro",
-                    spec.guest_binary.display()
+                    "rw,nosuid,nodev,noexec,mode=0755,size={}m",
+                    spec.run_dir_mb.max(1)
                 ),
-                format!("{}:{GUEST_RUN_IN_CONTAINER}:rw", spec.run_dir.display()),
-            ]),
+            )])),
             nano_cpus: Some(nano_cpus(spec.resources.cpus)),
             memory: Some(mem),
             memory_swap: Some(mem),
             pids_limit: Some(spec.resources.pids as i64),
             network_mode: Some(network.to_string()),
-            cap_drop: Some(vec![
-                "NET_RAW".into(),
-                "SYS_MODULE".into(),
-                "SYS_RAWIO".into(),
-            ]),
+            cap_drop: Some(vec!["ALL".into()]),
+            cap_add: Some(SANDBOX_CAPABILITIES.iter().map(|c| c.to_string()).collect()),
             security_opt: Some(vec!["no-new-privileges".into()]),
+            sysctls: Some(HashMap::from([
+                (
+                    "net.ipv6.conf.all.disable_ipv6".to_string(),
+                    "1".to_string(),
+                ),
+                (
+                    "net.ipv6.conf.default.disable_ipv6".to_string(),
+                    "1".to_string(),
+                ),
+            ])),
             restart_policy: Some(RestartPolicy {
                 name: Some(RestartPolicyNameEnum::NO),
                 maximum_retry_count: None,
@@ -238,7 +265,13 @@ impl DockerRuntime {
             hostname: Some(spec.sandbox_id.clone()),
             entrypoint: Some(vec![GUEST_BIN_IN_CONTAINER.into()]),
             cmd: Some(vec![]),
-            env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+            env: Some(
+                spec.env
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .chain([format!("{SECRET_ENV}={}", secret.expose())])
+                    .collect(),
+            ),
             working_dir: Some(warren_api::exec::DEFAULT_CWD.into()),
             labels: Some(labels),
             stop_signal: Some("SIGTERM".into()),
@@ -256,13 +289,17 @@ impl DockerRuntime {
     ) -> Result<(), RuntimeError> {
         let mut pulled = false;
         let mut replaced = false;
+        let secret = GuestSecret::random();
         loop {
             let disk = !self.disk_probed.load(Ordering::Relaxed)
                 || self.disk_limits.load(Ordering::Relaxed);
             let opts = CreateContainerOptionsBuilder::default().name(name).build();
             match self
                 .docker
-                .create_container(Some(opts), self.container_body(spec, network, disk))
+                .create_container(
+                    Some(opts),
+                    self.container_body(spec, network, disk, &secret),
+                )
                 .await
             {
                 Ok(_) => {
@@ -331,11 +368,11 @@ impl DockerRuntime {
                     pid: state.pid.unwrap_or(0).max(0) as u32,
                     exit_code: state.exit_code,
                     oom_killed: state.oom_killed.unwrap_or(false),
+                    guest_secret: guest_secret_of(c.config.as_ref()),
                 };
                 Ok(Some(Found {
                     info,
                     network: host.network_mode,
-                    binds: host.binds.unwrap_or_default(),
                 }))
             }
             Err(e) if status_of(&e) == Some(404) => Ok(None),
@@ -343,8 +380,8 @@ impl DockerRuntime {
         }
     }
 
-    /// Removes a container by name, gives its network back and removes the run directory
-    /// link of a taken warm container. Idempotent; whether there was such a container.
+    /// Removes a container by name and gives its network back. Idempotent; whether there
+    /// was such a container.
     async fn remove_named(&self, name: &str) -> Result<bool, RuntimeError> {
         let found = self.inspect_name(name).await?;
         self.force_remove(name).await?;
@@ -354,13 +391,10 @@ impl DockerRuntime {
         Ok(found.is_some())
     }
 
-    /// What a removed container leaves: its network (back to the pool) and a warm link.
+    /// What a removed container leaves: its network (back to the pool).
     async fn release_after_removal(&self, found: &Found) {
         if let Some(n) = found.network.as_ref().filter(|n| n.starts_with("wrn-")) {
             self.release_network(n).await;
-        }
-        if let Some(link) = Self::warm_link_in(&found.binds) {
-            let _ = std::fs::remove_file(link);
         }
     }
 
@@ -534,6 +568,39 @@ impl DockerRuntime {
             None => Ok(found),
         }
     }
+}
+
+/// The user namespace mapping of an engine that remaps (`userns-remap`): it says so in
+/// its security options, and its data root is `<root>/<uid>.<gid>` of the remapped root.
+/// Docker gives each remapped user a range of 65536 ids.
+fn id_shift_of(info: &bollard::models::SystemInfo) -> Option<IdShift> {
+    let remaps = info
+        .security_options
+        .iter()
+        .flatten()
+        .any(|o| o.split(',').any(|kv| kv == "name=userns"));
+    if !remaps {
+        return None;
+    }
+    let root = PathBuf::from(info.docker_root_dir.as_deref()?);
+    let (uid, gid) = root.file_name()?.to_str()?.split_once('.')?;
+    Some(IdShift {
+        uid: uid.parse().ok()?,
+        gid: gid.parse().ok()?,
+        len: 65536,
+    })
+}
+
+/// The guest secret a container was made with (from its environment in the engine's
+/// description of it, which only the host sees).
+fn guest_secret_of(config: Option<&bollard::models::ContainerConfig>) -> Option<GuestSecret> {
+    let prefix = format!("{SECRET_ENV}=");
+    config?
+        .env
+        .as_ref()?
+        .iter()
+        .find_map(|e| e.strip_prefix(&prefix))
+        .map(GuestSecret::from_env_value)
 }
 
 /// One of the overlay2 directories (`UpperDir`, `MergedDir`) an inspect reports, if the
@@ -852,5 +919,9 @@ impl ContainerRuntime for Arc<DockerRuntime> {
 
     fn disk_limits(&self) -> bool {
         self.disk_limits.load(Ordering::Relaxed)
+    }
+
+    fn id_shift(&self) -> Option<IdShift> {
+        self.id_shift
     }
 }

@@ -174,7 +174,7 @@ impl SandboxManager {
     }
 
     fn forget_locked(&self, id: &str, slot: &Arc<super::Slot>) -> Result<(), ApiError> {
-        self.clear_run_dir(id);
+        self.forget_guest(id);
         self.store
             .delete(id)
             .map_err(|e| ApiError::internal(format!("cannot delete record: {e}")))?;

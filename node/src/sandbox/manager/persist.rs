@@ -128,14 +128,7 @@ impl SandboxManager {
         if resp.status().is_success() {
             return Ok(resp);
         }
-        let status = resp.status();
-        let bytes = resp
-            .into_body()
-            .collect()
-            .await
-            .map(|c| c.to_bytes())
-            .unwrap_or_default();
-        Err(ApiError::from_response(status.as_u16(), &bytes))
+        Err(crate::guest::body::error_of(resp).await)
     }
 
     async fn guest_json(
@@ -147,7 +140,9 @@ impl SandboxManager {
         let resp = self
             .guest_call(rec, path, "application/json", full(body))
             .await?;
-        let _ = resp.into_body().collect().await;
+        crate::guest::body::collect_limited(resp.into_body(), crate::guest::body::SMALL_LIMIT)
+            .await
+            .map_err(|e| guest_error(&rec.id, e))?;
         Ok(())
     }
 
@@ -270,7 +265,7 @@ impl SandboxManager {
             return Ok(None);
         };
         let target = match enter::Target::open(before.pid, &self.config().guest_binary) {
-            Ok(t) => t,
+            Ok(t) => t.with_id_shift(self.runtime.id_shift()),
             Err(e) => {
                 tracing::warn!(sandbox_id = %id, error = %e, "cannot open the container's namespaces; the guest does the archive work");
                 return Ok(None);
@@ -309,7 +304,9 @@ impl SandboxManager {
                 tar_body(prepared),
             )
             .await?;
-        let _ = resp.into_body().collect().await;
+        crate::guest::body::collect_limited(resp.into_body(), crate::guest::body::SMALL_LIMIT)
+            .await
+            .map_err(|e| guest_error(&rec.id, e))?;
         Ok(())
     }
 
@@ -355,7 +352,7 @@ impl SandboxManager {
         prepared: Option<Prepared>,
     ) -> Result<(), ApiError> {
         // Session state and logs of an earlier container do not belong to the new one.
-        self.clear_run_dir(&rec.id);
+        self.forget_guest(&rec.id);
         let t = Instant::now();
         let Some(prepared) = prepared else {
             return self.start_container(rec, true).await;
@@ -364,7 +361,8 @@ impl SandboxManager {
         let cfg = self.config();
         let (fill, prepared) =
             if cfg.pack_in_node && cfg.fill_while_starting && SnapshotFill::possible() {
-                let fill = SnapshotFill::new(prepared, cfg.guest_binary.clone());
+                let fill =
+                    SnapshotFill::new(prepared, cfg.guest_binary.clone(), self.runtime.id_shift());
                 (Some(fill), None)
             } else {
                 (None, Some(prepared))
@@ -569,7 +567,7 @@ impl SandboxManager {
             slot.set(Some(rec.clone()));
         }
         self.runtime.remove(&rec.id).await?;
-        self.clear_run_dir(&rec.id);
+        self.forget_guest(&rec.id);
         rec.state = lifecycle::next(rec.state, Event::Slept)?;
         self.save(&rec)?;
         slot.set(Some(rec.clone()));

@@ -11,7 +11,7 @@ use crate::runtime::{enter, RootFill};
 use async_trait::async_trait;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use warren_api::snapshot::RemovePathsRequest;
+use warren_api::snapshot::{IdShift, RemovePathsRequest};
 use warren_api::ApiError;
 use warren_storage::snapshots::Prepared;
 
@@ -19,13 +19,16 @@ use warren_storage::snapshots::Prepared;
 pub(super) struct SnapshotFill {
     prepared: Mutex<Option<Prepared>>,
     guest_binary: PathBuf,
+    /// The new container's ids on the host (its user namespace).
+    shift: Option<IdShift>,
 }
 
 impl SnapshotFill {
-    pub(super) fn new(prepared: Prepared, guest_binary: PathBuf) -> Self {
+    pub(super) fn new(prepared: Prepared, guest_binary: PathBuf, shift: Option<IdShift>) -> Self {
         SnapshotFill {
             prepared: Mutex::new(Some(prepared)),
             guest_binary,
+            shift,
         }
     }
 
@@ -51,7 +54,8 @@ impl RootFill for SnapshotFill {
             .take()
             .ok_or_else(|| ApiError::internal("the snapshot was already written"))?;
         let target = enter::Target::host_mount(root, &self.guest_binary)
-            .map_err(|e| ApiError::internal(format!("cannot open the node's namespace: {e}")))?;
+            .map_err(|e| ApiError::internal(format!("cannot open the node's namespace: {e}")))?
+            .with_id_shift(self.shift);
         // Deletions first: a directory the snapshot replaced is both deleted and saved.
         let deleted = &prepared.manifest().deleted;
         if !deleted.is_empty() {

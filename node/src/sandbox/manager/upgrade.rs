@@ -3,7 +3,6 @@
 
 use super::SandboxManager;
 use crate::guest::client::empty;
-use http_body_util::BodyExt;
 use hyper::upgrade::Upgraded;
 use std::sync::Arc;
 use warren_api::{ApiError, ErrorCode};
@@ -39,15 +38,8 @@ impl SandboxManager {
             }
             Err(e) => return Err(super::guest_error(id, e)),
         };
-        let status = resp.status();
-        if status != http::StatusCode::SWITCHING_PROTOCOLS {
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map(|c| c.to_bytes())
-                .unwrap_or_default();
-            return Err(ApiError::from_response(status.as_u16(), &body));
+        if resp.status() != http::StatusCode::SWITCHING_PROTOCOLS {
+            return Err(crate::guest::body::error_of(resp).await);
         }
         hyper::upgrade::on(resp).await.map_err(|e| {
             ApiError::new(

@@ -4,30 +4,29 @@
 //! docs/benchmarks.md).
 //!
 //! A warm container is named `wrn-<node>_warm_<token>` (a sandbox id has no underscore, so
-//! it is never a sandbox's name) and its guest's run directory is `<run root>/warm/<token>`.
-//! Taking one for a sandbox:
+//! it is never a sandbox's name). Taking one for a sandbox:
 //! - renames it to the sandbox's container name (identity is the name: labels are fixed at
 //!   create, so a taken container's `warren.sandbox` label still says `warm-<token>`);
 //! - gives it the sandbox's CPU, memory and process limits (`docker update`);
 //! - sets its host name (`/etc/hostname`, `/etc/hosts`, and the UTS namespace);
-//! - moves its run directory to the sandbox's (the bind mount follows the directory) and
-//!   leaves a symlink at the old path, which a restart of the container mounts;
 //! - writes a fork's files, or a snapshot's, through its mounted overlay.
 //!
 //! Until the rename is done, a failure removes the warm container and the sandbox starts
 //! cold; after it, the container is the sandbox's and a failure is the create's.
 //!
 //! It fits a sandbox of the same image and, where the engine enforces disk sizes, the same
-//! disk size. The sandbox's `env` goes into the run directory's `env.json`, which the guest
-//! reads over the container's environment whenever it starts a session, terminal or git call. The pool refills one container at a time, once no container for a sandbox
+//! disk size. The sandbox's `env` reaches the guest from the manager (`PUT /config`), as it
+//! does after every start of any container. The pool refills one container at a time, once
+//! no container for a sandbox
 //! (taken or started) has been under way for `QUIET`, so that refilling competes neither
 //! with the work that emptied it nor with a burst of creates.
 
-use super::{docker_err, overlay_path, DockerRuntime, RuntimeError};
+use super::{docker_err, guest_secret_of, overlay_path, DockerRuntime, RuntimeError};
+use crate::guest::connect::{self, GuestPeer};
 use crate::runtime::{root_mount, ContainerSpec, WarmPoolConfig};
 use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,7 +47,6 @@ const GUEST_READY: Duration = Duration::from_secs(30);
 pub(super) struct Warm {
     name: String,
     network: String,
-    run_dir: PathBuf,
     /// Its mounted root filesystem on this host, when this process sees it.
     merged: Option<PathBuf>,
     host: HostName,
@@ -58,7 +56,7 @@ impl Warm {
     /// Whether its container's main process (the guest) still runs.
     /// (Unknown, so taken as running, where this process cannot see the engine's pids.)
     fn alive(&self) -> bool {
-        self.host.pid == 0 || Path::new(&format!("/proc/{}", self.host.pid)).exists()
+        self.host.pid == 0 || std::path::Path::new(&format!("/proc/{}", self.host.pid)).exists()
     }
 }
 
@@ -115,7 +113,7 @@ impl DockerRuntime {
                 .register(m)
                 .map_err(|e| RuntimeError::Other(e.to_string()))?;
         }
-        self.remove_warm_leftovers(&cfg.run_root).await?;
+        self.remove_warm_leftovers().await?;
         let size = cfg.size;
         if self
             .warm_setup
@@ -144,14 +142,13 @@ impl DockerRuntime {
             if let Err(e) = self.remove_named(&w.name).await {
                 tracing::warn!(container = %w.name, error = %e, "cannot remove a warm container");
             }
-            let _ = std::fs::remove_dir_all(&w.run_dir);
         }
         if let Some(s) = self.warm_setup.get() {
             s.ready.set(0);
         }
     }
 
-    async fn remove_warm_leftovers(&self, run_root: &Path) -> Result<(), RuntimeError> {
+    async fn remove_warm_leftovers(&self) -> Result<(), RuntimeError> {
         for c in self.list_summaries().await? {
             let Some(name) = c.names.and_then(|n| n.into_iter().next()) else {
                 continue;
@@ -159,24 +156,6 @@ impl DockerRuntime {
             let name = name.trim_start_matches('/');
             if name.contains(WARM) {
                 self.remove_named(name).await?;
-            }
-        }
-        // Run directories of warm containers nobody took; and links of taken ones whose
-        // sandbox is gone.
-        let Ok(entries) = std::fs::read_dir(run_root.join("warm")) else {
-            return Ok(());
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            let Ok(meta) = std::fs::symlink_metadata(&p) else {
-                continue;
-            };
-            if meta.is_symlink() {
-                if !p.exists() {
-                    let _ = std::fs::remove_file(&p);
-                }
-            } else {
-                let _ = std::fs::remove_dir_all(&p);
             }
         }
         Ok(())
@@ -222,6 +201,11 @@ impl DockerRuntime {
                     tokio::time::sleep(wait).await;
                     continue;
                 }
+                if setup.cfg.safety.check().is_err() {
+                    // No container while the boundary is not whole (no firewall, say).
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
                 let t = Instant::now();
                 match me.start_warm(&setup.cfg).await {
                     Ok(w) => {
@@ -240,7 +224,6 @@ impl DockerRuntime {
                         };
                         if let Some(w) = unwanted {
                             let _ = me.remove_named(&w.name).await;
-                            let _ = std::fs::remove_dir_all(&w.run_dir);
                         }
                     }
                     Err(e) => {
@@ -260,16 +243,13 @@ impl DockerRuntime {
     async fn start_warm(self: &Arc<Self>, cfg: &WarmPoolConfig) -> Result<Warm, RuntimeError> {
         let token = hex::encode(rand::random::<[u8; 4]>());
         let name = format!("wrn-{}{WARM}{token}", self.node_id);
-        let run_dir = cfg.run_root.join("warm").join(&token);
-        std::fs::create_dir_all(&run_dir)
-            .map_err(|e| RuntimeError::Other(format!("cannot create a run directory: {e}")))?;
         let spec = ContainerSpec {
             sandbox_id: format!("warm-{token}"),
             image: cfg.image.clone(),
             resources: cfg.resources,
             env: BTreeMap::new(),
             guest_binary: cfg.guest_binary.clone(),
-            run_dir: run_dir.clone(),
+            run_dir_mb: cfg.run_dir_mb,
             seed: None,
         };
         let network = self.take_network().await?;
@@ -284,11 +264,17 @@ impl DockerRuntime {
             let host = HostName::of(&c);
             let merged = overlay_path(&c, "MergedDir")
                 .filter(|p| matches!(root_mount::open_if_mounted(p), Ok(Some(_))));
-            wait_guest_socket(&run_dir).await?;
+            let peer = GuestPeer {
+                sandbox_id: spec.sandbox_id.clone(),
+                pid: host.pid,
+                secret: guest_secret_of(c.config.as_ref()).ok_or_else(|| {
+                    RuntimeError::Other("the warm container has no guest secret".into())
+                })?,
+            };
+            wait_guest_answers(&peer).await?;
             Ok(Warm {
                 name: name.clone(),
                 network: network.clone(),
-                run_dir: run_dir.clone(),
                 merged,
                 host,
             })
@@ -297,7 +283,6 @@ impl DockerRuntime {
         if started.is_err() {
             let _ = self.force_remove(&name).await;
             self.release_network(&network).await;
-            let _ = std::fs::remove_dir_all(&run_dir);
         }
         started
     }
@@ -342,7 +327,6 @@ impl DockerRuntime {
                 for w in dead {
                     tracing::warn!(container = %w.name, "a warm container stopped while it waited; removing it");
                     let _ = me.remove_named(&w.name).await;
-                    let _ = std::fs::remove_dir_all(&w.run_dir);
                 }
             });
         }
@@ -357,21 +341,6 @@ impl DockerRuntime {
         if let Some(s) = self.warm_setup.get() {
             s.taken.with_label_values(&[outcome]).inc();
         }
-    }
-
-    /// The symlink a taken warm container left at its first run directory, if `binds`
-    /// (a container's) mount one: removed with the container.
-    pub(super) fn warm_link_in(binds: &[String]) -> Option<PathBuf> {
-        binds
-            .iter()
-            .filter_map(|b| b.split(':').next())
-            .map(PathBuf::from)
-            .find(|p| {
-                p.parent()
-                    .and_then(Path::file_name)
-                    .is_some_and(|n| n == "warm")
-                    && std::fs::symlink_metadata(p).is_ok_and(|m| m.is_symlink())
-            })
     }
 }
 
@@ -393,19 +362,23 @@ impl Drop for Busy<'_> {
     }
 }
 
-/// Waits until a guest answers a connection on its socket in `run_dir`.
-async fn wait_guest_socket(run_dir: &Path) -> Result<(), RuntimeError> {
-    let socket = run_dir.join(crate::guest::client::SOCKET_NAME);
+/// Waits until the warm container's guest answers and authenticates.
+async fn wait_guest_answers(peer: &GuestPeer) -> Result<(), RuntimeError> {
     let deadline = Instant::now() + GUEST_READY;
     loop {
-        if tokio::net::UnixStream::connect(&socket).await.is_ok() {
-            return Ok(());
+        match connect::connect(peer).await {
+            Ok(_) => return Ok(()),
+            Err(connect::ConnectError::Refused(why)) => {
+                return Err(RuntimeError::Other(format!(
+                    "the warm container's guest was refused: {why}"
+                )))
+            }
+            Err(_) if Instant::now() > deadline => {
+                return Err(RuntimeError::Other(format!(
+                    "the warm container's guest did not answer within {GUEST_READY:?}"
+                )))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
         }
-        if Instant::now() > deadline {
-            return Err(RuntimeError::Other(format!(
-                "the warm container's guest did not answer within {GUEST_READY:?}"
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }

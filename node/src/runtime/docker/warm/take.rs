@@ -1,5 +1,5 @@
 //! Taking a warm container for a sandbox: it becomes the sandbox's container (its name,
-//! limits, host name and run directory), then gets the sandbox's files through its mount.
+//! limits and host name), then gets the sandbox's files through its mount.
 
 use super::super::{
     copy_fork_files, docker_err, nano_cpus, status_of, DockerRuntime, RuntimeError,
@@ -7,7 +7,6 @@ use super::super::{
 use super::Warm;
 use crate::runtime::{root_mount, uts, ContainerInfo, ContainerSpec, RootFill};
 use bollard::query_parameters::RenameContainerOptionsBuilder;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -39,8 +38,6 @@ impl DockerRuntime {
                 // Gone already (removed by hand): its network is still this node's.
                 self.release_network(&w.network).await;
             }
-            let _ = std::fs::remove_dir_all(&w.run_dir);
-            let _ = std::fs::create_dir_all(&spec.run_dir);
             return Err(TakeFailed::Before(e));
         }
         let adopted_ms = t.elapsed().as_millis() as u64;
@@ -68,7 +65,7 @@ impl DockerRuntime {
         }
         .await;
         if written.is_err() {
-            // With its network and the link its run directory left.
+            // With its network.
             let _ = self.remove_named(&name).await;
         }
         tracing::debug!(container = %name, adopted_ms, written_ms = t.elapsed().as_millis() as u64 - adopted_ms,
@@ -113,11 +110,7 @@ impl DockerRuntime {
         w.host
             .set(&spec.sandbox_id)
             .await
-            .map_err(|e| RuntimeError::Other(format!("cannot set the host name: {e}")))?;
-        move_run_dir(&w.run_dir, &spec.run_dir)
-            .map_err(|e| RuntimeError::Other(format!("cannot move the run directory: {e}")))?;
-        write_env(&spec.run_dir, &spec.env)
-            .map_err(|e| RuntimeError::Other(format!("cannot give the guest its env: {e}")))
+            .map_err(|e| RuntimeError::Other(format!("cannot set the host name: {e}")))
     }
 
     /// Gives a restarted container that was a warm one its sandbox's host name again
@@ -174,13 +167,20 @@ impl HostName {
     }
 
     /// Gives the container the host name `hostname` in its files and its UTS namespace.
+    /// The files are the engine's (`/var/lib/docker/containers/<id>/…`, bind-mounted into
+    /// the container, so the sandbox can change what they hold but not where they are):
+    /// what the sandbox wrote into `/etc/hosts` is read only up to `HOSTS_LIMIT`, and a
+    /// larger one is replaced by a fresh one.
     async fn set(&self, hostname: &str) -> std::io::Result<()> {
         if let Some(p) = &self.hostname_path {
             tokio::fs::write(p, format!("{hostname}\n")).await?;
         }
         if let Some(p) = &self.hosts_path {
-            let hosts = tokio::fs::read_to_string(p).await?;
-            tokio::fs::write(p, uts::rename_in_hosts(&hosts, &self.current, hostname)).await?;
+            let hosts = match read_bounded(p, HOSTS_LIMIT).await? {
+                Some(hosts) => uts::rename_in_hosts(&hosts, &self.current, hostname),
+                None => format!("127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\t{hostname}\n"),
+            };
+            tokio::fs::write(p, hosts).await?;
         }
         let (pid, name) = (self.pid, hostname.to_string());
         tokio::task::spawn_blocking(move || uts::set_hostname(pid, &name))
@@ -189,31 +189,37 @@ impl HostName {
     }
 }
 
-/// Puts the warm container's run directory (its guest's socket and state) where the node
-/// looks for the sandbox's, and leaves a symlink where Docker mounts it from. What was at
-/// `to` (an earlier container's state) is removed in the background.
-fn move_run_dir(from: &Path, to: &Path) -> std::io::Result<()> {
-    if to.exists() {
-        let aside = from.with_file_name(format!("gone-{}", hex::encode(rand::random::<[u8; 4]>())));
-        std::fs::rename(to, &aside)?;
-        std::thread::spawn(move || std::fs::remove_dir_all(aside));
-    } else if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent)?;
+/// The most of a container's `/etc/hosts` the node reads.
+const HOSTS_LIMIT: u64 = 1 << 20;
+
+/// A text file's content if it has at most `limit` bytes (`None` if it is larger or not
+/// text): a file the sandbox could have made any size is never read whole.
+async fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Option<String>> {
+    use tokio::io::AsyncReadExt;
+    let file = tokio::fs::File::open(path).await?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes).await?;
+    if bytes.len() as u64 > limit {
+        return Ok(None);
     }
-    std::fs::rename(from, to)?;
-    std::os::unix::fs::symlink(to, from)
+    Ok(String::from_utf8(bytes).ok())
 }
 
-/// The sandbox's `env` for the guest (`GUEST_ENV_FILE`), written whole or not at all.
-fn write_env(run_dir: &Path, env: &BTreeMap<String, String>) -> std::io::Result<()> {
-    if env.is_empty() {
-        return Ok(());
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_huge_hosts_file_is_not_read_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("hosts");
+        std::fs::write(&p, "127.0.0.1 localhost\n").unwrap();
+        assert_eq!(
+            read_bounded(&p, HOSTS_LIMIT).await.unwrap().as_deref(),
+            Some("127.0.0.1 localhost\n")
+        );
+        let f = std::fs::File::create(&p).unwrap();
+        f.set_len(HOSTS_LIMIT * 64).unwrap();
+        assert_eq!(read_bounded(&p, HOSTS_LIMIT).await.unwrap(), None);
     }
-    let path = run_dir.join(warren_api::session::GUEST_ENV_FILE);
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(
-        &tmp,
-        serde_json::to_vec(env).map_err(std::io::Error::other)?,
-    )?;
-    std::fs::rename(&tmp, &path)
 }

@@ -1,0 +1,337 @@
+//! The sandbox firewall, tried from inside a sandbox against targets this test puts on this
+//! machine: the node's own ports on every host address, another sandbox, cloud metadata
+//! addresses and a private-range "other node" served from a network namespace the test
+//! creates, and IPv6. A route of the test's own sends the probes' destinations into that
+//! namespace, so that no probe can leave the machine even while a rule is missing; a public
+//! address served there too proves that the probes do arrive when nothing blocks them.
+
+use super::harness::{sh, unique, Node};
+use std::process::Command;
+
+fn run(args: &[&str]) {
+    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Addresses served from the test's namespace, by what they stand for.
+const TARGETS: &[(&str, &str)] = &[
+    ("aws-gcp-azure-metadata", "169.254.169.254"),
+    ("alibaba-metadata", "100.100.100.200"),
+    ("azure-wireserver", "168.63.129.16"),
+    ("private-node", "10.251.7.9"),
+    ("cgnat-node", "100.64.7.9"),
+];
+/// A public address, served from the same namespace: the probes' control.
+const PUBLIC: &str = "11.22.33.44";
+/// The port the namespace's listener answers on.
+const PORT: u16 = 8089;
+
+/// A network namespace with a TCP listener on every target address, reachable from
+/// sandboxes only (a policy route for traffic from the sandbox pool), removed on drop.
+struct FakeNetwork {
+    ns: String,
+    host_if: String,
+    /// The routing table (and rule priority) that sends sandbox traffic for the targets
+    /// into the namespace.
+    table: String,
+    listener: std::process::Child,
+}
+
+impl FakeNetwork {
+    fn start() -> FakeNetwork {
+        let u = unique();
+        let ns = format!("wt-{u}");
+        let (host_if, ns_if) = (format!("wth{u}"), format!("wtn{u}"));
+        // A /30 of its own between the host and the namespace.
+        let octet = u8::from_str_radix(&u[..2], 16).unwrap() % 64;
+        let table = (5000 + u16::from_str_radix(&u[..3], 16).unwrap()).to_string();
+        let host_ip = format!("10.252.{octet}.1");
+        let ns_ip = format!("10.252.{octet}.2");
+        run(&["ip", "netns", "add", &ns]);
+        run(&[
+            "ip", "link", "add", &host_if, "type", "veth", "peer", "name", &ns_if,
+        ]);
+        run(&["ip", "link", "set", &ns_if, "netns", &ns]);
+        run(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{host_ip}/30"),
+            "dev",
+            &host_if,
+        ]);
+        run(&["ip", "link", "set", &host_if, "up"]);
+        let in_ns = |args: &[&str]| {
+            let mut all = vec!["ip", "netns", "exec", &ns];
+            all.extend_from_slice(args);
+            run(&all);
+        };
+        in_ns(&["ip", "link", "set", "lo", "up"]);
+        in_ns(&["ip", "addr", "add", &format!("{ns_ip}/30"), "dev", &ns_if]);
+        for (_, addr) in TARGETS.iter().chain([&("public", PUBLIC)]) {
+            in_ns(&["ip", "addr", "add", &format!("{addr}/32"), "dev", &ns_if]);
+            // Only sandboxes' traffic is sent there, never the host's own.
+            run(&[
+                "ip",
+                "route",
+                "replace",
+                &format!("{addr}/32"),
+                "via",
+                &ns_ip,
+                "dev",
+                &host_if,
+                "table",
+                &table,
+            ]);
+        }
+        in_ns(&["ip", "link", "set", &ns_if, "up"]);
+        in_ns(&["ip", "route", "add", "default", "via", &host_ip]);
+        run(&[
+            "ip",
+            "rule",
+            "add",
+            "from",
+            "10.200.0.0/16",
+            "lookup",
+            &table,
+            "priority",
+            &table,
+        ]);
+        let listener = Command::new("ip")
+            .args(["netns", "exec", &ns, "python3", "-c"])
+            .arg(format!(
+                "import socket\n\
+                 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+                 s.bind(('0.0.0.0', {PORT})); s.listen(64)\n\
+                 while True:\n    c, _ = s.accept(); c.sendall(b'hit'); c.close()\n"
+            ))
+            .spawn()
+            .unwrap();
+        let fake = FakeNetwork {
+            ns,
+            host_if,
+            table,
+            listener,
+        };
+        // The host itself reaches every target (the listener is up, the addresses exist).
+        for (_, addr) in TARGETS.iter().chain([&("public", PUBLIC)]) {
+            fake.wait_reachable_from_namespace(addr);
+        }
+        fake
+    }
+
+    fn wait_reachable_from_namespace(&self, addr: &str) {
+        for _ in 0..100 {
+            let out = Command::new("ip")
+                .args(["netns", "exec", &self.ns, "python3", "-c"])
+                .arg(format!(
+                    "import socket; s = socket.create_connection(('{addr}', {PORT}), 1); print(s.recv(3).decode())"
+                ))
+                .output()
+                .unwrap();
+            if String::from_utf8_lossy(&out.stdout).trim() == "hit" {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("the test's listener does not answer on {addr}");
+    }
+}
+
+impl Drop for FakeNetwork {
+    fn drop(&mut self) {
+        let _ = self.listener.kill();
+        let _ = self.listener.wait();
+        let _ = Command::new("ip")
+            .args(["rule", "del", "priority", &self.table])
+            .output();
+        let _ = Command::new("ip")
+            .args(["route", "flush", "table", &self.table])
+            .output();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.host_if])
+            .output();
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
+    }
+}
+
+/// From inside `id`: whether a TCP connection to each `(name, addr, port)` gets through.
+async fn probe(node: &Node, id: &str, targets: &[(String, String, u16)]) -> Vec<(String, bool)> {
+    let list: Vec<String> = targets
+        .iter()
+        .map(|(n, a, p)| format!("('{n}', '{a}', {p})"))
+        .collect();
+    let script = format!(
+        "import socket\n\
+         for name, addr, port in [{}]:\n\
+         \x20   try:\n\
+         \x20       s = socket.create_connection((addr, port), 2); s.close(); print(name, 'open')\n\
+         \x20   except Exception as e:\n\
+         \x20       print(name, 'blocked')\n",
+        list.join(", ")
+    );
+    node.client
+        .write_file(id, "/tmp/probe.py", script.into_bytes(), None)
+        .await
+        .unwrap();
+    let out = sh(&node.client, id, "python3 /tmp/probe.py").await;
+    out.lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(n, s)| (n.to_string(), s == "open"))
+        .collect()
+}
+
+/// Every IPv4 address of this host.
+fn host_addresses() -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["-4", "-o", "addr", "show"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(3))
+        .filter_map(|a| a.split('/').next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_sandbox_reaches_no_host_port_no_neighbour_no_metadata_and_no_private_node() {
+    let fake = FakeNetwork::start();
+    let node = Node::start_listening("0.0.0.0:0").await;
+    let c = &node.client;
+    let api_port: u16 = node.url.rsplit(':').next().unwrap().parse().unwrap();
+    let (a, b) = (format!("net-a-{}", unique()), format!("net-b-{}", unique()));
+    // A neighbour that serves, and can reach its own service.
+    c.start_process(
+        &b,
+        &serde_json::from_value(
+            serde_json::json!({"command": "exec python3 -m http.server 8080", "id": "web"}),
+        )
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let wait =
+        serde_json::from_value(serde_json::json!({"port": 8080, "timeout_ms": 20000})).unwrap();
+    c.wait_port(&b, "web", &wait).await.unwrap();
+    let b_ip = sh(c, &b, "hostname -I | cut -d' ' -f1")
+        .await
+        .trim()
+        .to_string();
+    let gateway = sh(c, &a, "ip route | awk '/default/ {print $3}'")
+        .await
+        .trim()
+        .to_string();
+    // A listener of the test's own on every host address, UDP: the QUIC peer port's kind.
+    let udp = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
+
+    let mut targets: Vec<(String, String, u16)> = vec![
+        ("neighbour".into(), b_ip.clone(), 8080),
+        ("gateway-api".into(), gateway.clone(), api_port),
+    ];
+    for addr in host_addresses() {
+        targets.push((format!("host-{addr}-api"), addr, api_port));
+    }
+    for (name, addr) in TARGETS {
+        targets.push((name.to_string(), addr.to_string(), PORT));
+    }
+    targets.push(("public-control".into(), PUBLIC.into(), PORT));
+    let seen = probe(&node, &a, &targets).await;
+    assert_eq!(seen.len(), targets.len(), "{seen:?}");
+    for (name, open) in &seen {
+        let expected = name == "public-control";
+        assert_eq!(*open, expected, "{name}: open={open} ({seen:?})");
+    }
+
+    // UDP to the node's addresses (the QUIC peer port is UDP): nothing arrives.
+    let sent = sh(
+        c,
+        &a,
+        &format!(
+            "python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
+             [s.sendto(b'x', (h, {udp_port})) for h in ['{gateway}'] + '{}'.split()]\"; echo sent",
+            host_addresses().join(" ")
+        ),
+    )
+    .await;
+    assert_eq!(sent.trim(), "sent");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut buf = [0u8; 16];
+    assert!(
+        udp.recv_from(&mut buf).is_err(),
+        "a datagram from the sandbox reached the host"
+    );
+
+    // IPv6 is off inside, and the host's IPv6 listener is out of reach.
+    let v6 = sh(
+        c,
+        &a,
+        "cat /proc/sys/net/ipv6/conf/all/disable_ipv6; ip -6 addr show | grep -c inet6 || true",
+    )
+    .await;
+    assert_eq!(v6.lines().collect::<Vec<_>>(), vec!["1", "0"], "{v6}");
+    let six = std::net::TcpListener::bind("[::]:0").unwrap();
+    let six_port = six.local_addr().unwrap().port();
+    six.set_nonblocking(true).unwrap();
+    let tried = sh(
+        c,
+        &a,
+        &format!(
+            "python3 -c \"import socket\ntry:\n    socket.create_connection(('fe80::1%eth0', {six_port}), 2); print('open')\nexcept Exception: print('blocked')\""
+        ),
+    )
+    .await;
+    assert_eq!(tried.trim(), "blocked");
+    assert!(six.accept().is_err(), "a sandbox connected over IPv6");
+    // And should one get an IPv6 address anyway, the host drops and rejects all of it.
+    let rules = Command::new("ip6tables")
+        .args(["-S", "WARREN-FORWARD"])
+        .output()
+        .unwrap();
+    let rules = String::from_utf8_lossy(&rules.stdout);
+    assert!(rules.contains("-A WARREN-FORWARD -j DROP"), "{rules}");
+    drop(fake);
+}
+
+#[tokio::test]
+async fn a_node_whose_firewall_cannot_be_installed_starts_no_sandbox() {
+    let node = Node::start_with(
+        "127.0.0.1:0",
+        &[
+            "--iptables",
+            "/nonexistent/iptables",
+            "--ip6tables",
+            "/nonexistent/ip6tables",
+        ],
+    )
+    .await;
+    let r = reqwest::get(format!("{}/healthz", node.url)).await.unwrap();
+    assert_eq!(r.status(), 503);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(
+        body["problems"]["firewall"]
+            .as_str()
+            .is_some_and(|p| p.contains("/nonexistent/iptables")),
+        "{body}"
+    );
+    let id = format!("nofw-{}", unique());
+    let e = node
+        .client
+        .sh(&id, "echo should-not-run")
+        .await
+        .unwrap_err();
+    super::harness::assert_unavailable(&e);
+    assert!(e.to_string().contains("firewall"), "{e}");
+    assert!(
+        node.containers().is_empty(),
+        "a container was made: {:?}",
+        node.containers()
+    );
+}

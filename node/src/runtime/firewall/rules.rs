@@ -1,0 +1,257 @@
+//! The sandbox firewall as data: the chains the node keeps in iptables and ip6tables, and
+//! the jumps into them. Pure: installing and checking them is `firewall`'s work.
+//!
+//! Every sandbox bridge is named `wrn…`. Two chains of the node's own hold every rule:
+//! - `WARREN-INPUT`, jumped to from `INPUT` for packets from a sandbox bridge to this host
+//!   (any of its addresses: the API, the QUIC peer port, metrics, sshd, ...): only the
+//!   ports the node opens on purpose (its egress proxy) are accepted, everything else is
+//!   rejected.
+//! - `WARREN-FORWARD`, jumped to from `DOCKER-USER` (Docker's hook at the top of
+//!   `FORWARD`) for packets a sandbox sends through this host: dropped toward any other
+//!   sandbox bridge, the cluster's other nodes, every range that is not the public internet
+//!   (private, loopback, link-local, CGNAT, multicast, reserved, documentation) and the cloud
+//!   metadata addresses that sit in public space. What is left (the public internet) goes on
+//!   to Docker's own rules.
+//!
+//! IPv6 is off inside sandboxes (`net.ipv6.conf.all.disable_ipv6`); the IPv6 chains drop and
+//! reject everything from a sandbox bridge all the same, so a sandbox that got an IPv6
+//! address anyway would reach nothing.
+
+use std::net::IpAddr;
+
+/// Interface-name prefix of every sandbox bridge.
+pub const BRIDGE_PREFIX: &str = "wrn";
+pub const CHAIN_INPUT: &str = "WARREN-INPUT";
+pub const CHAIN_FORWARD: &str = "WARREN-FORWARD";
+
+/// IPv4 destinations a sandbox never reaches: every special-purpose range of RFC 6890 and
+/// its successors (none of them is the public internet), and the metadata services of
+/// clouds that answer on public addresses.
+pub const DENIED_V4: &[&str] = &[
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    // CGNAT; also Alibaba Cloud's metadata service, 100.100.100.200.
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    // Link-local; the metadata service of AWS, GCP, Azure, OpenStack: 169.254.169.254.
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.0.2.0/24",
+    "192.88.99.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "198.51.100.0/24",
+    "203.0.113.0/24",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+    // Azure's wire server (metadata and agent traffic) on a public address.
+    "168.63.129.16/32",
+];
+
+/// IP version of a rule set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+/// What the rules depend on besides the fixed ranges.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    /// TCP ports on this host a sandbox may connect to (the egress proxy's).
+    pub open_ports: Vec<u16>,
+    /// Addresses of the cluster's nodes (a node on a public address is still no target).
+    pub peers: Vec<IpAddr>,
+}
+
+/// One rule: its arguments after the chain name (`-A CHAIN …`).
+pub type Rule = Vec<String>;
+
+/// The whole rule set of one family.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub family: Family,
+    /// Chain name and its rules, in order.
+    pub chains: Vec<(&'static str, Vec<Rule>)>,
+    /// Built-in (or Docker's) chain and the rule that jumps from it into ours: each is kept
+    /// first in its chain.
+    pub jumps: Vec<(&'static str, Rule)>,
+}
+
+fn rule(args: &[&str]) -> Rule {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// The rules for `family`.
+pub fn plan(family: Family, opts: &Options) -> Plan {
+    let bridges = format!("{BRIDGE_PREFIX}+");
+    let mut input = Vec::new();
+    let mut forward = vec![rule(&["-o", &bridges, "-j", "DROP"])];
+    match family {
+        Family::V4 => {
+            for port in &opts.open_ports {
+                // As `iptables -S` prints it (`-m tcp` made explicit), so that a check can
+                // compare the listing with this.
+                input.push(rule(&[
+                    "-p",
+                    "tcp",
+                    "-m",
+                    "tcp",
+                    "--dport",
+                    &port.to_string(),
+                    "-j",
+                    "ACCEPT",
+                ]));
+            }
+            input.push(rule(&[
+                "-j",
+                "REJECT",
+                "--reject-with",
+                "icmp-port-unreachable",
+            ]));
+            for peer in opts.peers.iter().filter(|p| p.is_ipv4()) {
+                forward.push(rule(&["-d", &format!("{peer}/32"), "-j", "DROP"]));
+            }
+            for range in DENIED_V4 {
+                forward.push(rule(&["-d", range, "-j", "DROP"]));
+            }
+            forward.push(rule(&["-j", "RETURN"]));
+        }
+        Family::V6 => {
+            input.push(rule(&[
+                "-j",
+                "REJECT",
+                "--reject-with",
+                "icmp6-port-unreachable",
+            ]));
+            forward.push(rule(&["-j", "DROP"]));
+        }
+    }
+    Plan {
+        family,
+        chains: vec![(CHAIN_INPUT, input), (CHAIN_FORWARD, forward)],
+        jumps: vec![
+            ("INPUT", rule(&["-i", &bridges, "-j", CHAIN_INPUT])),
+            (
+                match family {
+                    // Docker's hook in FORWARD; made here when Docker has not (IPv6).
+                    Family::V4 => "DOCKER-USER",
+                    Family::V6 => "FORWARD",
+                },
+                rule(&["-i", &bridges, "-j", CHAIN_FORWARD]),
+            ),
+        ],
+    }
+}
+
+impl Plan {
+    /// The chains as `iptables-restore --noflush` input: declared, flushed and refilled in
+    /// one transaction, so that no packet ever sees them half-written.
+    pub fn restore_input(&self) -> String {
+        let mut out = String::from("*filter\n");
+        for (chain, _) in &self.chains {
+            out.push_str(&format!(":{chain} - [0:0]\n"));
+        }
+        for (chain, rules) in &self.chains {
+            out.push_str(&format!("-F {chain}\n"));
+            for r in rules {
+                out.push_str(&format!("-A {chain} {}\n", r.join(" ")));
+            }
+        }
+        out.push_str("COMMIT\n");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn forward_of(p: &Plan) -> &Vec<Rule> {
+        &p.chains
+            .iter()
+            .find(|(c, _)| *c == CHAIN_FORWARD)
+            .unwrap()
+            .1
+    }
+
+    #[test]
+    fn v4_drops_every_non_public_range_and_metadata_then_returns() {
+        let p = plan(Family::V4, &Options::default());
+        let fwd = forward_of(&p);
+        assert_eq!(fwd.first().unwrap(), &rule(&["-o", "wrn+", "-j", "DROP"]));
+        assert_eq!(fwd.last().unwrap(), &rule(&["-j", "RETURN"]));
+        let denied: Vec<&str> = fwd
+            .iter()
+            .filter(|r| r[0] == "-d")
+            .map(|r| r[1].as_str())
+            .collect();
+        for must in [
+            "10.0.0.0/8",
+            "172.16.0.0/12",
+            "192.168.0.0/16",
+            "127.0.0.0/8",
+            "169.254.0.0/16",
+            "100.64.0.0/10",
+            "168.63.129.16/32",
+        ] {
+            assert!(denied.contains(&must), "{must}");
+        }
+        // Every metadata address of the issue falls in a denied range.
+        for addr in ["169.254.169.254", "100.100.100.200", "168.63.129.16"] {
+            let a: std::net::Ipv4Addr = addr.parse().unwrap();
+            assert!(
+                DENIED_V4.iter().any(|r| in_range(a, r)),
+                "{addr} is reachable"
+            );
+        }
+        // A public address is not.
+        assert!(!DENIED_V4
+            .iter()
+            .any(|r| in_range("1.1.1.1".parse().unwrap(), r)));
+    }
+
+    #[test]
+    fn input_accepts_only_the_open_ports_and_rejects_the_rest() {
+        let opts = Options {
+            open_ports: vec![3128],
+            peers: vec!["203.0.114.7".parse().unwrap(), "fd00::1".parse().unwrap()],
+        };
+        let p = plan(Family::V4, &opts);
+        let input = &p.chains[0].1;
+        assert_eq!(
+            input[0],
+            rule(&["-p", "tcp", "-m", "tcp", "--dport", "3128", "-j", "ACCEPT"])
+        );
+        assert_eq!(input.last().unwrap()[1], "REJECT");
+        assert!(forward_of(&p).contains(&rule(&["-d", "203.0.114.7/32", "-j", "DROP"])));
+        let v6 = plan(Family::V6, &opts);
+        assert_eq!(v6.chains[0].1.len(), 1, "no port is open over IPv6");
+        assert_eq!(forward_of(&v6).last().unwrap(), &rule(&["-j", "DROP"]));
+        assert_eq!(v6.jumps[1].0, "FORWARD");
+    }
+
+    #[test]
+    fn restore_input_declares_flushes_and_commits() {
+        let text = plan(Family::V4, &Options::default()).restore_input();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "*filter");
+        assert_eq!(lines[1], ":WARREN-INPUT - [0:0]");
+        assert_eq!(lines[3], "-F WARREN-INPUT");
+        assert_eq!(*lines.last().unwrap(), "COMMIT");
+        assert!(lines.contains(&"-A WARREN-FORWARD -d 10.0.0.0/8 -j DROP"));
+    }
+
+    fn in_range(a: std::net::Ipv4Addr, range: &str) -> bool {
+        let (base, bits) = range.split_once('/').unwrap();
+        let base: std::net::Ipv4Addr = base.parse().unwrap();
+        let bits: u32 = bits.parse().unwrap();
+        let mask = if bits == 0 {
+            0
+        } else {
+            u32::MAX << (32 - bits)
+        };
+        u32::from(a) & mask == u32::from(base) & mask
+    }
+}
