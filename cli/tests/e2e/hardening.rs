@@ -216,3 +216,151 @@ async fn the_run_directory_cannot_fill_the_hosts_disk() {
     assert_eq!(sh(c, &id, "echo ok").await.trim(), "ok");
     assert_neighbour_answers(&node, &neighbour).await;
 }
+
+/// Files owned by the sandbox's users keep those owners through a snapshot, a restore, a
+/// new sandbox from a snapshot, a sleep and a fork, whichever side does the archive work:
+/// the node on the host (shifting ids out of and into the user namespace), while the
+/// container starts or after, or the guest inside the sandbox. Three nodes, one of each,
+/// share one object store and restore each other's snapshots: an archive that held the
+/// host's ids instead of the sandbox's would come back wrong on the guest's side, and
+/// the other way round.
+#[tokio::test]
+async fn owners_survive_snapshots_restores_and_forks_in_user_namespaces() {
+    const OWNERS: &str = "stat -c '%u:%g %a' /workspace/app /workspace/app/f /workspace/root-file /workspace/link";
+    const WANT: &str = "1000:1001 750\n1000:1001 640\n0:0 644\n1000:1001 777\n";
+    let store = format!("/tmp/wt-objects-{}", unique());
+    let mut nodes = Vec::new();
+    for flags in [&[][..], &["--restore-after-start"][..], &["--pack-in-guest"][..]] {
+        let mut all = vec!["--object-store", store.as_str()];
+        all.extend_from_slice(flags);
+        nodes.push((flags, Node::start_with("127.0.0.1:0", &all).await));
+    }
+    let mut snapshots = Vec::new();
+    for (flags, node) in &nodes {
+        let c = &node.client;
+        let id = format!("own-{}", unique());
+        sh(
+            c,
+            &id,
+            "mkdir -p /workspace/app && echo x > /workspace/app/f && echo y > /workspace/root-file \
+             && ln -s app/f /workspace/link && chown -h 1000:1001 /workspace/app /workspace/app/f /workspace/link \
+             && chmod 750 /workspace/app && chmod 640 /workspace/app/f",
+        )
+        .await;
+        assert_eq!(sh(c, &id, OWNERS).await, WANT, "{flags:?}: as made");
+        let snap = c.create_snapshot(&id, &Default::default()).await.unwrap();
+        // Restored over changed owners.
+        sh(c, &id, "chown -R 0:0 /workspace").await;
+        c.restore(&id, &snap.id).await.unwrap();
+        assert_eq!(sh(c, &id, OWNERS).await, WANT, "{flags:?}: restored");
+        // Asleep and awake again.
+        c.sleep(&id).await.unwrap();
+        assert_eq!(sh(c, &id, OWNERS).await, WANT, "{flags:?}: after a sleep");
+        // Forked (on this node: the copier, which keeps the host's ids as they are).
+        let forked = super::harness::fork(c, &id, 1).await;
+        assert_eq!(
+            sh(c, &forked.sandboxes[0].id, OWNERS).await,
+            WANT,
+            "{flags:?}: forked"
+        );
+        snapshots.push((flags, snap.id));
+    }
+    // Every node starts a sandbox from every node's snapshot.
+    for (made_by, snap) in &snapshots {
+        for (flags, node) in &nodes {
+            let copy = format!("own-copy-{}", unique());
+            node.client
+                .put_sandbox(&copy, &create(serde_json::json!({"from_snapshot": snap})))
+                .await
+                .unwrap();
+            assert_eq!(
+                sh(&node.client, &copy, OWNERS).await,
+                WANT,
+                "made by {made_by:?}, restored by {flags:?}"
+            );
+        }
+    }
+    drop(nodes);
+    let _ = std::fs::remove_dir_all(&store);
+}
+
+/// Holds inotify instances (and watches on them) until killed, and says how many it got.
+const INOTIFY_HOG: &str = r#"
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+fds = []
+while len(fds) < 100000:
+    fd = libc.inotify_init()
+    if fd < 0:
+        break
+    fds.append(fd)
+watches = 0
+if fds:
+    for d in range(1024):
+        os.makedirs("/tmp/w/%d" % d, exist_ok=True)
+    # Distinct (instance, directory) pairs: each one a watch of its own.
+    for i in range(1024 * len(fds)):
+        fd = fds[i // 1024]
+        if libc.inotify_add_watch(fd, b"/tmp/w/%d" % (i % 1024), 0x100) < 0:
+            break
+        watches += 1
+print(len(fds), watches, flush=True)
+time.sleep(120)
+"#;
+
+/// An inotify instance of the caller's own (the test runs as the host's root).
+fn host_can_use_inotify() -> bool {
+    // SAFETY: inotify_init1 and close on the descriptor it returned.
+    unsafe {
+        let fd = libc::inotify_init1(libc::IN_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        libc::close(fd);
+    }
+    true
+}
+
+#[tokio::test]
+async fn an_inotify_exhauster_leaves_its_neighbours_and_the_host_their_watches() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let (hog, neighbour) = (format!("ino-{}", unique()), format!("ino-n-{}", unique()));
+    sh(c, &neighbour, "mkdir -p /workspace/watched").await;
+    c.write_file(&hog, "/tmp/hog.py", INOTIFY_HOG.as_bytes().to_vec(), None)
+        .await
+        .unwrap();
+    c.start_process(
+        &hog,
+        &serde_json::from_value(serde_json::json!({"command": "python3 /tmp/hog.py", "id": "hog"}))
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let wait = serde_json::from_value(serde_json::json!({"regex": "^[0-9]+ [0-9]+$", "timeout_ms": 60000}))
+        .unwrap();
+    let line = c.wait_log(&hog, "hog", &wait).await.unwrap().line;
+    let got: Vec<u64> = line.split(' ').map(|n| n.trim().parse().unwrap()).collect();
+    // Held to its own budget (128 instances, 65536 watches), not to what the host has left.
+    assert!(got[0] <= 128, "the hog holds {} inotify instances", got[0]);
+    assert!(got[1] <= 65536, "the hog holds {} inotify watches", got[1]);
+    // Meanwhile the neighbour watches files, and so can the host's root.
+    let q = warren_api::watch::WatchQuery {
+        path: "/workspace/watched".into(),
+        recursive: true,
+        include: vec![],
+        exclude: vec![],
+    };
+    let watch = tokio::time::timeout(Duration::from_secs(20), c.watch(&neighbour, &q))
+        .await
+        .expect("the neighbour's watch did not start");
+    assert!(watch.is_ok(), "the neighbour cannot watch: {:?}", watch.err());
+    let inside = sh(
+        c,
+        &neighbour,
+        "python3 -c 'import ctypes; l = ctypes.CDLL(None); print(l.inotify_init() >= 0)'",
+    )
+    .await;
+    assert_eq!(inside.trim(), "True", "the neighbour's own programs cannot use inotify");
+    assert!(host_can_use_inotify(), "the host's root ran out of inotify instances");
+}

@@ -10,6 +10,7 @@ pub mod root_mount;
 pub mod subnets;
 pub mod upper_copy;
 pub mod upper_dir;
+pub mod userns_limits;
 pub mod uts;
 
 use async_trait::async_trait;

@@ -1,0 +1,162 @@
+//! Limits the kernel counts per user: inotify instances and watches. In a user namespace
+//! they are counted at every level up to the host, and at the host's level every
+//! container's namespace counts as its creator's, root's: without a limit of its own, one
+//! sandbox holding 128 inotify instances leaves none for any other sandbox, nor for the
+//! host's own root (systemd, dockerd). So each sandbox's namespace gets a budget of its
+//! own (`apply`), and the host's root a budget that all of them fit in
+//! (`ensure_host_budget`).
+//!
+//! The sandbox's root cannot raise its own: writing its namespace's `/proc/sys/user/*`
+//! takes `CAP_SYS_RESOURCE` there, which sandboxes do not have.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// A sandbox's budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsernsLimits {
+    pub inotify_instances: u64,
+    pub inotify_watches: u64,
+}
+
+/// What every sandbox gets: the instances most distributions give a user, and the watches
+/// an editor or a dev server watching a large tree needs.
+pub const SANDBOX_LIMITS: UsernsLimits = UsernsLimits {
+    inotify_instances: 128,
+    inotify_watches: 65536,
+};
+
+/// Sets `limits` in the user namespace of process `pid` (a container's main process). A
+/// child of this process joins that namespace, where the host's root holds every
+/// capability, writes the namespace's `/proc/sys/user` files, and execs `helper` (any
+/// program that exits at once, run with `--version`).
+pub fn apply(pid: u32, limits: &UsernsLimits, helper: &Path) -> io::Result<()> {
+    let ns = std::fs::File::open(format!("/proc/{pid}/ns/user"))?;
+    let writes: Vec<(CString, CString)> = [
+        ("max_inotify_instances", limits.inotify_instances),
+        ("max_inotify_watches", limits.inotify_watches),
+    ]
+    .into_iter()
+    .map(|(name, value)| {
+        (
+            CString::new(format!("/proc/sys/user/{name}")).expect("no NUL"),
+            CString::new(value.to_string()).expect("no NUL"),
+        )
+    })
+    .collect();
+    let fd = ns.as_raw_fd();
+    let mut cmd = Command::new(helper);
+    cmd.arg("--version")
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: runs in the forked child before exec; only system calls on memory prepared
+    // before the fork.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(move || write_in_namespace(fd, &writes));
+    }
+    let status = cmd.status()?;
+    if !status.success() {
+        return Err(io::Error::other(format!(
+            "setting the sandbox's limits failed ({status})"
+        )));
+    }
+    Ok(())
+}
+
+fn write_in_namespace(ns: libc::c_int, writes: &[(CString, CString)]) -> io::Result<()> {
+    // SAFETY: plain system calls on a descriptor and NUL-terminated strings that outlive
+    // them.
+    unsafe {
+        if libc::setns(ns, libc::CLONE_NEWUSER) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        for (path, value) in writes {
+            let f = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if f < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let bytes = value.as_bytes();
+            let n = libc::write(f, bytes.as_ptr().cast(), bytes.len());
+            libc::close(f);
+            if n != bytes.len() as isize {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Raises the host's per-user inotify limits (root's, which every sandbox counts against)
+/// so that `sandboxes` full budgets fit beside the host's own use. Never lowers them.
+/// Returns what it changed.
+pub fn ensure_host_budget(sandboxes: u64) -> io::Result<Vec<String>> {
+    let mut changed = Vec::new();
+    for (name, each, own) in [
+        ("max_user_instances", SANDBOX_LIMITS.inotify_instances, 1024),
+        ("max_user_watches", SANDBOX_LIMITS.inotify_watches, 1 << 20),
+    ] {
+        let path = format!("/proc/sys/fs/inotify/{name}");
+        let now: u64 = std::fs::read_to_string(&path)?
+            .trim()
+            .parse()
+            .map_err(io::Error::other)?;
+        let needed = each
+            .saturating_mul(sandboxes)
+            .saturating_add(own)
+            .min(i32::MAX as u64);
+        if now < needed {
+            std::fs::write(&path, needed.to_string())?;
+            changed.push(format!("fs.inotify.{name} {now} -> {needed}"));
+        }
+    }
+    Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_set_in_a_child_namespace_only() {
+        if !crate::runtime::running_as_root() {
+            eprintln!("skipped: needs root (unshare, setns)");
+            return;
+        }
+        let mine = std::fs::read_to_string("/proc/sys/user/max_inotify_instances").unwrap();
+        let mut child = Command::new("unshare")
+            .args(["--user", "sleep", "30"])
+            .spawn()
+            .unwrap();
+        let me = std::fs::read_link("/proc/self/ns/user").unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::fs::read_link(format!("/proc/{}/ns/user", child.id())).ok() == Some(me.clone())
+        {
+            assert!(std::time::Instant::now() < deadline, "unshare did not run");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let limits = UsernsLimits {
+            inotify_instances: 7,
+            inotify_watches: 99,
+        };
+        apply(child.id(), &limits, Path::new("/bin/true")).unwrap();
+        let seen = Command::new("nsenter")
+            .args(["-t", &child.id().to_string(), "--user", "--preserve-credentials"])
+            .args(["cat", "/proc/sys/user/max_inotify_instances", "/proc/sys/user/max_inotify_watches"])
+            .output()
+            .unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(String::from_utf8_lossy(&seen.stdout), "7\n99\n");
+        assert_eq!(
+            std::fs::read_to_string("/proc/sys/user/max_inotify_instances").unwrap(),
+            mine,
+            "the host's own namespace is unchanged"
+        );
+    }
+}
