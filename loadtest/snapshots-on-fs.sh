@@ -35,12 +35,22 @@ work=$(mktemp -d "/var/lib/warren-$fs-bench.XXXXXX")
 img="$work/fs.img"
 mnt="$work/mnt"
 mkdir -p "$mnt"
+# Every descendant of a pid (its containerd, say), found through /proc.
+descendants() {
+  local child
+  for child in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+    echo "$child"
+    descendants "$child"
+  done
+}
 cleanup() {
   if [ -s "$work/dockerd.pid" ]; then
-    kill "$(cat "$work/dockerd.pid")" 2>/dev/null || true
-    for _ in $(seq 1 40); do pgrep -x dockerd >/dev/null || break; sleep 0.5; done
+    pid=$(cat "$work/dockerd.pid")
+    tree=$(descendants "$pid" || true)
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    for p in $tree; do kill "$p" 2>/dev/null || true; done
   fi
-  pkill -x containerd 2>/dev/null || true
   sleep 1
   umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
   rm -rf "$work"
@@ -56,7 +66,7 @@ else
   mkfs.ext4 -q -F "$img"
   mount -o loop "$img" "$mnt"
 fi
-dockerd --data-root "$mnt/docker" --pidfile "$work/dockerd.pid" >"$work/dockerd.log" 2>&1 &
+dockerd --userns-remap=default --data-root "$mnt/docker" --pidfile "$work/dockerd.pid" >"$work/dockerd.log" 2>&1 &
 for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
 docker info >/dev/null 2>&1 || { tail -20 "$work/dockerd.log" >&2; exit 1; }
 "$here/deploy/image/build-local.sh"

@@ -128,7 +128,7 @@ pub struct NodeArgs {
     /// Read every setting from this TOML file instead (see docs/cluster.md).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Where records, run dirs, Raft state and the API key live.
+    /// Where records, Raft state, snapshots and the API key live.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// Address of the public API.
@@ -142,6 +142,12 @@ pub struct NodeArgs {
     /// UDP address of the QUIC endpoint that peers use.
     #[arg(long, default_value = "127.0.0.1:0")]
     pub peer_listen: String,
+    /// Address other nodes and clients use for this node's API (default: the bound one).
+    #[arg(long)]
+    pub advertise_api: Option<String>,
+    /// Address peers use for this node's QUIC endpoint (default: the bound one).
+    #[arg(long)]
+    pub advertise_peer: Option<String>,
     /// API URL of a cluster member to join through (otherwise: bootstrap a new cluster).
     #[arg(long)]
     pub join: Option<String>,
@@ -243,9 +249,9 @@ impl NodeArgs {
             region: self.region.clone(),
             data_dir: self.data_dir.clone(),
             listen: self.listen.clone(),
-            advertise_api: None,
+            advertise_api: self.advertise_api.clone(),
             peer_listen: self.peer_listen.clone(),
-            advertise_peer: None,
+            advertise_peer: self.advertise_peer.clone(),
             join: self.join.clone(),
             join_token: self.join_token.clone(),
             api_key_file: self.api_key_file.clone(),

@@ -172,10 +172,12 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     // does not hold keeps this node from starting sandboxes (and says so in /healthz).
     let safety = Arc::new(Safety::default());
     let tasks = CancellationToken::new();
+    // The cluster's node addresses join the rules once the cluster is open (below).
+    let (firewall_opts, firewall_rx) = tokio::sync::watch::channel(firewall::Options::default());
     let firewall_keeper = if cfg.firewall {
         let (task, first) = firewall::keep(
             cfg.firewall_tools.clone(),
-            firewall::Options::default(),
+            firewall_rx,
             safety.clone(),
             tasks.clone(),
         )
@@ -296,6 +298,31 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;
 
+    // Before any sandbox starts: the other nodes' addresses are no target either (those in
+    // private ranges are dropped anyway), and they follow membership.
+    let peers_follower = cfg.firewall.then(|| {
+        let (cluster, cancel) = (cluster.clone(), tasks.clone());
+        let node_addrs = move || {
+            cluster.read(|s| {
+                let addrs: Vec<String> = s
+                    .nodes
+                    .values()
+                    .flat_map(|n| [n.api_addr.clone(), n.peer_addr.clone()])
+                    .collect();
+                firewall::Options::default().with_peers(addrs.iter().map(String::as_str))
+            })
+        };
+        firewall_opts.send_if_modified(|o| replace_if_changed(o, node_addrs()));
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(firewall::CHECK_EVERY) => {}
+                }
+                firewall_opts.send_if_modified(|o| replace_if_changed(o, node_addrs()));
+            }
+        })
+    });
     let registry = prometheus::Registry::new();
     let metrics = warren_node::metrics::NodeMetrics::register(&registry)?;
     let mgr = SandboxManager::start(
@@ -356,7 +383,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     });
     warren_router::serve(listener, state, shutdown_signal()).await?;
     tasks.cancel();
-    if let Some(t) = firewall_keeper {
+    for t in [firewall_keeper, peers_follower].into_iter().flatten() {
         let _ = t.await;
     }
     docker.stop_warm_pool().await;
@@ -364,6 +391,15 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     peers.close();
     tracing::info!("stopped; sandboxes keep running and are re-adopted on the next start");
     Ok(())
+}
+
+/// Puts `new` in `slot` if it differs; whether it did.
+fn replace_if_changed(slot: &mut firewall::Options, new: firewall::Options) -> bool {
+    if *slot == new {
+        return false;
+    }
+    *slot = new;
+    true
 }
 
 /// Asks a member to admit this node; checks that the answer proves the same join token.

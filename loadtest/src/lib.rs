@@ -13,3 +13,4 @@ pub mod report;
 pub mod scenarios;
 pub mod snapshot_bench;
 pub mod surface_bench;
+pub mod userns_bench;

@@ -7,12 +7,12 @@
 //! and fork rounds on a ~200 MiB workspace, default 3), WARREN_BENCH_SURFACE (keystroke echo
 //! and watch samples, default 200), WARREN_BENCH_INTERP (interpreter round trips, default
 //! 200), WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`, `snapshots`,
-//! `watch`, `interpreter`, `cluster`, `commits`, `placement`; default all),
+//! `watch`, `interpreter`, `userns`, `cluster`, `commits`, `placement`; default all),
 //! WARREN_BENCH_WORKDIR (where the snapshot baselines write, default /tmp).
 
 use warren_loadtest::{
     cluster_node, commit_bench, interpreter_bench, node::BenchNode, placement_bench, report::Table,
-    scenarios, snapshot_bench, surface_bench,
+    scenarios, snapshot_bench, surface_bench, userns_bench,
 };
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -60,6 +60,10 @@ async fn main() -> anyhow::Result<()> {
         if run("interpreter") {
             interpreter_bench::round_trip(&node, interp_n, &mut table).await?;
         }
+    }
+    if run("userns") {
+        eprintln!("bench: user namespaces vs a second Docker daemon without them");
+        userns_bench::userns_cost(warm_n, cold_n, &mut table).await?;
     }
     if run("cluster") {
         eprintln!("bench: three-node cluster");

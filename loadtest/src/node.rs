@@ -26,6 +26,11 @@ impl BenchNode {
 
     /// The same with `warm` warm containers.
     pub async fn start_with_warm(warm: usize) -> anyhow::Result<Self> {
+        Self::start_with(warm, &[]).await
+    }
+
+    /// The same with more `warren serve` flags.
+    pub async fn start_with(warm: usize, extra: &[&str]) -> anyhow::Result<Self> {
         let exe = std::env::current_exe()?;
         let warren = exe.with_file_name("warren");
         let node_id = format!("bench{}", hex::encode(rand::random::<[u8; 3]>()));
@@ -43,6 +48,7 @@ impl BenchNode {
             .arg(&data_dir)
             .args(["--spare-networks", &spare])
             .args(["--warm-containers", &warm.to_string()])
+            .args(extra)
             .env(
                 "WARREN_LOG",
                 std::env::var("WARREN_BENCH_LOG").unwrap_or_else(|_| "warn".into()),

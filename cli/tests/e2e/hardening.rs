@@ -226,11 +226,16 @@ async fn the_run_directory_cannot_fill_the_hosts_disk() {
 /// the other way round.
 #[tokio::test]
 async fn owners_survive_snapshots_restores_and_forks_in_user_namespaces() {
-    const OWNERS: &str = "stat -c '%u:%g %a' /workspace/app /workspace/app/f /workspace/root-file /workspace/link";
+    const OWNERS: &str =
+        "stat -c '%u:%g %a' /workspace/app /workspace/app/f /workspace/root-file /workspace/link";
     const WANT: &str = "1000:1001 750\n1000:1001 640\n0:0 644\n1000:1001 777\n";
     let store = format!("/tmp/wt-objects-{}", unique());
     let mut nodes = Vec::new();
-    for flags in [&[][..], &["--restore-after-start"][..], &["--pack-in-guest"][..]] {
+    for flags in [
+        &[][..],
+        &["--restore-after-start"][..],
+        &["--pack-in-guest"][..],
+    ] {
         let mut all = vec!["--object-store", store.as_str()];
         all.extend_from_slice(flags);
         nodes.push((flags, Node::start_with("127.0.0.1:0", &all).await));
@@ -337,8 +342,10 @@ async fn an_inotify_exhauster_leaves_its_neighbours_and_the_host_their_watches()
     )
     .await
     .unwrap();
-    let wait = serde_json::from_value(serde_json::json!({"regex": "^[0-9]+ [0-9]+$", "timeout_ms": 60000}))
-        .unwrap();
+    let wait = serde_json::from_value(
+        serde_json::json!({"regex": "^[0-9]+ [0-9]+$", "timeout_ms": 60000}),
+    )
+    .unwrap();
     let line = c.wait_log(&hog, "hog", &wait).await.unwrap().line;
     let got: Vec<u64> = line.split(' ').map(|n| n.trim().parse().unwrap()).collect();
     // Held to its own budget (128 instances, 65536 watches), not to what the host has left.
@@ -354,13 +361,24 @@ async fn an_inotify_exhauster_leaves_its_neighbours_and_the_host_their_watches()
     let watch = tokio::time::timeout(Duration::from_secs(20), c.watch(&neighbour, &q))
         .await
         .expect("the neighbour's watch did not start");
-    assert!(watch.is_ok(), "the neighbour cannot watch: {:?}", watch.err());
+    assert!(
+        watch.is_ok(),
+        "the neighbour cannot watch: {:?}",
+        watch.err()
+    );
     let inside = sh(
         c,
         &neighbour,
         "python3 -c 'import ctypes; l = ctypes.CDLL(None); print(l.inotify_init() >= 0)'",
     )
     .await;
-    assert_eq!(inside.trim(), "True", "the neighbour's own programs cannot use inotify");
-    assert!(host_can_use_inotify(), "the host's root ran out of inotify instances");
+    assert_eq!(
+        inside.trim(),
+        "True",
+        "the neighbour's own programs cannot use inotify"
+    );
+    assert!(
+        host_can_use_inotify(),
+        "the host's root ran out of inotify instances"
+    );
 }

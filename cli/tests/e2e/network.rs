@@ -27,6 +27,9 @@ const TARGETS: &[(&str, &str)] = &[
 ];
 /// A public address, served from the same namespace: the probes' control.
 const PUBLIC: &str = "11.22.33.44";
+/// Another public address there, which the node advertises as its own API address: a
+/// cluster node on a public address is no target either.
+const PUBLIC_NODE: &str = "11.22.33.45";
 /// The port the namespace's listener answers on.
 const PORT: u16 = 8089;
 
@@ -72,7 +75,10 @@ impl FakeNetwork {
         };
         in_ns(&["ip", "link", "set", "lo", "up"]);
         in_ns(&["ip", "addr", "add", &format!("{ns_ip}/30"), "dev", &ns_if]);
-        for (_, addr) in TARGETS.iter().chain([&("public", PUBLIC)]) {
+        for (_, addr) in TARGETS
+            .iter()
+            .chain([&("public", PUBLIC), &("public-node", PUBLIC_NODE)])
+        {
             in_ns(&["ip", "addr", "add", &format!("{addr}/32"), "dev", &ns_if]);
             // Only sandboxes' traffic is sent there, never the host's own.
             run(&[
@@ -118,7 +124,10 @@ impl FakeNetwork {
             listener,
         };
         // The host itself reaches every target (the listener is up, the addresses exist).
-        for (_, addr) in TARGETS.iter().chain([&("public", PUBLIC)]) {
+        for (_, addr) in TARGETS
+            .iter()
+            .chain([&("public", PUBLIC), &("public-node", PUBLIC_NODE)])
+        {
             fake.wait_reachable_from_namespace(addr);
         }
         fake
@@ -202,7 +211,11 @@ fn host_addresses() -> Vec<String> {
 #[tokio::test]
 async fn a_sandbox_reaches_no_host_port_no_neighbour_no_metadata_and_no_private_node() {
     let fake = FakeNetwork::start();
-    let node = Node::start_listening("0.0.0.0:0").await;
+    let node = Node::start_with(
+        "0.0.0.0:0",
+        &["--advertise-api", &format!("{PUBLIC_NODE}:{PORT}")],
+    )
+    .await;
     let c = &node.client;
     let api_port: u16 = node.url.rsplit(':').next().unwrap().parse().unwrap();
     let (a, b) = (format!("net-a-{}", unique()), format!("net-b-{}", unique()));
@@ -242,6 +255,7 @@ async fn a_sandbox_reaches_no_host_port_no_neighbour_no_metadata_and_no_private_
     for (name, addr) in TARGETS {
         targets.push((name.to_string(), addr.to_string(), PORT));
     }
+    targets.push(("public-node".into(), PUBLIC_NODE.into(), PORT));
     targets.push(("public-control".into(), PUBLIC.into(), PORT));
     let seen = probe(&node, &a, &targets).await;
     assert_eq!(seen.len(), targets.len(), "{seen:?}");

@@ -13,6 +13,7 @@ pub use rules::{plan, Family, Options, Plan, BRIDGE_PREFIX, CHAIN_FORWARD, CHAIN
 use crate::safety::{Guarantee, Safety};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// How often the rules are checked while the node runs.
@@ -20,42 +21,54 @@ pub const CHECK_EVERY: Duration = Duration::from_secs(10);
 
 /// Installs the rules now (recording the outcome in `safety`), then checks them every
 /// `CHECK_EVERY` until `cancel`, putting back what went missing (another program flushed
-/// a chain, Docker reordered `DOCKER-USER`) or installing them when the first try failed.
+/// a chain, Docker reordered `DOCKER-USER`) or installing them when the first try failed,
+/// and installs them again at once whenever `opts` changes (the cluster's node addresses).
 /// Returns the checking task and the first installation's outcome.
 pub async fn keep(
     tools: Tools,
-    opts: Options,
+    mut opts: watch::Receiver<Options>,
     safety: Arc<Safety>,
     cancel: CancellationToken,
 ) -> (tokio::task::JoinHandle<()>, Result<(), FirewallError>) {
-    let first = {
-        let (tools, opts) = (tools.clone(), opts.clone());
-        tokio::task::spawn_blocking(move || install(&tools, &opts))
-            .await
-            .unwrap_or_else(|e| Err(FirewallError(e.to_string())))
-    };
+    let first = apply(&tools, opts.borrow_and_update().clone(), false).await;
     safety.set(
         Guarantee::Firewall,
         first.as_ref().err().map(ToString::to_string),
     );
     let task = tokio::spawn(async move {
         loop {
-            tokio::select! {
+            let changed = tokio::select! {
                 _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(CHECK_EVERY) => {}
-            }
-            let (t, o) = (tools.clone(), opts.clone());
-            let outcome = tokio::task::spawn_blocking(move || match verify(&t, &o) {
-                Ok(()) => Ok(()),
-                Err(missing) => {
-                    tracing::warn!(problem = %missing, "the sandbox firewall changed; installing it again");
-                    install(&t, &o)
+                _ = tokio::time::sleep(CHECK_EVERY) => false,
+                r = opts.changed() => {
+                    if r.is_err() {
+                        return;
+                    }
+                    true
                 }
-            })
-            .await
-            .unwrap_or_else(|e| Err(FirewallError(e.to_string())));
+            };
+            let current = opts.borrow_and_update().clone();
+            let outcome = apply(&tools, current, changed).await;
             safety.set(Guarantee::Firewall, outcome.err().map(|e| e.to_string()));
         }
     });
     (task, first)
+}
+
+/// Installs the rules (`fresh`), or checks them and installs them again if they differ.
+async fn apply(tools: &Tools, opts: Options, fresh: bool) -> Result<(), FirewallError> {
+    let tools = tools.clone();
+    tokio::task::spawn_blocking(move || {
+        if !fresh {
+            match verify(&tools, &opts) {
+                Ok(()) => return Ok(()),
+                Err(missing) => {
+                    tracing::warn!(problem = %missing, "the sandbox firewall changed; installing it again")
+                }
+            }
+        }
+        install(&tools, &opts)
+    })
+    .await
+    .unwrap_or_else(|e| Err(FirewallError(e.to_string())))
 }

@@ -135,8 +135,7 @@ mod tests {
             .unwrap();
         let me = std::fs::read_link("/proc/self/ns/user").unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while std::fs::read_link(format!("/proc/{}/ns/user", child.id())).ok() == Some(me.clone())
-        {
+        while std::fs::read_link(format!("/proc/{}/ns/user", child.id())).ok() == Some(me.clone()) {
             assert!(std::time::Instant::now() < deadline, "unshare did not run");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
@@ -146,8 +145,17 @@ mod tests {
         };
         apply(child.id(), &limits, Path::new("/bin/true")).unwrap();
         let seen = Command::new("nsenter")
-            .args(["-t", &child.id().to_string(), "--user", "--preserve-credentials"])
-            .args(["cat", "/proc/sys/user/max_inotify_instances", "/proc/sys/user/max_inotify_watches"])
+            .args([
+                "-t",
+                &child.id().to_string(),
+                "--user",
+                "--preserve-credentials",
+            ])
+            .args([
+                "cat",
+                "/proc/sys/user/max_inotify_instances",
+                "/proc/sys/user/max_inotify_watches",
+            ])
             .output()
             .unwrap();
         let _ = child.kill();

@@ -425,7 +425,11 @@ impl SandboxManager {
     /// Gives the container's user namespace its own budget of what the kernel counts per
     /// user (`userns_limits`), before any of the sandbox's code runs there. A container
     /// whose budget cannot be set is not used: it could take the host's.
-    async fn limit_namespace(&self, rec: &SandboxRecord, c: &ContainerInfo) -> Result<(), ApiError> {
+    async fn limit_namespace(
+        &self,
+        rec: &SandboxRecord,
+        c: &ContainerInfo,
+    ) -> Result<(), ApiError> {
         if self.runtime.id_shift().is_none() || c.pid == 0 {
             return Ok(());
         }

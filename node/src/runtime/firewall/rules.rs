@@ -62,7 +62,43 @@ pub struct Options {
     /// TCP ports on this host a sandbox may connect to (the egress proxy's).
     pub open_ports: Vec<u16>,
     /// Addresses of the cluster's nodes (a node on a public address is still no target).
+    /// Only those outside the fixed ranges make rules of their own, so that nodes of
+    /// different clusters on one machine (tests, `local-cluster`, all on loopback) keep the
+    /// same rules.
     pub peers: Vec<IpAddr>,
+}
+
+impl Options {
+    /// With `addrs` (as `host:port` or bare IPs; names that are not addresses are skipped)
+    /// as the cluster's node addresses, sorted and without duplicates.
+    pub fn with_peers<'a>(mut self, addrs: impl IntoIterator<Item = &'a str>) -> Options {
+        let mut peers: Vec<IpAddr> = addrs
+            .into_iter()
+            .filter_map(|a| {
+                a.parse::<std::net::SocketAddr>()
+                    .map(|s| s.ip())
+                    .or_else(|_| a.parse::<IpAddr>())
+                    .ok()
+            })
+            .filter(|ip| !covered_v4(ip))
+            .collect();
+        peers.sort();
+        peers.dedup();
+        self.peers = peers;
+        self
+    }
+}
+
+/// Whether an address falls in a range `DENIED_V4` drops anyway.
+fn covered_v4(ip: &IpAddr) -> bool {
+    let IpAddr::V4(v4) = ip else { return false };
+    DENIED_V4.iter().any(|range| {
+        let (base, bits) = range.split_once('/').expect("ranges are CIDRs");
+        let base: std::net::Ipv4Addr = base.parse().expect("ranges are IPv4");
+        let bits: u32 = bits.parse().expect("prefix lengths are numbers");
+        let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+        u32::from(*v4) & mask == u32::from(base) & mask
+    })
 }
 
 /// One rule: its arguments after the chain name (`-A CHAIN …`).
@@ -230,6 +266,27 @@ mod tests {
         assert_eq!(v6.chains[0].1.len(), 1, "no port is open over IPv6");
         assert_eq!(forward_of(&v6).last().unwrap(), &rule(&["-j", "DROP"]));
         assert_eq!(v6.jumps[1].0, "FORWARD");
+    }
+
+    #[test]
+    fn only_public_node_addresses_make_rules_of_their_own() {
+        let o = Options::default().with_peers([
+            "127.0.0.10:7070",
+            "10.0.4.2:7400",
+            "11.22.33.44:7400",
+            "11.22.33.44:7070",
+            "node-3.example:7400",
+            "[2001:db8::7]:7400",
+        ]);
+        assert_eq!(
+            o.peers,
+            vec![
+                "11.22.33.44".parse::<IpAddr>().unwrap(),
+                "2001:db8::7".parse().unwrap()
+            ]
+        );
+        let fwd = forward_of(&plan(Family::V4, &o)).clone();
+        assert!(fwd.contains(&rule(&["-d", "11.22.33.44/32", "-j", "DROP"])));
     }
 
     #[test]
