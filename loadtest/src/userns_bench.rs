@@ -5,9 +5,10 @@
 //!
 //! The second daemon is started for the run and stopped after it (by its pid): its own
 //! data root, exec root and socket under `/var/lib/warren-bench-host-root` and
-//! `/run/warren-bench-host-root`, no iptables or bridge of its own (sandbox networks need
-//! no egress here), and the sandbox image imported from the cached root filesystem
-//! tarball (`deploy/image/build-local.sh`).
+//! `/run/warren-bench-host-root`, no iptables rules (sandbox networks need no egress here),
+//! a default bridge of its own (`BRIDGE`, made and removed here: a daemon told `--bridge
+//! none` deletes `docker0`, the first daemon's), and the sandbox image imported from the
+//! cached root filesystem tarball (`deploy/image/build-local.sh`).
 
 use crate::node::BenchNode;
 use crate::report::{percentiles, Row, Table};
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant};
 
 const DATA_ROOT: &str = "/var/lib/warren-bench-host-root";
 const RUN_DIR: &str = "/run/warren-bench-host-root";
+const BRIDGE: &str = "wbhostroot0";
 
 /// A Docker daemon without user namespaces, for this run only.
 struct PlainDocker {
@@ -28,6 +30,20 @@ struct PlainDocker {
 impl PlainDocker {
     fn start() -> anyhow::Result<PlainDocker> {
         std::fs::create_dir_all(RUN_DIR)?;
+        let _ = Command::new("ip").args(["link", "del", BRIDGE]).output();
+        for args in [
+            &["link", "add", BRIDGE, "type", "bridge"][..],
+            &["addr", "add", "10.202.0.1/24", "dev", BRIDGE],
+            &["link", "set", BRIDGE, "up"],
+        ] {
+            let out = Command::new("ip").args(args).output()?;
+            anyhow::ensure!(
+                out.status.success(),
+                "ip {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         let host = format!("unix://{RUN_DIR}/docker.sock");
         let log = std::fs::File::create(format!("{RUN_DIR}/dockerd.log"))?;
         let child = Command::new("dockerd")
@@ -35,7 +51,7 @@ impl PlainDocker {
             .args(["--exec-root", &format!("{RUN_DIR}/exec")])
             .args(["--pidfile", &format!("{RUN_DIR}/dockerd.pid")])
             .args(["--host", &host])
-            .args(["--bridge", "none", "--iptables=false", "--ip-masq=false"])
+            .args(["--bridge", BRIDGE, "--iptables=false", "--ip-masq=false"])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -74,12 +90,15 @@ impl Drop for PlainDocker {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+                break;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = Command::new("ip").args(["link", "del", BRIDGE]).output();
     }
 }
 

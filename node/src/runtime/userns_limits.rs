@@ -12,8 +12,6 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::path::Path;
-use std::process::{Command, Stdio};
 
 /// A sandbox's budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,10 +28,9 @@ pub const SANDBOX_LIMITS: UsernsLimits = UsernsLimits {
 };
 
 /// Sets `limits` in the user namespace of process `pid` (a container's main process). A
-/// child of this process joins that namespace, where the host's root holds every
-/// capability, writes the namespace's `/proc/sys/user` files, and execs `helper` (any
-/// program that exits at once, run with `--version`).
-pub fn apply(pid: u32, limits: &UsernsLimits, helper: &Path) -> io::Result<()> {
+/// forked child of this process joins that namespace, where the host's root holds every
+/// capability, writes the namespace's `/proc/sys/user` files and exits; nothing is exec'd.
+pub fn apply(pid: u32, limits: &UsernsLimits) -> io::Result<()> {
     let ns = std::fs::File::open(format!("/proc/{pid}/ns/user"))?;
     let writes: Vec<(CString, CString)> = [
         ("max_inotify_instances", limits.inotify_instances),
@@ -47,26 +44,30 @@ pub fn apply(pid: u32, limits: &UsernsLimits, helper: &Path) -> io::Result<()> {
         )
     })
     .collect();
-    let fd = ns.as_raw_fd();
-    let mut cmd = Command::new(helper);
-    cmd.arg("--version")
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: runs in the forked child before exec; only system calls on memory prepared
-    // before the fork.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(move || write_in_namespace(fd, &writes));
+    // SAFETY: the child only makes system calls on memory prepared before the fork
+    // (async-signal-safe, as a child of a multi-threaded process must), then _exits.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        return Err(io::Error::last_os_error());
     }
-    let status = cmd.status()?;
-    if !status.success() {
-        return Err(io::Error::other(format!(
-            "setting the sandbox's limits failed ({status})"
-        )));
+    if child == 0 {
+        let code = match write_in_namespace(ns.as_raw_fd(), &writes) {
+            Ok(()) => 0,
+            Err(e) => e.raw_os_error().unwrap_or(1).clamp(1, 255),
+        };
+        // SAFETY: ends the forked child without running any of the parent's exit code.
+        unsafe { libc::_exit(code) };
     }
-    Ok(())
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    if unsafe { libc::waitpid(child, &mut status, 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    match (libc::WIFEXITED(status), libc::WEXITSTATUS(status)) {
+        (true, 0) => Ok(()),
+        (true, errno) => Err(io::Error::from_raw_os_error(errno)),
+        _ => Err(io::Error::other("setting the sandbox's limits failed")),
+    }
 }
 
 fn write_in_namespace(ns: libc::c_int, writes: &[(CString, CString)]) -> io::Result<()> {
@@ -124,6 +125,7 @@ mod tests {
 
     #[test]
     fn limits_are_set_in_a_child_namespace_only() {
+        use std::process::Command;
         if !crate::runtime::running_as_root() {
             eprintln!("skipped: needs root (unshare, setns)");
             return;
@@ -143,7 +145,7 @@ mod tests {
             inotify_instances: 7,
             inotify_watches: 99,
         };
-        apply(child.id(), &limits, Path::new("/bin/true")).unwrap();
+        apply(child.id(), &limits).unwrap();
         let seen = Command::new("nsenter")
             .args([
                 "-t",

@@ -422,35 +422,6 @@ impl SandboxManager {
         }
     }
 
-    /// Gives the container's user namespace its own budget of what the kernel counts per
-    /// user (`userns_limits`), before any of the sandbox's code runs there. A container
-    /// whose budget cannot be set is not used: it could take the host's.
-    async fn limit_namespace(
-        &self,
-        rec: &SandboxRecord,
-        c: &ContainerInfo,
-    ) -> Result<(), ApiError> {
-        if self.runtime.id_shift().is_none() || c.pid == 0 {
-            return Ok(());
-        }
-        let (pid, helper) = (c.pid, self.guest_binary.clone());
-        tokio::task::spawn_blocking(move || {
-            crate::runtime::userns_limits::apply(
-                pid,
-                &crate::runtime::userns_limits::SANDBOX_LIMITS,
-                &helper,
-            )
-        })
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?
-        .map_err(|e| {
-            ApiError::new(
-                ErrorCode::Unavailable,
-                format!("cannot limit sandbox {}'s user namespace: {e}", rec.id),
-            )
-        })
-    }
-
     /// The sandbox's container is gone: no connection to any guest of it any more.
     fn forget_guest(&self, id: &str) {
         self.guests.unregister(&super::record::run_key(id));
@@ -656,7 +627,6 @@ impl SandboxManager {
         };
         if let Some(c) = &info {
             self.know_guest(rec, c);
-            self.limit_namespace(rec, c).await?;
         }
         let deadline = Instant::now() + GUEST_READY_TIMEOUT;
         let mut attempt = 0u32;

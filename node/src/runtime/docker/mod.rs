@@ -498,7 +498,9 @@ impl DockerRuntime {
                     false
                 }
             };
-            Ok((self.started_info(&name).await?, filled))
+            let info = self.started_info(&name).await?;
+            self.limit_userns(&name, info.pid).await?;
+            Ok((info, filled))
         }
         .await;
         if created.is_err() {
@@ -518,6 +520,25 @@ impl DockerRuntime {
             ))
         })?;
         copy_fork_files(name, seed, &upper, false).await
+    }
+
+    /// Gives a container that just started its user namespace's own budgets
+    /// (`userns_limits`), before any of a sandbox's code runs there. A container whose
+    /// budget cannot be set is not used: it could take the host's.
+    async fn limit_userns(&self, name: &str, pid: u32) -> Result<(), RuntimeError> {
+        if self.id_shift.is_none() {
+            return Ok(());
+        }
+        tokio::task::spawn_blocking(move || {
+            super::userns_limits::apply(pid, &super::userns_limits::SANDBOX_LIMITS)
+        })
+        .await
+        .map_err(|e| RuntimeError::Other(e.to_string()))?
+        .map_err(|e| {
+            RuntimeError::Other(format!(
+                "cannot limit container {name}'s user namespace: {e}"
+            ))
+        })
     }
 
     /// The container `name` as it is after its start (an error if it is gone).
@@ -736,7 +757,9 @@ impl ContainerRuntime for Arc<DockerRuntime> {
             Err(e) => return Err(docker_err(e)),
         }
         // A taken warm container starts with the host name it was made with.
-        self.rename_host_after_start(&name, sandbox_id).await
+        self.rename_host_after_start(&name, sandbox_id).await?;
+        let info = self.started_info(&name).await?;
+        self.limit_userns(&name, info.pid).await
     }
 
     async fn inspect(&self, sandbox_id: &str) -> Result<Option<ContainerInfo>, RuntimeError> {

@@ -262,6 +262,7 @@ impl DockerRuntime {
                 .await
                 .map_err(docker_err)?;
             let host = HostName::of(&c);
+            self.limit_userns(&name, host.pid).await?;
             let merged = overlay_path(&c, "MergedDir")
                 .filter(|p| matches!(root_mount::open_if_mounted(p), Ok(Some(_))));
             let peer = GuestPeer {
