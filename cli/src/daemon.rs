@@ -173,7 +173,11 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     let safety = Arc::new(Safety::default());
     let tasks = CancellationToken::new();
     // The cluster's node addresses join the rules once the cluster is open (below).
-    let (firewall_opts, firewall_rx) = tokio::sync::watch::channel(firewall::Options::default());
+    let firewall_base = firewall::Options {
+        node_id: cfg.node_id.clone(),
+        ..Default::default()
+    };
+    let (firewall_opts, firewall_rx) = tokio::sync::watch::channel(firewall_base.clone());
     let firewall_keeper = if cfg.firewall {
         let (task, first) = firewall::keep(
             cfg.firewall_tools.clone(),
@@ -309,7 +313,9 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
                     .values()
                     .flat_map(|n| [n.api_addr.clone(), n.peer_addr.clone()])
                     .collect();
-                firewall::Options::default().with_peers(addrs.iter().map(String::as_str))
+                firewall_base
+                    .clone()
+                    .with_peers(addrs.iter().map(String::as_str))
             })
         };
         firewall_opts.send_if_modified(|o| replace_if_changed(o, node_addrs()));

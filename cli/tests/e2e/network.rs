@@ -311,6 +311,11 @@ async fn a_sandbox_reaches_no_host_port_no_neighbour_no_metadata_and_no_private_
         .unwrap();
     let rules = String::from_utf8_lossy(&rules.stdout);
     assert!(rules.contains("-A WARREN-FORWARD -j DROP"), "{rules}");
+    // The node's chain of peers stays when it stops (its sandboxes run on); this test's
+    // node is gone for good, so the test takes it away.
+    let node_id = node.node_id.clone();
+    drop(node);
+    warren_node::runtime::firewall::remove_peers_chain(std::path::Path::new("iptables"), &node_id);
     drop(fake);
 }
 
@@ -348,4 +353,37 @@ async fn a_node_whose_firewall_cannot_be_installed_starts_no_sandbox() {
         "a container was made: {:?}",
         node.containers()
     );
+}
+
+#[tokio::test]
+async fn a_rule_taken_away_while_the_node_runs_is_put_back() {
+    let node = Node::start().await;
+    sh(&node.client, &format!("fw-{}", unique()), "true").await;
+    // As another program (a host firewall's reload) would: one rule of the node's goes.
+    // (One no other test probes: tests run side by side on this machine's one firewall.)
+    let rule = ["WARREN-FORWARD", "-d", "198.18.0.0/15", "-j", "DROP"];
+    let has = || {
+        let mut args = vec!["-C"];
+        args.extend_from_slice(&rule);
+        Command::new("iptables")
+            .args(&args)
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(has(), "the node installed it");
+    let mut del = vec!["iptables", "-D"];
+    del.extend_from_slice(&rule);
+    run(&del);
+    assert!(!has());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(25);
+    while !has() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rule was not put back within 25 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let h = reqwest::get(format!("{}/healthz", node.url)).await.unwrap();
+    assert_eq!(h.status(), 200);
 }

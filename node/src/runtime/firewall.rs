@@ -7,8 +7,10 @@
 mod install;
 mod rules;
 
-pub use install::{install, verify, FirewallError, Tools};
-pub use rules::{plan, Family, Options, Plan, BRIDGE_PREFIX, CHAIN_FORWARD, CHAIN_INPUT};
+pub use install::{install, remove_peers_chain, verify, FirewallError, Tools};
+pub use rules::{
+    peers_chain, plan, Family, Options, Plan, BRIDGE_PREFIX, CHAIN_FORWARD, CHAIN_INPUT,
+};
 
 use crate::safety::{Guarantee, Safety};
 use std::sync::Arc;

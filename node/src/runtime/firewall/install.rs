@@ -1,7 +1,7 @@
 //! Putting the rules of `rules` in place with iptables and ip6tables, and checking that
 //! they still are.
 
-use super::rules::{plan, Family, Options, Plan};
+use super::rules::{plan, Family, Options, Place, Plan};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -89,8 +89,44 @@ fn restore_of(program: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Where the nodes of one machine take turns installing (`flock`): each iptables command
+/// is atomic, a check-then-insert of two nodes at once is not.
+const LOCK_FILE: &str = "/run/warren-firewall.lock";
+
+/// Holds the machine's firewall lock until dropped.
+struct Turn(std::fs::File);
+
+impl Turn {
+    fn take() -> Result<Turn, FirewallError> {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(LOCK_FILE)
+            .map_err(|e| FirewallError(format!("{LOCK_FILE}: {e}")))?;
+        // SAFETY: flock on a descriptor this process owns.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(FirewallError(format!(
+                "{LOCK_FILE}: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(Turn(f))
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: as in `take`.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
 /// Installs every chain (atomically, per family) and keeps each jump first in its parent.
 pub fn install(tools: &Tools, opts: &Options) -> Result<(), FirewallError> {
+    let _turn = Turn::take()?;
     for family in families() {
         let p = effective_plan(tools, family, opts);
         let program = tools.of(family);
@@ -99,11 +135,35 @@ pub fn install(tools: &Tools, opts: &Options) -> Result<(), FirewallError> {
             &["-w", "--noflush"],
             Some(&p.restore_input()),
         )?;
-        for (parent, jump) in &p.jumps {
-            keep_first(program, parent, jump)?;
+        for (parent, jump, place) in &p.jumps {
+            match place {
+                Place::First => keep_first(program, parent, jump)?,
+                Place::Present => keep_present(program, parent, jump)?,
+            }
+        }
+        if family == Family::V4 && !p.chains.iter().any(|(c, _)| c.starts_with("WARREN-PEERS-")) {
+            remove_peers_chain(program, &opts.node_id);
         }
     }
     Ok(())
+}
+
+/// Takes away this node's chain of peers and its jump, if an earlier run made them (its
+/// peers are all in the fixed ranges now).
+pub fn remove_peers_chain(program: &Path, node_id: &str) {
+    if node_id.is_empty() {
+        return;
+    }
+    let chain = super::rules::peers_chain(node_id);
+    if run(program, &["-w", "-S", &chain], None).is_err() {
+        return;
+    }
+    for parent in ["DOCKER-USER", "FORWARD"] {
+        let jump = ["-w", "-D", parent, "-i", "wrn+", "-j", chain.as_str()];
+        while run(program, &jump, None).is_ok() {}
+    }
+    let _ = run(program, &["-w", "-F", &chain], None);
+    let _ = run(program, &["-w", "-X", &chain], None);
 }
 
 /// Checks that every chain holds exactly its rules and every jump is first in its parent.
@@ -127,10 +187,22 @@ pub fn verify(tools: &Tools, opts: &Options) -> Result<(), FirewallError> {
                 )));
             }
         }
-        for (parent, jump) in &p.jumps {
-            if first_rule(program, parent)?.as_deref() != Some(&format_jump(parent, jump)) {
+        for (parent, jump, place) in &p.jumps {
+            if *place == Place::Present {
+                let mut check = vec!["-w", "-C", parent.as_str()];
+                check.extend(jump.iter().map(String::as_str));
+                if run(program, &check, None).is_err() {
+                    return Err(FirewallError(format!(
+                        "{} chain {parent} has no jump to {}",
+                        program.display(),
+                        jump.last().map(String::as_str).unwrap_or_default()
+                    )));
+                }
+                continue;
+            }
+            if !sole_first(program, parent, jump)? {
                 return Err(FirewallError(format!(
-                    "{} chain {parent} does not start with the jump to {}",
+                    "{} chain {parent} does not start with the one jump to {}",
                     program.display(),
                     jump.last().map(String::as_str).unwrap_or_default()
                 )));
@@ -145,9 +217,9 @@ pub fn verify(tools: &Tools, opts: &Options) -> Result<(), FirewallError> {
 fn effective_plan(tools: &Tools, family: Family, opts: &Options) -> Plan {
     let mut p = plan(family, opts);
     if family == Family::V4 && run(&tools.iptables, &["-w", "-S", "DOCKER-USER"], None).is_err() {
-        for (parent, _) in p.jumps.iter_mut() {
+        for (parent, _, _) in p.jumps.iter_mut() {
             if *parent == "DOCKER-USER" {
-                *parent = "FORWARD";
+                *parent = "FORWARD".to_string();
             }
         }
     }
@@ -158,6 +230,14 @@ fn format_jump(parent: &str, jump: &[String]) -> String {
     format!("-A {parent} {}", jump.join(" "))
 }
 
+/// Whether `jump` is the first rule of `parent`, and there only once.
+fn sole_first(program: &Path, parent: &str, jump: &[String]) -> Result<bool, FirewallError> {
+    let line = format_jump(parent, jump);
+    let listed = run(program, &["-w", "-S", parent], None)?;
+    let rules: Vec<&str> = listed.lines().filter(|l| l.starts_with("-A ")).collect();
+    Ok(rules.first() == Some(&line.as_str()) && rules.iter().filter(|l| **l == line).count() == 1)
+}
+
 fn first_rule(program: &Path, parent: &str) -> Result<Option<String>, FirewallError> {
     Ok(run(program, &["-w", "-S", parent], None)?
         .lines()
@@ -165,10 +245,28 @@ fn first_rule(program: &Path, parent: &str) -> Result<Option<String>, FirewallEr
         .map(str::to_string))
 }
 
+/// Puts `jump` in `parent` when it is not there: second (the first is the jump kept first
+/// there), so before Docker's own rules.
+fn keep_present(program: &Path, parent: &str, jump: &[String]) -> Result<(), FirewallError> {
+    let mut args = vec!["-w", "-C", parent];
+    args.extend(jump.iter().map(String::as_str));
+    if run(program, &args, None).is_ok() {
+        return Ok(());
+    }
+    let at = if first_rule(program, parent)?.is_some() {
+        "2"
+    } else {
+        "1"
+    };
+    let mut insert = vec!["-w", "-I", parent, at];
+    insert.extend(jump.iter().map(String::as_str));
+    run(program, &insert, None).map(|_| ())
+}
+
 /// Puts `jump` first in `parent`: inserted when missing, moved up when another rule (a
 /// host firewall's ACCEPT, say) came before it.
 fn keep_first(program: &Path, parent: &str, jump: &[String]) -> Result<(), FirewallError> {
-    if first_rule(program, parent)?.as_deref() == Some(&format_jump(parent, jump)) {
+    if sole_first(program, parent, jump)? {
         return Ok(());
     }
     let args = |op: &'static str| {

@@ -8,10 +8,15 @@
 //!   rejected.
 //! - `WARREN-FORWARD`, jumped to from `DOCKER-USER` (Docker's hook at the top of
 //!   `FORWARD`) for packets a sandbox sends through this host: dropped toward any other
-//!   sandbox bridge, the cluster's other nodes, every range that is not the public internet
-//!   (private, loopback, link-local, CGNAT, multicast, reserved, documentation) and the cloud
-//!   metadata addresses that sit in public space. What is left (the public internet) goes on
-//!   to Docker's own rules.
+//!   sandbox bridge, every range that is not the public internet (private, loopback,
+//!   link-local, CGNAT, multicast, reserved, documentation) and the cloud metadata addresses
+//!   that sit in public space. What is left (the public internet) goes on to Docker's own
+//!   rules.
+//! - `WARREN-PEERS-<8 hex of the node's id>`, jumped to from `DOCKER-USER` as well: this
+//!   node's cluster members on public addresses, dropped. One chain per node, so that nodes
+//!   of different clusters on one machine (tests, `local-cluster`) each keep their own
+//!   members out without undoing the others'; the two shared chains are the same for
+//!   every node.
 //!
 //! IPv6 is off inside sandboxes (`net.ipv6.conf.all.disable_ipv6`); the IPv6 chains drop and
 //! reject everything from a sandbox bridge all the same, so a sandbox that got an IPv6
@@ -59,6 +64,8 @@ pub enum Family {
 /// What the rules depend on besides the fixed ranges.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Options {
+    /// The node these are for (names its chain of peers).
+    pub node_id: String,
     /// TCP ports on this host a sandbox may connect to (the egress proxy's).
     pub open_ports: Vec<u16>,
     /// Addresses of the cluster's nodes (a node on a public address is still no target).
@@ -104,15 +111,33 @@ fn covered_v4(ip: &IpAddr) -> bool {
 /// One rule: its arguments after the chain name (`-A CHAIN …`).
 pub type Rule = Vec<String>;
 
+/// Where a jump into one of the node's chains must be in its parent chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// The first rule: nothing a host firewall accepts gets past it.
+    First,
+    /// Anywhere (before Docker's own rules, which come after `DOCKER-USER`): a chain that
+    /// only drops.
+    Present,
+}
+
 /// The whole rule set of one family.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     pub family: Family,
     /// Chain name and its rules, in order.
-    pub chains: Vec<(&'static str, Vec<Rule>)>,
-    /// Built-in (or Docker's) chain and the rule that jumps from it into ours: each is kept
-    /// first in its chain.
-    pub jumps: Vec<(&'static str, Rule)>,
+    pub chains: Vec<(String, Vec<Rule>)>,
+    /// Built-in (or Docker's) chain, the rule that jumps from it into ours, and where.
+    pub jumps: Vec<(String, Rule, Place)>,
+}
+
+/// The name of a node's chain of peers.
+pub fn peers_chain(node_id: &str) -> String {
+    use sha2::Digest;
+    format!(
+        "WARREN-PEERS-{}",
+        hex::encode(&sha2::Sha256::digest(node_id.as_bytes())[..4])
+    )
 }
 
 fn rule(args: &[&str]) -> Rule {
@@ -146,9 +171,6 @@ pub fn plan(family: Family, opts: &Options) -> Plan {
                 "--reject-with",
                 "icmp-port-unreachable",
             ]));
-            for peer in opts.peers.iter().filter(|p| p.is_ipv4()) {
-                forward.push(rule(&["-d", &format!("{peer}/32"), "-j", "DROP"]));
-            }
             for range in DENIED_V4 {
                 forward.push(rule(&["-d", range, "-j", "DROP"]));
             }
@@ -164,21 +186,49 @@ pub fn plan(family: Family, opts: &Options) -> Plan {
             forward.push(rule(&["-j", "DROP"]));
         }
     }
-    Plan {
+    // Docker's hook in FORWARD; made here when Docker has not (IPv6).
+    let forward_parent = match family {
+        Family::V4 => "DOCKER-USER",
+        Family::V6 => "FORWARD",
+    };
+    let mut p = Plan {
         family,
-        chains: vec![(CHAIN_INPUT, input), (CHAIN_FORWARD, forward)],
+        chains: vec![
+            (CHAIN_INPUT.to_string(), input),
+            (CHAIN_FORWARD.to_string(), forward),
+        ],
         jumps: vec![
-            ("INPUT", rule(&["-i", &bridges, "-j", CHAIN_INPUT])),
             (
-                match family {
-                    // Docker's hook in FORWARD; made here when Docker has not (IPv6).
-                    Family::V4 => "DOCKER-USER",
-                    Family::V6 => "FORWARD",
-                },
+                "INPUT".to_string(),
+                rule(&["-i", &bridges, "-j", CHAIN_INPUT]),
+                Place::First,
+            ),
+            (
+                forward_parent.to_string(),
                 rule(&["-i", &bridges, "-j", CHAIN_FORWARD]),
+                Place::First,
             ),
         ],
+    };
+    // IPv6 forwarding drops everything already; a node whose peers are all in the fixed
+    // ranges (loopback, private) needs no chain of its own.
+    let v4_peers = opts.peers.iter().any(|p| p.is_ipv4());
+    if family == Family::V4 && !opts.node_id.is_empty() && v4_peers {
+        let chain = peers_chain(&opts.node_id);
+        let drops = opts
+            .peers
+            .iter()
+            .filter(|p| p.is_ipv4())
+            .map(|peer| rule(&["-d", &format!("{peer}/32"), "-j", "DROP"]))
+            .collect();
+        p.jumps.push((
+            forward_parent.to_string(),
+            rule(&["-i", &bridges, "-j", &chain]),
+            Place::Present,
+        ));
+        p.chains.push((chain, drops));
     }
+    p
 }
 
 impl Plan {
@@ -205,11 +255,7 @@ mod tests {
     use super::*;
 
     fn forward_of(p: &Plan) -> &Vec<Rule> {
-        &p.chains
-            .iter()
-            .find(|(c, _)| *c == CHAIN_FORWARD)
-            .unwrap()
-            .1
+        &p.chains.iter().find(|(c, _)| c == CHAIN_FORWARD).unwrap().1
     }
 
     #[test]
@@ -251,6 +297,7 @@ mod tests {
     #[test]
     fn input_accepts_only_the_open_ports_and_rejects_the_rest() {
         let opts = Options {
+            node_id: "n1".into(),
             open_ports: vec![3128],
             peers: vec!["203.0.114.7".parse().unwrap(), "fd00::1".parse().unwrap()],
         };
@@ -261,16 +308,27 @@ mod tests {
             rule(&["-p", "tcp", "-m", "tcp", "--dport", "3128", "-j", "ACCEPT"])
         );
         assert_eq!(input.last().unwrap()[1], "REJECT");
-        assert!(forward_of(&p).contains(&rule(&["-d", "203.0.114.7/32", "-j", "DROP"])));
+        let peers = &p
+            .chains
+            .iter()
+            .find(|(c, _)| *c == peers_chain("n1"))
+            .unwrap()
+            .1;
+        assert_eq!(peers, &vec![rule(&["-d", "203.0.114.7/32", "-j", "DROP"])]);
         let v6 = plan(Family::V6, &opts);
         assert_eq!(v6.chains[0].1.len(), 1, "no port is open over IPv6");
         assert_eq!(forward_of(&v6).last().unwrap(), &rule(&["-j", "DROP"]));
         assert_eq!(v6.jumps[1].0, "FORWARD");
+        assert_eq!(v6.chains.len(), 2, "no chain of peers over IPv6");
     }
 
     #[test]
     fn only_public_node_addresses_make_rules_of_their_own() {
-        let o = Options::default().with_peers([
+        let base = Options {
+            node_id: "n1".into(),
+            ..Default::default()
+        };
+        let o = base.with_peers([
             "127.0.0.10:7070",
             "10.0.4.2:7400",
             "11.22.33.44:7400",
@@ -285,8 +343,31 @@ mod tests {
                 "2001:db8::7".parse().unwrap()
             ]
         );
-        let fwd = forward_of(&plan(Family::V4, &o)).clone();
-        assert!(fwd.contains(&rule(&["-d", "11.22.33.44/32", "-j", "DROP"])));
+        let p = plan(Family::V4, &o);
+        let peers = &p
+            .chains
+            .iter()
+            .find(|(c, _)| *c == peers_chain("n1"))
+            .unwrap()
+            .1;
+        assert_eq!(peers, &vec![rule(&["-d", "11.22.33.44/32", "-j", "DROP"])]);
+        // The shared chains are the same whatever the node's peers.
+        let other = plan(Family::V4, &Options::default());
+        assert_eq!(p.chains[..2], other.chains[..2]);
+        // Without public peers, no chain of its own at all.
+        let local = plan(
+            Family::V4,
+            &Options {
+                node_id: "n1".into(),
+                ..Default::default()
+            },
+        );
+        assert_eq!(local.chains.len(), 2);
+        assert_eq!(local.jumps.len(), 2);
+        assert!(
+            peers_chain("n1").len() <= 28,
+            "iptables chain names are short"
+        );
     }
 
     #[test]
