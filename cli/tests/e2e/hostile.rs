@@ -75,6 +75,18 @@ fn assert_only_attacker(results: &[Result<String, String>], attacker: &str, what
     }
 }
 
+/// The attacker points its socket at the victim's, by the path the node used to resolve on
+/// the host (the attack).
+async fn redirect_to_victim(c: &Client, attacker: &str, victim: &str) {
+    let kb = run_key(victim);
+    sh(
+        c,
+        attacker,
+        &format!("ln -sf ../{kb}/guest.sock /.warren/run/guest.sock"),
+    )
+    .await;
+}
+
 /// Calls to the attacker work again within a few seconds: its guest takes its socket back.
 async fn assert_attacker_recovers(c: &Client, attacker: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
@@ -98,14 +110,7 @@ async fn a_guest_socket_redirected_to_a_neighbour_or_a_host_socket_reaches_neith
     let c = &node.client;
     let (victim, attacker) = victim_and_attacker(&node).await;
 
-    // The neighbour's socket, by the path the node used to resolve on the host.
-    let kb = run_key(&victim);
-    sh(
-        c,
-        &attacker,
-        &format!("ln -sf ../{kb}/guest.sock /.warren/run/guest.sock"),
-    )
-    .await;
+    redirect_to_victim(c, &attacker, &victim).await;
     let results = probe(c, &attacker, 6).await;
     assert_only_attacker(&results, &attacker, "symlink to the neighbour's socket");
     assert_victim_untouched(c, &victim).await;
@@ -236,13 +241,7 @@ async fn a_fifo_a_file_or_a_swap_in_place_of_the_socket_fails_closed() {
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let kb = run_key(&victim);
-    sh(
-        c,
-        &attacker,
-        &format!("ln -sf ../{kb}/guest.sock /.warren/run/guest.sock"),
-    )
-    .await;
+    redirect_to_victim(c, &attacker, &victim).await;
     let results = probe(c, &attacker, 6).await;
     assert_only_attacker(&results, &attacker, "a swap during a call");
     let long = long.await.unwrap().unwrap();

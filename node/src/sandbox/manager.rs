@@ -674,18 +674,18 @@ impl SandboxManager {
             env: rec.env.clone(),
         })
         .map_err(|e| ApiError::internal(e.to_string()))?;
-        let req = http::Request::put(warren_api::session::GUEST_CONFIG_PATH)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(full(body))
-            .map_err(|e| ApiError::internal(e.to_string()))?;
         let resp = self
-            .guests
-            .send(&rec.guest_key(), req)
+            .guest_request(
+                rec,
+                http::Method::PUT,
+                warren_api::session::GUEST_CONFIG_PATH,
+                "application/json",
+                full(body),
+            )
+            .await?;
+        crate::guest::body::collect_limited(resp.into_body(), crate::guest::body::SMALL_LIMIT)
             .await
             .map_err(|e| guest_error(&rec.id, e))?;
-        if !resp.status().is_success() {
-            return Err(crate::guest::body::error_of(resp).await);
-        }
         Ok(())
     }
 

@@ -254,6 +254,10 @@ impl Plan {
 mod tests {
     use super::*;
 
+    fn chain_of<'a>(p: &'a Plan, name: &str) -> &'a Vec<Rule> {
+        &p.chains.iter().find(|(c, _)| c == name).unwrap().1
+    }
+
     fn forward_of(p: &Plan) -> &Vec<Rule> {
         &p.chains.iter().find(|(c, _)| c == CHAIN_FORWARD).unwrap().1
     }
@@ -308,12 +312,7 @@ mod tests {
             rule(&["-p", "tcp", "-m", "tcp", "--dport", "3128", "-j", "ACCEPT"])
         );
         assert_eq!(input.last().unwrap()[1], "REJECT");
-        let peers = &p
-            .chains
-            .iter()
-            .find(|(c, _)| *c == peers_chain("n1"))
-            .unwrap()
-            .1;
+        let peers = chain_of(&p, &peers_chain("n1"));
         assert_eq!(peers, &vec![rule(&["-d", "203.0.114.7/32", "-j", "DROP"])]);
         let v6 = plan(Family::V6, &opts);
         assert_eq!(v6.chains[0].1.len(), 1, "no port is open over IPv6");
@@ -344,12 +343,7 @@ mod tests {
             ]
         );
         let p = plan(Family::V4, &o);
-        let peers = &p
-            .chains
-            .iter()
-            .find(|(c, _)| *c == peers_chain("n1"))
-            .unwrap()
-            .1;
+        let peers = chain_of(&p, &peers_chain("n1"));
         assert_eq!(peers, &vec![rule(&["-d", "11.22.33.44/32", "-j", "DROP"])]);
         // The shared chains are the same whatever the node's peers.
         let other = plan(Family::V4, &Options::default());

@@ -108,7 +108,7 @@ fn tar_body(prepared: Prepared) -> GuestBody {
 }
 
 impl SandboxManager {
-    /// One call to the guest whose non-2xx answers become the guest's own API error.
+    /// One POST to the guest whose non-2xx answers become the guest's own API error.
     async fn guest_call(
         &self,
         rec: &SandboxRecord,
@@ -116,7 +116,22 @@ impl SandboxManager {
         content_type: &str,
         body: GuestBody,
     ) -> Result<http::Response<Incoming>, ApiError> {
-        let req = http::Request::post(path)
+        self.guest_request(rec, http::Method::POST, path, content_type, body)
+            .await
+    }
+
+    /// One call to the guest whose non-2xx answers become the guest's own API error.
+    pub(super) async fn guest_request(
+        &self,
+        rec: &SandboxRecord,
+        method: http::Method,
+        path: &str,
+        content_type: &str,
+        body: GuestBody,
+    ) -> Result<http::Response<Incoming>, ApiError> {
+        let req = http::Request::builder()
+            .method(method)
+            .uri(path)
             .header(http::header::CONTENT_TYPE, content_type)
             .body(body)
             .map_err(|e| ApiError::internal(e.to_string()))?;
