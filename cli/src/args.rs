@@ -190,6 +190,15 @@ pub struct NodeArgs {
     /// process logs, counted in the sandbox's memory), MiB.
     #[arg(long, default_value_t = 256)]
     pub run_dir_mb: u64,
+    /// CPUs' worth of time the node's host work (snapshot archiving and unpacking, chunk
+    /// hashing and compression, fork copies) may use, in a cgroup of its own; 0: no quota.
+    /// Default: half this machine's CPUs.
+    #[arg(long)]
+    pub host_work_cpus: Option<f64>,
+    /// Disk bandwidth of the host work on each disk it reads and writes, MiB/s; 0: no
+    /// limit. Default 256.
+    #[arg(long)]
+    pub host_work_io_mbps: Option<u64>,
     #[arg(long, default_value_t = 2000)]
     pub max_sandboxes: usize,
     /// Relative placement weight of this node.
@@ -265,6 +274,8 @@ impl NodeArgs {
             ip6tables: self.ip6tables.clone(),
             allow_host_root: self.allow_host_root,
             run_dir_mb: self.run_dir_mb,
+            host_work_cpus: self.host_work_cpus,
+            host_work_io_mbps: self.host_work_io_mbps,
             max_sandboxes: self.max_sandboxes,
             capacity: self.capacity,
             heartbeat_ms: self.heartbeat_ms,

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use warren_consensus::join::{JoinRequest, JoinResponse};
 use warren_consensus::{Cluster, ClusterConfig};
 use warren_node::runtime::docker::DockerRuntime;
+use warren_node::runtime::host_work::{self, HostWork, HostWorkConfig};
 use warren_node::runtime::subnets::{Cidr, SubnetPool};
 use warren_node::runtime::WarmPoolConfig;
 use warren_node::runtime::{firewall, ContainerRuntime};
@@ -168,6 +169,23 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     )
     .await
     .context("cannot use Docker")?;
+    // Snapshot archiving and unpacking, chunk work and fork copies: bounded, in a cgroup of
+    // their own, on the disks of the data dir and of Docker's data root.
+    let host_work = {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut hw = HostWorkConfig::for_cpus(cpus);
+        if let Some(c) = s.host_work_cpus {
+            hw.limits.cpus = c;
+            hw.threads = host_work::threads_for(c);
+        }
+        if let Some(m) = s.host_work_io_mbps {
+            hw.limits.io_bps = m << 20;
+        }
+        let mut disks: Vec<&Path> = vec![data_dir.as_path()];
+        disks.extend(docker.data_root());
+        HostWork::start(&data_dir, &disks, hw)
+    };
+    docker.use_host_work(host_work.pool());
     // The boundary before any container: firewall rules in place, user namespaces on. What
     // does not hold keeps this node from starting sandboxes (and says so in /healthz).
     let safety = Arc::new(Safety::default());
@@ -336,6 +354,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         Arc::new(docker.clone()),
         metrics,
         safety.clone(),
+        host_work.clone(),
     )
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -393,6 +412,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         let _ = t.await;
     }
     docker.stop_warm_pool().await;
+    host_work.shutdown().await;
     cluster.shutdown().await;
     peers.close();
     tracing::info!("stopped; sandboxes keep running and are re-adopted on the next start");

@@ -52,6 +52,14 @@ pub struct Settings {
     /// Size of each sandbox's guest run directory (a tmpfs counted in its memory), MiB.
     #[serde(default = "default_run_dir_mb")]
     pub run_dir_mb: u64,
+    /// CPUs' worth of time the node's host work (snapshot archiving and unpacking, chunk
+    /// hashing and compression, fork copies) may use; 0: no quota. Default: half the CPUs.
+    #[serde(default)]
+    pub host_work_cpus: Option<f64>,
+    /// Disk bandwidth of the host work on each disk it uses, MiB/s read and written; 0: no
+    /// limit. Default 256.
+    #[serde(default)]
+    pub host_work_io_mbps: Option<u64>,
     #[serde(default = "default_max")]
     pub max_sandboxes: usize,
     /// Relative placement weight.
@@ -191,6 +199,12 @@ impl Settings {
             (16..=64 * 1024).contains(&self.run_dir_mb),
             "run_dir_mb must be between 16 and 65536"
         );
+        if let Some(c) = self.host_work_cpus {
+            anyhow::ensure!(
+                c.is_finite() && (0.0..=1024.0).contains(&c),
+                "host_work_cpus must be between 0 (no quota) and 1024"
+            );
+        }
         Ok(())
     }
 

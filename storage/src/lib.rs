@@ -7,10 +7,14 @@
 //!   synced to the WAL before it returns.
 //! - `snapshots`: sandbox snapshots in object storage (chunked, deduplicated, compressed),
 //!   with a node-local chunk cache.
+//! - `blocking`: the threads its CPU-heavy work runs on, chosen by the caller.
 //!
 //! It must not depend on the other warren crates.
 
+mod blocking;
 mod raftdb;
 pub mod snapshots;
+
+pub use blocking::BlockingPool;
 
 pub use raftdb::{RaftDb, StorageError, FORMAT_VERSION};

@@ -332,6 +332,7 @@ impl Drop for TestCluster {
         }
         for n in &self.nodes {
             warren_node::runtime::docker::remove_node_resources_blocking(&n.name);
+            warren_node::runtime::host_work::remove_cgroup_of(&self.dir.join(&n.name));
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }

@@ -382,3 +382,123 @@ async fn an_inotify_exhauster_leaves_its_neighbours_and_the_host_their_watches()
         "the host's root ran out of inotify instances"
     );
 }
+
+/// The host-work cgroup's CPU time (ns) and how many periods it was throttled in.
+fn host_work_cpu(cgroup: &str) -> (u64, u64) {
+    let usage = std::fs::read_to_string(format!("/sys/fs/cgroup/cpuacct/{cgroup}/cpuacct.usage"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stat = std::fs::read_to_string(format!("/sys/fs/cgroup/cpu/{cgroup}/cpu.stat")).unwrap();
+    let throttled = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("nr_throttled "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    (usage, throttled)
+}
+
+/// A sandbox's large snapshot (incompressible data: the most hashing and compression per
+/// byte) is archived, hashed and compressed in the node's host-work cgroup under its CPU
+/// quota, not in the node's own cgroup: the cgroup's CPU time grows by the work, the quota
+/// throttles it, the node's work threads are in it, and a neighbour and the node answer
+/// meanwhile. Then the same sandbox restored from it, unpacked there as well.
+#[tokio::test]
+async fn a_large_snapshot_is_packed_under_the_host_work_quota() {
+    let node = Node::start_with("127.0.0.1:0", &["--host-work-cpus", "0.2"]).await;
+    let c = &node.client;
+    let health: serde_json::Value = reqwest::get(format!("{}/healthz", node.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let hw = &health["host_work"];
+    assert_eq!(hw["problem"], serde_json::Value::Null, "{health}");
+    assert_eq!(hw["threads_bounded"], true, "{health}");
+    assert_eq!(hw["cpus"], 0.2, "{health}");
+    let cgroup = hw["cgroup"]
+        .as_str()
+        .expect("a host-work cgroup")
+        .to_string();
+    assert_eq!(
+        std::fs::read_to_string(format!("/sys/fs/cgroup/cpu/{cgroup}/cpu.cfs_quota_us"))
+            .unwrap()
+            .trim(),
+        "20000"
+    );
+    // Each of the node's host-work threads is in the cgroup, and no other thread is.
+    let tasks = std::fs::read_to_string(format!("/sys/fs/cgroup/cpu/{cgroup}/tasks")).unwrap();
+    let in_cgroup: Vec<u32> = tasks.lines().map(|l| l.parse().unwrap()).collect();
+    let mut host_work_threads = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{}/task", node.pid())).unwrap() {
+        let t = t.unwrap();
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let tid: u32 = t.file_name().to_string_lossy().parse().unwrap();
+        if comm.starts_with("warren-host-wo") {
+            host_work_threads.push(tid);
+            assert!(in_cgroup.contains(&tid), "thread {tid} is outside {cgroup}");
+        } else {
+            assert!(
+                !in_cgroup.contains(&tid),
+                "thread {tid} ({comm}) is in {cgroup}"
+            );
+        }
+    }
+    assert!(!host_work_threads.is_empty());
+
+    let (id, neighbour) = (format!("big-{}", unique()), format!("big-n-{}", unique()));
+    sh(c, &neighbour, "true").await;
+    sh(
+        c,
+        &id,
+        "head -c 160M /dev/urandom > /workspace/big && sha256sum /workspace/big > /workspace/big.sum",
+    )
+    .await;
+    let (usage0, throttled0) = host_work_cpu(&cgroup);
+    let request = Default::default();
+    let snap = c.create_snapshot(&id, &request);
+    let (snap, ()) = tokio::join!(snap, async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_neighbour_answers(&node, &neighbour).await;
+    });
+    let snap = snap.unwrap();
+    let (usage1, throttled1) = host_work_cpu(&cgroup);
+    eprintln!(
+        "snapshot: {} ms of CPU in {cgroup}, throttled in {} periods",
+        (usage1 - usage0) / 1_000_000,
+        throttled1 - throttled0
+    );
+    // 160 MiB archived, hashed and compressed: far more than 100 ms of CPU, all of it here.
+    assert!(
+        usage1 - usage0 > 100_000_000,
+        "the host-work cgroup used {} ms for the snapshot",
+        (usage1 - usage0) / 1_000_000
+    );
+    assert!(
+        throttled1 > throttled0,
+        "the quota never throttled the snapshot's work"
+    );
+
+    // Unpacked there too: a restore over a changed file.
+    sh(c, &id, "echo changed > /workspace/big").await;
+    c.restore(&id, &snap.id).await.unwrap();
+    let (usage2, _) = host_work_cpu(&cgroup);
+    assert!(
+        usage2 - usage1 > 20_000_000,
+        "the restore used {} ms in the host-work cgroup",
+        (usage2 - usage1) / 1_000_000
+    );
+    assert_eq!(
+        sh(
+            c,
+            &id,
+            "sha256sum -c /workspace/big.sum >/dev/null && echo same"
+        )
+        .await
+        .trim(),
+        "same"
+    );
+}

@@ -252,6 +252,7 @@ impl Drop for Node {
     fn drop(&mut self) {
         self.kill();
         warren_node::runtime::docker::remove_node_resources_blocking(&self.node_id);
+        warren_node::runtime::host_work::remove_cgroup_of(&self.data_dir);
         let _ = std::fs::remove_dir_all(&self.data_dir);
     }
 }

@@ -34,6 +34,8 @@ pub struct Target {
     guest_binary: PathBuf,
     /// The container's ids as the host stores them (a sandbox in a user namespace).
     shift: Option<IdShift>,
+    /// Moves the child into the node's bounded host-work cgroup before it runs.
+    cgroup: Option<super::host_work::ChildJoiner>,
 }
 
 impl Target {
@@ -52,6 +54,7 @@ impl Target {
             root,
             guest_binary: guest_binary.to_path_buf(),
             shift: None,
+            cgroup: None,
         })
     }
 
@@ -64,6 +67,7 @@ impl Target {
             root,
             guest_binary: guest_binary.to_path_buf(),
             shift: None,
+            cgroup: None,
         })
     }
 
@@ -71,6 +75,12 @@ impl Target {
     /// archives are written and read with the ids as the sandbox sees them.
     pub fn with_id_shift(mut self, shift: Option<IdShift>) -> Target {
         self.shift = shift;
+        self
+    }
+
+    /// The child runs in the host-work cgroup (`host_work`): bounded, and not the node's.
+    pub fn in_host_work(mut self, host_work: &super::host_work::HostWork) -> Target {
+        self.cgroup = Some(host_work.child_joiner());
         self
     }
 }
@@ -94,9 +104,15 @@ fn spawn_guest(
         .stdout(stdout)
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    let cgroup = target.cgroup.clone();
     // SAFETY: runs in the forked child before exec; only async-signal-safe system calls.
     unsafe {
-        cmd.pre_exec(move || hand_over(ns, root));
+        cmd.pre_exec(move || {
+            if let Some(c) = &cgroup {
+                c.join()?;
+            }
+            hand_over(ns, root)
+        });
     }
     let child = cmd.spawn()?;
     if let Some(stdin) = &child.stdin {

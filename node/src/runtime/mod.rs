@@ -6,6 +6,7 @@ pub mod docker;
 pub mod enter;
 mod fd_dir;
 pub mod firewall;
+pub mod host_work;
 pub mod root_mount;
 pub mod subnets;
 pub mod upper_copy;

@@ -25,6 +25,7 @@ use super::store::RecordStore;
 use crate::config::NodeConfig;
 use crate::guest::client::{full, GuestBody, GuestClient};
 use crate::metrics::NodeMetrics;
+use crate::runtime::host_work::HostWork;
 use crate::runtime::{ContainerInfo, ContainerRuntime, ContainerSpec, RootFill, SeedCopy};
 use crate::safety::Safety;
 use bytes::Bytes;
@@ -70,6 +71,8 @@ pub struct SandboxManager {
     /// Sandboxes whose record could not be read: their container is left alone, and the id
     /// is not served until an operator has looked (`RecordStore::load_all`).
     quarantined: Mutex<HashSet<String>>,
+    /// Where snapshot archiving, unpacking and chunk work run: bounded, not the node's own.
+    host_work: Arc<HostWork>,
 }
 
 struct Slot {
@@ -162,6 +165,7 @@ impl SandboxManager {
         runtime: Arc<dyn ContainerRuntime>,
         metrics: NodeMetrics,
         safety: Arc<Safety>,
+        host_work: Arc<HostWork>,
     ) -> Result<Arc<Self>, ApiError> {
         let io = |what: &str, e: std::io::Error| ApiError::internal(format!("{what}: {e}"));
         let store = RecordStore::open(&cfg.sandboxes_dir())
@@ -173,8 +177,12 @@ impl SandboxManager {
             crate::guest::binary::install(&cfg.guest_binary, &cfg.data_dir.join("bin"))
                 .map_err(|e| io("cannot install the guest binary", e))?;
         let objects = open_object_store(&cfg.object_store).map_err(snapshot_error)?;
-        let cache = ChunkCache::open(&cfg.chunk_cache_dir(), cfg.chunk_cache_bytes)
-            .map_err(|e| io("cannot open the chunk cache", e))?;
+        let cache = ChunkCache::open_on(
+            &cfg.chunk_cache_dir(),
+            cfg.chunk_cache_bytes,
+            host_work.pool(),
+        )
+        .map_err(|e| io("cannot open the chunk cache", e))?;
         let mgr = Arc::new(SandboxManager {
             guests: GuestClient::new(metrics.guest_refused.clone()),
             create_permits: Semaphore::new(cfg.create_concurrency.max(1)),
@@ -190,6 +198,7 @@ impl SandboxManager {
             seeds: Mutex::new(HashMap::new()),
             safety,
             quarantined: Mutex::new(HashSet::new()),
+            host_work,
         });
         mgr.adopt().await?;
         idle::spawn(&mgr);
@@ -204,6 +213,11 @@ impl SandboxManager {
 
     pub fn disk_limits(&self) -> bool {
         self.runtime.disk_limits()
+    }
+
+    /// Where host work runs and how it is bounded (`/healthz`).
+    pub fn host_work(&self) -> &HostWork {
+        &self.host_work
     }
 
     /// What keeps this node from starting sandboxes, if anything.

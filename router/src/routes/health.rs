@@ -26,6 +26,7 @@ pub async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
         "isolation": crate::cluster::api::offered(),
         "user_namespaces": state.mgr.user_namespaces(),
         "firewall": cfg.firewall,
+        "host_work": state.mgr.host_work().status(),
     }));
     (status, body)
 }

@@ -8,10 +8,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::BlockingPool;
+
 pub struct ChunkCache {
     dir: PathBuf,
     budget: u64,
     inner: Mutex<Inner>,
+    /// Where the CPU-heavy work on chunks runs (writes here, hashing and compression in
+    /// the store).
+    blocking: BlockingPool,
 }
 
 struct Inner {
@@ -45,6 +50,11 @@ impl Drop for Pins {
 impl ChunkCache {
     /// Opens the cache directory, indexing what an earlier run left (oldest use first).
     pub fn open(dir: &Path, budget: u64) -> std::io::Result<Arc<Self>> {
+        Self::open_on(dir, budget, BlockingPool::default())
+    }
+
+    /// `open`, with the chunk work of this cache and of the stores using it on `blocking`.
+    pub fn open_on(dir: &Path, budget: u64, blocking: BlockingPool) -> std::io::Result<Arc<Self>> {
         std::fs::create_dir_all(dir)?;
         let mut found = Vec::new();
         for e in std::fs::read_dir(dir)? {
@@ -72,9 +82,15 @@ impl ChunkCache {
             dir: dir.to_path_buf(),
             budget,
             inner: Mutex::new(inner),
+            blocking,
         });
         cache.evict(&mut cache.inner.lock().expect("cache lock"));
         Ok(cache)
+    }
+
+    /// Where CPU-heavy chunk work runs.
+    pub fn blocking(&self) -> &BlockingPool {
+        &self.blocking
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -148,23 +164,24 @@ impl ChunkCache {
         }
         let me = self.clone();
         let name = name.to_string();
-        tokio::task::spawn_blocking(move || {
-            let tmp = me
-                .dir
-                .join(format!(".{name}.{:08x}.tmp", rand::random::<u32>()));
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&stored)?;
-            drop(f);
-            std::fs::rename(&tmp, me.path(&name))?;
-            let mut g = me.inner.lock().expect("cache lock");
-            if g.lru.put(name, stored.len() as u64).is_none() {
-                g.bytes += stored.len() as u64;
-            }
-            me.evict(&mut g);
-            Ok(())
-        })
-        .await
-        .map_err(std::io::Error::other)?
+        self.blocking
+            .run(move || {
+                let tmp = me
+                    .dir
+                    .join(format!(".{name}.{:08x}.tmp", rand::random::<u32>()));
+                let mut f = std::fs::File::create(&tmp)?;
+                f.write_all(&stored)?;
+                drop(f);
+                std::fs::rename(&tmp, me.path(&name))?;
+                let mut g = me.inner.lock().expect("cache lock");
+                if g.lru.put(name, stored.len() as u64).is_none() {
+                    g.bytes += stored.len() as u64;
+                }
+                me.evict(&mut g);
+                Ok(())
+            })
+            .await
+            .map_err(std::io::Error::other)?
     }
 
     /// Removes least recently used, unpinned chunks until the cache fits its budget.

@@ -123,7 +123,10 @@ impl SnapshotStore {
                 let c = r.map_err(|e| SnapshotError::Source(std::io::Error::other(e)))?;
                 let raw = Bytes::from(c.data);
                 let hashed = raw.clone();
-                let name = tokio::task::spawn_blocking(move || chunk::hash(&hashed))
+                let name = self
+                    .cache
+                    .blocking()
+                    .run(move || chunk::hash(&hashed))
                     .await
                     .map_err(join_err)?;
                 Ok::<_, SnapshotError>((name, raw))
@@ -179,7 +182,10 @@ impl SnapshotStore {
 
     /// Compresses a raw chunk off the async threads.
     async fn seal(&self, raw: Bytes) -> Result<Bytes, SnapshotError> {
-        let stored = tokio::task::spawn_blocking(move || chunk::compress(&raw))
+        let stored = self
+            .cache
+            .blocking()
+            .run(move || chunk::compress(&raw))
             .await
             .map_err(join_err)?
             .map_err(SnapshotError::Source)?;
@@ -379,7 +385,9 @@ async fn fetch(
         Err(e) => return Err(store_err(e)),
     };
     let (id, name, check) = (snapshot.to_string(), c.hash.clone(), stored.clone());
-    let raw = tokio::task::spawn_blocking(move || chunk::open(&id, &name, c.size, &check))
+    let raw = cache
+        .blocking()
+        .run(move || chunk::open(&id, &name, c.size, &check))
         .await
         .map_err(join_err)??;
     cache
@@ -414,17 +422,17 @@ impl Prepared {
                     let cached = match cache.get(&c.hash).await {
                         Some(stored) => {
                             let (snapshot, name) = (id.clone(), c.hash.clone());
-                            tokio::task::spawn_blocking(move || {
-                                chunk::open_cached(&snapshot, &name, c.size, &stored)
-                            })
-                            .await
-                            .map_err(std::io::Error::other)?
-                            .map_err(|e| {
-                                tracing::warn!(snapshot = %id, chunk = %c.hash, error = %e,
+                            cache
+                                .blocking()
+                                .run(move || chunk::open_cached(&snapshot, &name, c.size, &stored))
+                                .await
+                                .map_err(std::io::Error::other)?
+                                .map_err(|e| {
+                                    tracing::warn!(snapshot = %id, chunk = %c.hash, error = %e,
                                     "a cached chunk is damaged; fetching it from the store again");
-                                cache.forget(&c.hash);
-                            })
-                            .ok()
+                                    cache.forget(&c.hash);
+                                })
+                                .ok()
                         }
                         None => None,
                     };

@@ -30,6 +30,7 @@ use std::sync::Arc;
 use tokio::sync::Mutex;
 use warren_api::guest_auth::SECRET_ENV;
 use warren_api::snapshot::IdShift;
+use warren_storage::BlockingPool;
 
 mod networks;
 mod warm;
@@ -52,6 +53,11 @@ pub struct DockerRuntime {
     warm_setup: std::sync::OnceLock<warm::WarmSetup>,
     /// Docker runs containers in user namespaces (`userns-remap`), with this mapping.
     id_shift: Option<IdShift>,
+    /// Where fork copies and upper-directory walks run (`host_work`); the current
+    /// runtime's blocking threads until the node sets it.
+    host_work: std::sync::OnceLock<BlockingPool>,
+    /// Docker's data root (where the overlay upper directories are).
+    data_root: Option<PathBuf>,
 }
 
 /// A container as Docker describes it.
@@ -118,10 +124,27 @@ impl DockerRuntime {
             warm: Default::default(),
             warm_setup: Default::default(),
             id_shift,
+            host_work: Default::default(),
+            data_root: info.docker_root_dir.as_deref().map(PathBuf::from),
         });
         rt.load_networks().await?;
         rt.check_data_root().await;
         Ok(rt)
+    }
+
+    /// Fork copies and upper-directory walks run on `pool` from now on (the node's bounded
+    /// host work); set once, at the node's start.
+    pub fn use_host_work(&self, pool: BlockingPool) {
+        let _ = self.host_work.set(pool);
+    }
+
+    fn host_pool(&self) -> BlockingPool {
+        self.host_work.get().cloned().unwrap_or_default()
+    }
+
+    /// Docker's data root on this host, where the containers' files are.
+    pub fn data_root(&self) -> Option<&Path> {
+        self.data_root.as_deref()
     }
 
     /// Warns about a data root on a filesystem that makes sandboxes slow (`data_root`).
@@ -519,7 +542,7 @@ impl DockerRuntime {
                 "container {name} has no overlay2 upper directory to seed"
             ))
         })?;
-        copy_fork_files(name, seed, &upper, false).await
+        copy_fork_files(&self.host_pool(), name, seed, &upper, false).await
     }
 
     /// Gives a container that just started its user namespace's own budgets
@@ -638,6 +661,7 @@ fn overlay_path(c: &bollard::models::ContainerInspectResponse, which: &str) -> O
 /// mounted root of a running one (`upper_copy::copy_onto_mounted`, file bytes read through
 /// the source's own mount when it is visible, so that the kernel can share blocks).
 async fn copy_fork_files(
+    pool: &BlockingPool,
     name: &str,
     seed: &Path,
     to: &Path,
@@ -653,20 +677,21 @@ async fn copy_fork_files(
         ))
     .then_some(source_root);
     let t = std::time::Instant::now();
-    let copied = tokio::task::spawn_blocking(move || {
-        let skip: Vec<&str> = NEVER_SAVED
-            .iter()
-            .map(|p| p.trim_start_matches('/'))
-            .collect();
-        if mounted {
-            super::upper_copy::copy_onto_mounted(&from, from_mounted.as_deref(), &to, &skip)
-        } else {
-            super::upper_copy::copy(&from, &to, &skip)
-        }
-    })
-    .await
-    .map_err(|e| RuntimeError::Other(e.to_string()))?
-    .map_err(|e| RuntimeError::Other(format!("cannot copy the fork's files: {e}")))?;
+    let copied = pool
+        .run(move || {
+            let skip: Vec<&str> = NEVER_SAVED
+                .iter()
+                .map(|p| p.trim_start_matches('/'))
+                .collect();
+            if mounted {
+                super::upper_copy::copy_onto_mounted(&from, from_mounted.as_deref(), &to, &skip)
+            } else {
+                super::upper_copy::copy(&from, &to, &skip)
+            }
+        })
+        .await
+        .map_err(|e| RuntimeError::Other(e.to_string()))?
+        .map_err(|e| RuntimeError::Other(format!("cannot copy the fork's files: {e}")))?;
     tracing::info!(container = %name, entries = copied.entries, bytes = copied.bytes, mounted,
         ms = t.elapsed().as_millis() as u64, "fork: files copied from the source");
     Ok(())
@@ -911,7 +936,9 @@ impl ContainerRuntime for Arc<DockerRuntime> {
         // overlay2: list the upper directory (as much work as there are changes).
         let upper = self.upper_of(&name).await.ok().flatten();
         if let Some(upper) = upper {
-            let listed = tokio::task::spawn_blocking(move || super::upper_dir::changes(&upper))
+            let listed = self
+                .host_pool()
+                .run(move || super::upper_dir::changes(&upper))
                 .await
                 .map_err(|e| RuntimeError::Other(e.to_string()))?;
             match listed {

@@ -280,7 +280,9 @@ impl SandboxManager {
             return Ok(None);
         };
         let target = match enter::Target::open(before.pid, &self.config().guest_binary) {
-            Ok(t) => t.with_id_shift(self.runtime.id_shift()),
+            Ok(t) => t
+                .with_id_shift(self.runtime.id_shift())
+                .in_host_work(&self.host_work),
             Err(e) => {
                 tracing::warn!(sandbox_id = %id, error = %e, "cannot open the container's namespaces; the guest does the archive work");
                 return Ok(None);
@@ -376,8 +378,12 @@ impl SandboxManager {
         let cfg = self.config();
         let (fill, prepared) =
             if cfg.pack_in_node && cfg.fill_while_starting && SnapshotFill::possible() {
-                let fill =
-                    SnapshotFill::new(prepared, cfg.guest_binary.clone(), self.runtime.id_shift());
+                let fill = SnapshotFill::new(
+                    prepared,
+                    cfg.guest_binary.clone(),
+                    self.runtime.id_shift(),
+                    self.host_work.clone(),
+                );
                 (Some(fill), None)
             } else {
                 (None, Some(prepared))

@@ -7,10 +7,11 @@
 //! container. The sandbox is ready when both are done.
 
 use super::persist::tar_stream;
+use crate::runtime::host_work::HostWork;
 use crate::runtime::{enter, RootFill};
 use async_trait::async_trait;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use warren_api::snapshot::{IdShift, RemovePathsRequest};
 use warren_api::ApiError;
 use warren_storage::snapshots::Prepared;
@@ -21,14 +22,21 @@ pub(super) struct SnapshotFill {
     guest_binary: PathBuf,
     /// The new container's ids on the host (its user namespace).
     shift: Option<IdShift>,
+    host_work: Arc<HostWork>,
 }
 
 impl SnapshotFill {
-    pub(super) fn new(prepared: Prepared, guest_binary: PathBuf, shift: Option<IdShift>) -> Self {
+    pub(super) fn new(
+        prepared: Prepared,
+        guest_binary: PathBuf,
+        shift: Option<IdShift>,
+        host_work: Arc<HostWork>,
+    ) -> Self {
         SnapshotFill {
             prepared: Mutex::new(Some(prepared)),
             guest_binary,
             shift,
+            host_work,
         }
     }
 
@@ -55,7 +63,8 @@ impl RootFill for SnapshotFill {
             .ok_or_else(|| ApiError::internal("the snapshot was already written"))?;
         let target = enter::Target::host_mount(root, &self.guest_binary)
             .map_err(|e| ApiError::internal(format!("cannot open the node's namespace: {e}")))?
-            .with_id_shift(self.shift);
+            .with_id_shift(self.shift)
+            .in_host_work(&self.host_work);
         // Deletions first: a directory the snapshot replaced is both deleted and saved.
         let deleted = &prepared.manifest().deleted;
         if !deleted.is_empty() {

@@ -47,7 +47,8 @@ impl DockerRuntime {
                 let merged = w.merged.clone().ok_or_else(|| {
                     RuntimeError::Other("the warm container's root is not visible".into())
                 })?;
-                let copied = copy_fork_files(&name, &seed.upper, &merged, true).await;
+                let copied =
+                    copy_fork_files(&self.host_pool(), &name, &seed.upper, &merged, true).await;
                 seed.done();
                 copied?;
             }
