@@ -199,6 +199,11 @@ pub struct NodeArgs {
     /// limit. Default 256.
     #[arg(long)]
     pub host_work_io_mbps: Option<u64>,
+    /// How often running sandboxes' writable layers are measured against their `disk_mb`
+    /// where Docker enforces no quota (ext4), ms; one over its limit has its processes
+    /// killed. 0: never.
+    #[arg(long, default_value_t = 2000)]
+    pub disk_check_ms: u64,
     #[arg(long, default_value_t = 2000)]
     pub max_sandboxes: usize,
     /// Relative placement weight of this node.
@@ -276,6 +281,7 @@ impl NodeArgs {
             run_dir_mb: self.run_dir_mb,
             host_work_cpus: self.host_work_cpus,
             host_work_io_mbps: self.host_work_io_mbps,
+            disk_check_ms: self.disk_check_ms,
             max_sandboxes: self.max_sandboxes,
             capacity: self.capacity,
             heartbeat_ms: self.heartbeat_ms,

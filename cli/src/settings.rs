@@ -60,6 +60,10 @@ pub struct Settings {
     /// limit. Default 256.
     #[serde(default)]
     pub host_work_io_mbps: Option<u64>,
+    /// How often running sandboxes' writable layers are measured against their `disk_mb`
+    /// where Docker enforces no quota, ms; 0: never.
+    #[serde(default = "default_disk_check_ms")]
+    pub disk_check_ms: u64,
     #[serde(default = "default_max")]
     pub max_sandboxes: usize,
     /// Relative placement weight.
@@ -140,6 +144,9 @@ fn default_iptables() -> PathBuf {
 }
 fn default_ip6tables() -> PathBuf {
     "ip6tables".into()
+}
+fn default_disk_check_ms() -> u64 {
+    2000
 }
 fn default_run_dir_mb() -> u64 {
     256

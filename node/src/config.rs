@@ -48,6 +48,9 @@ pub struct NodeConfig {
     pub snapshot_gc_grace: Duration,
     /// How often idle sandboxes are looked for (they sleep after their `sleep_after`).
     pub idle_check_every: Duration,
+    /// How often running sandboxes' writable layers are measured against their `disk_mb`
+    /// where the storage driver enforces no quota (zero: never).
+    pub disk_check_every: Duration,
     /// Preview URLs: `{scheme}://{port}-{id}-{token}.{domain}[:{public port}]/`.
     pub preview: PreviewConfig,
     /// Running sandboxes active since their last checkpoint are snapshotted this often (the
@@ -96,6 +99,7 @@ impl NodeConfig {
             chunk_cache_bytes: 10 << 30,
             snapshot_gc_grace: Duration::from_secs(3600),
             idle_check_every: Duration::from_secs(1),
+            disk_check_every: Duration::from_secs(2),
             preview: PreviewConfig::default(),
             checkpoint_every: Duration::from_secs(600),
             pack_in_node: true,

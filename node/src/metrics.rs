@@ -1,6 +1,8 @@
 //! Prometheus metrics of the sandbox host.
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{
+    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+};
 
 #[derive(Clone)]
 pub struct NodeMetrics {
@@ -12,6 +14,8 @@ pub struct NodeMetrics {
     pub snapshots: HistogramVec,
     /// Connections to what was not a sandbox's own guest, refused (by reason).
     pub guest_refused: IntCounterVec,
+    /// Times the node killed a sandbox's processes for taking more disk than its `disk_mb`.
+    pub disk_limit_kills: IntCounter,
 }
 
 impl NodeMetrics {
@@ -62,6 +66,10 @@ impl NodeMetrics {
                 ),
                 &["reason"],
             )?,
+            disk_limit_kills: IntCounter::with_opts(Opts::new(
+                "warren_sandbox_disk_limit_kills_total",
+                "Times a sandbox's processes were killed for taking more disk than its disk_mb (where the storage driver enforces no quota)",
+            ))?,
         };
         registry.register(Box::new(m.sandboxes.clone()))?;
         registry.register(Box::new(m.creates.clone()))?;
@@ -69,6 +77,7 @@ impl NodeMetrics {
         registry.register(Box::new(m.guest_requests.clone()))?;
         registry.register(Box::new(m.snapshots.clone()))?;
         registry.register(Box::new(m.guest_refused.clone()))?;
+        registry.register(Box::new(m.disk_limit_kills.clone()))?;
         Ok(m)
     }
 }

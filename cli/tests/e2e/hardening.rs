@@ -502,3 +502,95 @@ async fn a_large_snapshot_is_packed_under_the_host_work_quota() {
         "same"
     );
 }
+
+/// A disk filler in a sandbox with `disk_mb: 256`, on a filesystem where Docker enforces no
+/// quota (ext4): the node measures its writable layer, kills what writes once it is over,
+/// and the sandbox answers again at once to have its file deleted, while a neighbour and
+/// the node answer all along. Before the keeper the filler wrote all 1200 MiB.
+#[tokio::test]
+async fn a_disk_filler_is_stopped_at_its_disk_limit() {
+    let node = Node::start_with("127.0.0.1:0", &["--disk-check-ms", "500"]).await;
+    let c = &node.client;
+    let health: serde_json::Value = reqwest::get(format!("{}/healthz", node.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    if health["disk_limits"] == true {
+        eprintln!("Docker enforces disk quotas here: the node's keeper is not used");
+        return;
+    }
+    let (id, neighbour) = (format!("disk-{}", unique()), format!("disk-n-{}", unique()));
+    c.put_sandbox(
+        &id,
+        &create(serde_json::json!({"resources": {"disk_mb": 256}})),
+    )
+    .await
+    .unwrap();
+    sh(c, &neighbour, "true").await;
+    // 1200 MiB in 20 MiB steps, a tenth of a second apart.
+    let filler = ExecRequest {
+        command: Some(
+            "for i in $(seq 1 60); do head -c 20M /dev/zero >> /workspace/fill || exit 3; sleep 0.1; done; echo finished"
+                .into(),
+        ),
+        timeout_ms: Some(120_000),
+        ..Default::default()
+    };
+    let (filled, ()) = tokio::join!(c.exec(&id, &filler), async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_neighbour_answers(&node, &neighbour).await;
+    });
+    // Killed: the session's shell with it (the next call starts a fresh one).
+    match filled {
+        Ok(r) => panic!("the filler was not stopped: {r:?}"),
+        Err(e) => {
+            let (status, code, details) = super::harness::api_err(e);
+            assert_eq!(
+                (status, code),
+                (410, warren_api::ErrorCode::SessionTerminated)
+            );
+            assert_eq!(details.unwrap()["exit_code"], 137);
+        }
+    }
+    let mib: u64 = sh(c, &id, "du -m /workspace/fill | cut -f1")
+        .await
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        (200..700).contains(&mib),
+        "the filler left {mib} MiB with a limit of 256"
+    );
+    assert_eq!(
+        sh(c, &id, "rm /workspace/fill && echo ok").await.trim(),
+        "ok"
+    );
+    assert_neighbour_answers(&node, &neighbour).await;
+    let metrics = reqwest::get(format!("{}/metrics", node.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let kills: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("warren_sandbox_disk_limit_kills_total "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(kills >= 1, "{kills}");
+    // Under its limit again, the sandbox works as before and is not killed.
+    assert_eq!(
+        sh(
+            c,
+            &id,
+            "head -c 50M /dev/zero > /workspace/small && sleep 2 && echo kept"
+        )
+        .await
+        .trim(),
+        "kept"
+    );
+}

@@ -6,6 +6,7 @@
 //! delete), so concurrent first calls create exactly one container. Calls on a running
 //! sandbox take no lock and touch no Docker API: they go straight to the guest's socket.
 
+mod disk;
 mod fork;
 mod idle;
 mod migrate;
@@ -202,6 +203,7 @@ impl SandboxManager {
         });
         mgr.adopt().await?;
         idle::spawn(&mgr);
+        disk::spawn(&mgr);
         let sweeper = mgr.clone();
         tokio::spawn(async move { sweeper.sweep_sleep_snapshots().await });
         Ok(mgr)

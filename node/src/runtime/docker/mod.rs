@@ -930,6 +930,50 @@ impl ContainerRuntime for Arc<DockerRuntime> {
         self.upper_of(&self.container_name(sandbox_id)).await
     }
 
+    async fn kill_all_but_init(&self, sandbox_id: &str) -> Result<usize, RuntimeError> {
+        let name = self.container_name(sandbox_id);
+        let Some(info) = self.inspect(sandbox_id).await?.filter(|i| i.running) else {
+            return Ok(0);
+        };
+        self.pause(sandbox_id).await?;
+        let killed = async {
+            let options = bollard::query_parameters::TopOptionsBuilder::default()
+                .ps_args("-eo pid")
+                .build();
+            let top = self
+                .docker
+                .top_processes(&name, Some(options))
+                .await
+                .map_err(docker_err)?;
+            let column = top
+                .titles
+                .iter()
+                .flatten()
+                .position(|t| t.trim() == "PID")
+                .ok_or_else(|| RuntimeError::Other("docker top listed no PID column".into()))?;
+            let mut killed = 0;
+            for row in top.processes.iter().flatten() {
+                let Some(pid) = row.get(column).and_then(|p| p.trim().parse::<i32>().ok()) else {
+                    continue;
+                };
+                if pid <= 1 || pid as u32 == info.pid {
+                    continue;
+                }
+                // SAFETY: kill(2) on a pid of the frozen container (it cannot exit or be
+                // reused until the container is thawed).
+                if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+                    killed += 1;
+                }
+            }
+            Ok(killed)
+        }
+        .await;
+        let thawed = self.unpause(sandbox_id).await;
+        let killed = killed?;
+        thawed?;
+        Ok(killed)
+    }
+
     async fn changes(&self, sandbox_id: &str) -> Result<Vec<FsChange>, RuntimeError> {
         use bollard::models::ChangeType;
         let name = self.container_name(sandbox_id);
