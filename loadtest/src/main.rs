@@ -7,12 +7,13 @@
 //! and fork rounds on a ~200 MiB workspace, default 3), WARREN_BENCH_SURFACE (keystroke echo
 //! and watch samples, default 200), WARREN_BENCH_INTERP (interpreter round trips, default
 //! 200), WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`, `snapshots`,
-//! `watch`, `interpreter`, `userns`, `cluster`, `commits`, `placement`; default all),
+//! `watch`, `interpreter`, `userns`, `hostwork`, `cluster`, `commits`, `placement`; default
+//! all),
 //! WARREN_BENCH_WORKDIR (where the snapshot baselines write, default /tmp).
 
 use warren_loadtest::{
-    cluster_node, commit_bench, interpreter_bench, node::BenchNode, placement_bench, report::Table,
-    scenarios, snapshot_bench, surface_bench, userns_bench,
+    cluster_node, commit_bench, host_work_bench, interpreter_bench, node::BenchNode,
+    placement_bench, report::Table, scenarios, snapshot_bench, surface_bench, userns_bench,
 };
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -64,6 +65,10 @@ async fn main() -> anyhow::Result<()> {
     if run("userns") {
         eprintln!("bench: user namespaces vs a second Docker daemon without them");
         userns_bench::userns_cost(warm_n, cold_n, &mut table).await?;
+    }
+    if run("hostwork") {
+        eprintln!("bench: bounded host work vs unbounded");
+        host_work_bench::host_work_cost(snap_rounds, &mut table).await?;
     }
     if run("cluster") {
         eprintln!("bench: three-node cluster");
