@@ -52,10 +52,10 @@ impl HostWorkConfig {
     }
 }
 
-/// Enough threads to use the quota, never fewer than two (one chunk compressed while the
-/// next is hashed).
+/// Enough threads to use the quota, never fewer than four: a long fork copy or disk walk
+/// must not hold up a snapshot's chunks (the quota, not the thread count, bounds the CPU).
 pub fn threads_for(cpus: f64) -> usize {
-    (cpus.ceil() as usize).max(2)
+    (cpus.ceil() as usize).max(4)
 }
 
 /// Where host work runs, and how it is bounded.

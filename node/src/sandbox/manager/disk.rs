@@ -10,6 +10,8 @@
 
 use super::{SandboxManager, Slot};
 use crate::runtime::upper_usage::{self, Usage};
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 use warren_api::sandbox::SandboxState;
 
@@ -40,6 +42,10 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
     }
     let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
     tokio::spawn(async move {
+        // Each sandbox's upper directory, asked of the engine once per container: a new
+        // container (a restore, a wake) has a new one, and the old one is gone with its
+        // container, which the walk finds.
+        let mut uppers: HashMap<String, PathBuf> = HashMap::new();
         loop {
             tokio::time::sleep(every).await;
             let Some(mgr) = weak.upgrade() else {
@@ -56,21 +62,33 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
                 .filter(|(_, s)| s.record().is_some_and(|r| r.state == SandboxState::Running))
                 .map(|(id, s)| (id.clone(), s.clone()))
                 .collect();
+            uppers.retain(|id, _| running.iter().any(|(r, _)| r == id));
             for (id, slot) in running {
-                mgr.keep_within_disk(&id, &slot).await;
+                mgr.keep_within_disk(&id, &slot, &mut uppers).await;
             }
         }
     });
 }
 
 impl SandboxManager {
-    async fn keep_within_disk(&self, id: &str, slot: &Arc<Slot>) {
+    async fn keep_within_disk(
+        &self,
+        id: &str,
+        slot: &Arc<Slot>,
+        uppers: &mut HashMap<String, PathBuf>,
+    ) {
         let Some(rec) = slot.record().filter(|r| r.state == SandboxState::Running) else {
             return;
         };
-        let upper = match self.runtime.upper_dir(id).await {
-            Ok(Some(u)) => u,
-            Ok(None) | Err(_) => return,
+        let upper = match uppers.get(id) {
+            Some(u) => u.clone(),
+            None => match self.runtime.upper_dir(id).await {
+                Ok(Some(u)) => {
+                    uppers.insert(id.to_string(), u.clone());
+                    u
+                }
+                Ok(None) | Err(_) => return,
+            },
         };
         // Measured without the sandbox's lock: requests and lifecycle changes go on.
         let measured = self
@@ -80,6 +98,11 @@ impl SandboxManager {
             .await;
         let usage = match measured {
             Ok(Ok(u)) => u,
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Its container was replaced: asked again at the next round.
+                uppers.remove(id);
+                return;
+            }
             Ok(Err(e)) => {
                 tracing::debug!(sandbox_id = %id, error = %e, "cannot measure the sandbox's disk use");
                 return;
