@@ -92,10 +92,12 @@ struct Placement {
 }
 
 impl Placement {
-    /// Creates the cgroup (again, if something removed it) and writes its limits.
-    fn ensure(&self) -> std::io::Result<()> {
+    /// Creates the cgroup (again, if something removed it) and writes its limits. A disk
+    /// bandwidth limit the kernel refuses (a device without a request queue) leaves the
+    /// CPU limits in force: returned as a problem, not an error.
+    fn ensure(&self) -> std::io::Result<Option<String>> {
         let Some(layout) = &self.layout else {
-            return Ok(());
+            return Ok(None);
         };
         for d in layout.dirs(&self.name) {
             if !d.is_dir() {
@@ -105,15 +107,18 @@ impl Placement {
                 })?;
             }
         }
+        let mut bandwidth = None;
         for s in &self.settings {
-            std::fs::write(s.dir.join(s.file), &s.value).map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!("{}/{} = {}: {e}", s.dir.display(), s.file, s.value),
-                )
-            })?;
+            if let Err(e) = std::fs::write(s.dir.join(s.file), &s.value) {
+                let why = format!("{}/{} = {}: {e}", s.dir.display(), s.file, s.value);
+                if s.file.starts_with("blkio.") || s.file.starts_with("io.") {
+                    bandwidth = Some(format!("no disk bandwidth limit: {why}"));
+                } else {
+                    return Err(std::io::Error::new(e.kind(), why));
+                }
+            }
         }
-        Ok(())
+        Ok(bandwidth)
     }
 
     /// Moves the calling thread (alone) into the cgroup.
@@ -178,8 +183,10 @@ impl HostWork {
                 }
             }
         };
-        if let Err(e) = placement.ensure() {
-            problem = Some(format!("cannot set up the host-work cgroup: {e}"));
+        let mut partial = None;
+        match placement.ensure() {
+            Ok(p) => partial = p,
+            Err(e) => problem = Some(format!("cannot set up the host-work cgroup: {e}")),
         }
         let bounded = placement.layout.is_some() && problem.is_none();
         let placement = Arc::new(if bounded {
@@ -194,6 +201,7 @@ impl HostWork {
             }
         });
         let threads_bounded = bounded && !placement.thread_files.is_empty();
+        problem = problem.or(partial);
         if bounded && !threads_bounded {
             problem = Some(
                 "cgroup v2: snapshot archiving and unpacking are bounded, the node's chunk hashing and compression are not"
