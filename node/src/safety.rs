@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::RwLock;
+use tokio::sync::watch;
 use warren_api::{ApiError, ErrorCode};
 
 /// One guarantee, by name.
@@ -26,12 +27,33 @@ impl Guarantee {
 }
 
 /// The guarantees that do not hold now, each with why.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Safety {
     broken: RwLock<BTreeMap<Guarantee, String>>,
+    /// Bumped whenever a guarantee starts or stops holding.
+    changes: watch::Sender<u64>,
+}
+
+impl Default for Safety {
+    fn default() -> Self {
+        Safety {
+            broken: RwLock::default(),
+            changes: watch::Sender::new(0),
+        }
+    }
 }
 
 impl Safety {
+    /// Wakes whenever a guarantee starts or stops holding.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Whether `g` holds now.
+    pub fn holds(&self, g: Guarantee) -> bool {
+        !self.broken.read().expect("safety lock").contains_key(&g)
+    }
+
     /// Records that `g` holds (`None`) or does not, and why. Logged when it changes.
     pub fn set(&self, g: Guarantee, problem: Option<String>) {
         let mut broken = self.broken.write().expect("safety lock");
@@ -40,11 +62,14 @@ impl Safety {
                 if broken.get(&g) != Some(&why) {
                     tracing::error!(guarantee = g.name(), problem = %why, "this node refuses to start sandboxes");
                 }
-                broken.insert(g, why);
+                if broken.insert(g, why).is_none() {
+                    self.changes.send_modify(|v| *v += 1);
+                }
             }
             None => {
                 if broken.remove(&g).is_some() {
                     tracing::info!(guarantee = g.name(), "holds again; sandboxes may start");
+                    self.changes.send_modify(|v| *v += 1);
                 }
             }
         }
@@ -100,5 +125,21 @@ mod tests {
         );
         s.set(Guarantee::UserNamespaces, None);
         assert!(s.check().is_ok());
+    }
+
+    #[test]
+    fn subscribers_see_each_change_of_what_holds() {
+        let s = Safety::default();
+        let mut rx = s.subscribe();
+        s.set(Guarantee::Firewall, Some("gone".into()));
+        assert!(rx.has_changed().unwrap());
+        rx.mark_unchanged();
+        assert!(!s.holds(Guarantee::Firewall));
+        // The same problem again, or another reason for it: still broken, no change.
+        s.set(Guarantee::Firewall, Some("still gone".into()));
+        assert!(!rx.has_changed().unwrap());
+        s.set(Guarantee::Firewall, None);
+        assert!(rx.has_changed().unwrap());
+        assert!(s.holds(Guarantee::Firewall));
     }
 }

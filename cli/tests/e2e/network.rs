@@ -387,3 +387,126 @@ async fn a_rule_taken_away_while_the_node_runs_is_put_back() {
     let h = reqwest::get(format!("{}/healthz", node.url)).await.unwrap();
     assert_eq!(h.status(), 200);
 }
+
+/// Whether Docker has the container of sandbox `id` on `node` frozen.
+fn paused(node: &Node, id: &str) -> bool {
+    let out = Command::new("docker")
+        .args([
+            "inspect",
+            "-f",
+            "{{.State.Paused}}",
+            &format!("wrn-{}-{id}", node.node_id),
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim() == "true"
+}
+
+/// The firewall breaks while a sandbox runs, and cannot be put back (the node's iptables
+/// fails from then on, as a broken or replaced binary would): the running sandbox is frozen
+/// at once, calls to it answer 503 naming the firewall, and once the rules can be installed
+/// again it runs on where it stopped, its processes and memory intact. Before, the node
+/// refused new starts and left the running sandbox running, unprotected.
+#[tokio::test]
+async fn running_sandboxes_freeze_while_the_firewall_cannot_be_put_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("broken");
+    let mut wrappers = Vec::new();
+    for tool in ["iptables", "ip6tables"] {
+        let w = dir.path().join(tool);
+        std::fs::write(
+            &w,
+            format!(
+                "#!/bin/sh\n[ -e {} ] && {{ echo '{tool}: broken for the test' >&2; exit 1; }}\nexec {tool} \"$@\"\n",
+                flag.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&w, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        wrappers.push(w.display().to_string());
+    }
+    let node = Node::start_with(
+        "127.0.0.1:0",
+        &["--iptables", &wrappers[0], "--ip6tables", &wrappers[1]],
+    )
+    .await;
+    let c = &node.client;
+    let id = format!("freeze-{}", unique());
+    // A counter that runs on in the background: frozen, it stops; thawed, it goes on from
+    // where it was (same process, same memory).
+    sh(
+        c,
+        &id,
+        "nohup sh -c 'n=0; while true; do n=$((n+1)); echo $n > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done' >/dev/null 2>&1 & echo started",
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    std::fs::write(&flag, b"").unwrap();
+    // The next check (every 10 s) finds it cannot verify or install the rules.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let refused = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sandbox still answers 30 s after the firewall broke"
+        );
+        match c.sh(&id, "cat /tmp/count").await {
+            Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(300)).await,
+            Err(e) => break e,
+        }
+    };
+    super::harness::assert_unavailable(&refused);
+    assert!(refused.to_string().contains("firewall"), "{refused}");
+    let frozen_deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !paused(&node, &id) {
+        assert!(
+            std::time::Instant::now() < frozen_deadline,
+            "the sandbox's container is not frozen"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let h = reqwest::get(format!("{}/healthz", node.url)).await.unwrap();
+    assert_eq!(h.status(), 503);
+    // Frozen: its counter does not move (read from the host, through the container's root).
+    let pid = {
+        let out = Command::new("docker")
+            .args([
+                "inspect",
+                "-f",
+                "{{.State.Pid}}",
+                &format!("wrn-{}-{id}", node.node_id),
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let read = || {
+        std::fs::read_to_string(format!("/proc/{pid}/root/tmp/count"))
+            .unwrap()
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let at_freeze = read();
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert_eq!(read(), at_freeze, "the frozen sandbox's counter moved");
+
+    // The rules can be installed again: the next check puts them back and thaws it.
+    std::fs::remove_file(&flag).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let after = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sandbox does not answer 30 s after the firewall holds again"
+        );
+        match c.sh(&id, "sleep 0.5; cat /tmp/count").await {
+            Ok(r) => break r.stdout,
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(300)).await,
+        }
+    };
+    let n: u64 = after.trim().parse().unwrap();
+    assert!(
+        n > at_freeze,
+        "the counter did not go on: {n} after {at_freeze}"
+    );
+    assert!(!paused(&node, &id));
+}

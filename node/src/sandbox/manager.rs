@@ -8,6 +8,7 @@
 
 mod disk;
 mod fork;
+mod freeze;
 mod idle;
 mod migrate;
 mod persist;
@@ -204,6 +205,7 @@ impl SandboxManager {
         mgr.adopt().await?;
         idle::spawn(&mgr);
         disk::spawn(&mgr);
+        freeze::spawn(&mgr);
         let sweeper = mgr.clone();
         tokio::spawn(async move { sweeper.sweep_sleep_snapshots().await });
         Ok(mgr)
@@ -395,6 +397,8 @@ impl SandboxManager {
     /// Get-or-create for every call under `/v1/sandboxes/{id}/…`; returns the run key of a
     /// running sandbox. The fast path takes no lock and makes no Docker call.
     pub async fn ensure(self: &Arc<Self>, id: &str) -> Result<String, ApiError> {
+        // Frozen while the boundary does not hold (`freeze`): no call reaches a guest.
+        self.safety.check()?;
         let slot = self.slot(id);
         slot.touch();
         if let Some(key) = slot.running_key() {

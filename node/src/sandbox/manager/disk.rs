@@ -51,7 +51,8 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
             let Some(mgr) = weak.upgrade() else {
                 return;
             };
-            if mgr.runtime.disk_limits() {
+            // Frozen sandboxes (`freeze`) write nothing, and a kill would thaw them.
+            if mgr.runtime.disk_limits() || mgr.safety.check().is_err() {
                 continue;
             }
             let running: Vec<(String, Arc<Slot>)> = mgr

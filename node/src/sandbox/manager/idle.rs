@@ -33,6 +33,10 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
             let Some(mgr) = weak.upgrade() else {
                 return;
             };
+            // Frozen while the boundary does not hold (`freeze`): nothing can sleep.
+            if mgr.safety.check().is_err() {
+                continue;
+            }
             let now = now_ms();
             let sleepy: Vec<(String, Arc<Slot>)> = mgr
                 .slots

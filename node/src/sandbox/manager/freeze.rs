@@ -1,0 +1,132 @@
+//! A node whose firewall stops holding while sandboxes run (another program flushed the
+//! rules and they cannot be put back) freezes every running sandbox until the rules are in
+//! place again: frozen (the cgroup freezer, `docker pause`), a sandbox's code cannot send a
+//! packet the rules would have dropped; its memory, processes and files are kept as they
+//! were, and it runs on from where it stopped once the firewall holds. Calls to a sandbox
+//! meanwhile answer 503 `UNAVAILABLE` naming the problem (`SandboxManager::ensure`), and no
+//! sandbox starts (`Safety::check`).
+
+use super::SandboxManager;
+use crate::safety::Guarantee;
+use std::collections::HashSet;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+use warren_api::sandbox::SandboxState;
+
+/// How often the freezer looks again without a change (a sandbox that was starting when the
+/// firewall broke, a container that could not be paused at the first try).
+const LOOK_AGAIN: Duration = Duration::from_secs(5);
+
+/// What the freezer does now.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    /// Freeze these (running, not frozen yet).
+    Freeze(Vec<String>),
+    /// Thaw everything this freezer froze.
+    ThawAll,
+    Nothing,
+}
+
+/// Pure: the step for whether the firewall holds, the running sandboxes and those frozen.
+pub(super) fn step(holds: bool, running: &[String], frozen: &HashSet<String>) -> Step {
+    if holds {
+        return if frozen.is_empty() {
+            Step::Nothing
+        } else {
+            Step::ThawAll
+        };
+    }
+    let todo: Vec<String> = running
+        .iter()
+        .filter(|id| !frozen.contains(*id))
+        .cloned()
+        .collect();
+    if todo.is_empty() {
+        Step::Nothing
+    } else {
+        Step::Freeze(todo)
+    }
+}
+
+/// Runs until the manager is dropped.
+pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
+    let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
+    let mut changes = mgr.safety.subscribe();
+    tokio::spawn(async move {
+        let mut frozen: HashSet<String> = HashSet::new();
+        loop {
+            {
+                let Some(mgr) = weak.upgrade() else {
+                    return;
+                };
+                let running: Vec<String> = mgr
+                    .slots
+                    .lock()
+                    .expect("slots lock")
+                    .iter()
+                    .filter(|(_, s)| s.record().is_some_and(|r| r.state == SandboxState::Running))
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                match step(mgr.safety.holds(Guarantee::Firewall), &running, &frozen) {
+                    Step::Freeze(ids) => {
+                        for id in ids {
+                            match mgr.runtime.pause(&id).await {
+                                Ok(()) => {
+                                    tracing::warn!(sandbox_id = %id, "frozen: the firewall does not hold");
+                                    frozen.insert(id);
+                                }
+                                Err(e) => {
+                                    tracing::error!(sandbox_id = %id, error = %e, "the firewall does not hold and the sandbox cannot be frozen")
+                                }
+                            }
+                        }
+                    }
+                    Step::ThawAll => {
+                        for id in frozen.drain() {
+                            match mgr.runtime.unpause(&id).await {
+                                Ok(()) => {
+                                    tracing::info!(sandbox_id = %id, "thawed: the firewall holds again")
+                                }
+                                Err(e) => {
+                                    tracing::error!(sandbox_id = %id, error = %e, "cannot thaw the sandbox")
+                                }
+                            }
+                        }
+                    }
+                    Step::Nothing => {}
+                }
+            }
+            tokio::select! {
+                r = changes.changed() => {
+                    if r.is_err() {
+                        return;
+                    }
+                }
+                _ = tokio::time::sleep(LOOK_AGAIN) => {}
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn freezes_the_running_while_broken_and_thaws_what_it_froze() {
+        let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let none = HashSet::new();
+        assert_eq!(step(true, &ids(&["a"]), &none), Step::Nothing);
+        assert_eq!(
+            step(false, &ids(&["a", "b"]), &none),
+            Step::Freeze(ids(&["a", "b"]))
+        );
+        let a: HashSet<String> = ["a".to_string()].into();
+        assert_eq!(
+            step(false, &ids(&["a", "b"]), &a),
+            Step::Freeze(ids(&["b"]))
+        );
+        assert_eq!(step(false, &ids(&["a"]), &a), Step::Nothing);
+        assert_eq!(step(true, &ids(&["a"]), &a), Step::ThawAll);
+    }
+}
