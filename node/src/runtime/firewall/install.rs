@@ -222,6 +222,10 @@ fn effective_plan(tools: &Tools, family: Family, opts: &Options) -> Plan {
                 *parent = "FORWARD".to_string();
             }
         }
+        // The jumps kept in FORWARD beside Docker's hook are then the same rules: once.
+        let mut seen = std::collections::HashSet::new();
+        p.jumps
+            .retain(|(parent, jump, _)| seen.insert((parent.clone(), jump.clone())));
     }
     p
 }

@@ -210,6 +210,16 @@ pub fn plan(family: Family, opts: &Options) -> Plan {
             ),
         ],
     };
+    if family == Family::V4 {
+        // Also straight from FORWARD: Docker moves its own jump into DOCKER-USER to the top
+        // of FORWARD by deleting and inserting it again whenever it makes a network, and
+        // for that moment nothing in DOCKER-USER is seen.
+        p.jumps.push((
+            "FORWARD".to_string(),
+            rule(&["-i", &bridges, "-j", CHAIN_FORWARD]),
+            Place::Present,
+        ));
+    }
     // IPv6 forwarding drops everything already; a node whose peers are all in the fixed
     // ranges (loopback, private) needs no chain of its own.
     let v4_peers = opts.peers.iter().any(|p| p.is_ipv4());
@@ -221,11 +231,13 @@ pub fn plan(family: Family, opts: &Options) -> Plan {
             .filter(|p| p.is_ipv4())
             .map(|peer| rule(&["-d", &format!("{peer}/32"), "-j", "DROP"]))
             .collect();
-        p.jumps.push((
-            forward_parent.to_string(),
-            rule(&["-i", &bridges, "-j", &chain]),
-            Place::Present,
-        ));
+        for parent in [forward_parent, "FORWARD"] {
+            p.jumps.push((
+                parent.to_string(),
+                rule(&["-i", &bridges, "-j", &chain]),
+                Place::Present,
+            ));
+        }
         p.chains.push((chain, drops));
     }
     p
@@ -357,7 +369,19 @@ mod tests {
             },
         );
         assert_eq!(local.chains.len(), 2);
-        assert_eq!(local.jumps.len(), 2);
+        assert_eq!(local.jumps.len(), 3);
+        // Both forward chains are jumped to from FORWARD itself too, not only from Docker's
+        // hook (which Docker takes out and puts back whenever it makes a network).
+        let from_forward: Vec<&str> = p
+            .jumps
+            .iter()
+            .filter(|(parent, _, place)| parent == "FORWARD" && *place == Place::Present)
+            .map(|(_, j, _)| j.last().unwrap().as_str())
+            .collect();
+        assert_eq!(
+            from_forward,
+            vec![CHAIN_FORWARD, peers_chain("n1").as_str()]
+        );
         assert!(
             peers_chain("n1").len() <= 28,
             "iptables chain names are short"
