@@ -412,7 +412,13 @@ async fn running_sandboxes_freeze_while_the_firewall_cannot_be_put_back() {
     let dir = tempfile::tempdir().unwrap();
     let flag = dir.path().join("broken");
     let mut wrappers = Vec::new();
-    for tool in ["iptables", "ip6tables"] {
+    // The node runs `<iptables>-restore` beside the iptables it is given.
+    for tool in [
+        "iptables",
+        "ip6tables",
+        "iptables-restore",
+        "ip6tables-restore",
+    ] {
         let w = dir.path().join(tool);
         std::fs::write(
             &w,

@@ -211,13 +211,14 @@ pub fn plan(family: Family, opts: &Options) -> Plan {
         ],
     };
     if family == Family::V4 {
-        // Also straight from FORWARD: Docker moves its own jump into DOCKER-USER to the top
-        // of FORWARD by deleting and inserting it again whenever it makes a network, and
-        // for that moment nothing in DOCKER-USER is seen.
+        // Also first in FORWARD itself: Docker moves its jump into DOCKER-USER to the top of
+        // FORWARD by deleting and inserting it again whenever it makes a network (for that
+        // moment nothing in DOCKER-USER is seen), and networks made at once can leave a
+        // network's ACCEPT rules above that jump.
         p.jumps.push((
             "FORWARD".to_string(),
             rule(&["-i", &bridges, "-j", CHAIN_FORWARD]),
-            Place::Present,
+            Place::First,
         ));
     }
     // IPv6 forwarding drops everything already; a node whose peers are all in the fixed
@@ -375,13 +376,17 @@ mod tests {
         let from_forward: Vec<&str> = p
             .jumps
             .iter()
-            .filter(|(parent, _, place)| parent == "FORWARD" && *place == Place::Present)
+            .filter(|(parent, _, _)| parent == "FORWARD")
             .map(|(_, j, _)| j.last().unwrap().as_str())
             .collect();
         assert_eq!(
             from_forward,
             vec![CHAIN_FORWARD, peers_chain("n1").as_str()]
         );
+        // The shared chain first of all there: above any rule Docker puts at the top.
+        assert!(p.jumps.iter().any(|(parent, j, place)| parent == "FORWARD"
+            && j.last().map(String::as_str) == Some(CHAIN_FORWARD)
+            && *place == Place::First));
         assert!(
             peers_chain("n1").len() <= 28,
             "iptables chain names are short"
