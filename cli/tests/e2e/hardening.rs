@@ -8,16 +8,7 @@ use warren_api::exec::ExecRequest;
 
 /// The container's main process on the host.
 fn container_pid(node: &Node, id: &str) -> u32 {
-    let out = std::process::Command::new("docker")
-        .args([
-            "inspect",
-            "-f",
-            "{{.State.Pid}}",
-            &format!("wrn-{}-{id}", node.node_id),
-        ])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    node.inspect(id, "{{.State.Pid}}").parse().unwrap()
 }
 
 /// A neighbour and the node answer within a few seconds.
@@ -82,16 +73,7 @@ async fn root_in_a_sandbox_is_not_root_on_the_host() {
         "{uid_line}"
     );
     sh(c, &id, "echo x > /workspace/owned-by-root").await;
-    let upper = std::process::Command::new("docker")
-        .args([
-            "inspect",
-            "-f",
-            "{{.GraphDriver.Data.UpperDir}}",
-            &format!("wrn-{}-{id}", node.node_id),
-        ])
-        .output()
-        .unwrap();
-    let upper = String::from_utf8_lossy(&upper.stdout).trim().to_string();
+    let upper = node.inspect(&id, "{{.GraphDriver.Data.UpperDir}}");
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(format!("{upper}/workspace/owned-by-root")).unwrap();
     assert_eq!(meta.uid() as u64, host_uid);
@@ -409,12 +391,7 @@ fn host_work_cpu(cgroup: &str) -> (u64, u64) {
 async fn a_large_snapshot_is_packed_under_the_host_work_quota() {
     let node = Node::start_with("127.0.0.1:0", &["--host-work-cpus", "0.2"]).await;
     let c = &node.client;
-    let health: serde_json::Value = reqwest::get(format!("{}/healthz", node.url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health = node.health().await;
     let hw = &health["host_work"];
     assert_eq!(hw["problem"], serde_json::Value::Null, "{health}");
     assert_eq!(hw["threads_bounded"], true, "{health}");
@@ -511,12 +488,7 @@ async fn a_large_snapshot_is_packed_under_the_host_work_quota() {
 async fn a_disk_filler_is_stopped_at_its_disk_limit() {
     let node = Node::start_with("127.0.0.1:0", &["--disk-check-ms", "500"]).await;
     let c = &node.client;
-    let health: serde_json::Value = reqwest::get(format!("{}/healthz", node.url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health = node.health().await;
     if health["disk_limits"] == true {
         eprintln!("Docker enforces disk quotas here: the node's keeper is not used");
         return;

@@ -176,6 +176,30 @@ impl Node {
         self.child = Some(child);
     }
 
+    /// A Go template of `docker inspect` (`{{.State.Pid}}`) on sandbox `id`'s container.
+    pub fn inspect(&self, id: &str, template: &str) -> String {
+        let out = Command::new("docker")
+            .args([
+                "inspect",
+                "-f",
+                template,
+                &format!("wrn-{}-{id}", self.node_id),
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// The node's `/healthz` body.
+    pub async fn health(&self) -> serde_json::Value {
+        reqwest::get(format!("{}/healthz", self.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
     }

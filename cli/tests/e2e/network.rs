@@ -390,16 +390,7 @@ async fn a_rule_taken_away_while_the_node_runs_is_put_back() {
 
 /// Whether Docker has the container of sandbox `id` on `node` frozen.
 fn paused(node: &Node, id: &str) -> bool {
-    let out = Command::new("docker")
-        .args([
-            "inspect",
-            "-f",
-            "{{.State.Paused}}",
-            &format!("wrn-{}-{id}", node.node_id),
-        ])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).trim() == "true"
+    node.inspect(id, "{{.State.Paused}}") == "true"
 }
 
 /// The firewall breaks while a sandbox runs, and cannot be put back (the node's iptables
@@ -473,18 +464,7 @@ async fn running_sandboxes_freeze_while_the_firewall_cannot_be_put_back() {
     let h = reqwest::get(format!("{}/healthz", node.url)).await.unwrap();
     assert_eq!(h.status(), 503);
     // Frozen: its counter does not move (read from the host, through the container's root).
-    let pid = {
-        let out = Command::new("docker")
-            .args([
-                "inspect",
-                "-f",
-                "{{.State.Pid}}",
-                &format!("wrn-{}-{id}", node.node_id),
-            ])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
+    let pid = node.inspect(&id, "{{.State.Pid}}");
     let read = || {
         std::fs::read_to_string(format!("/proc/{pid}/root/tmp/count"))
             .unwrap()

@@ -48,6 +48,24 @@ impl Dir {
         })
     }
 
+    /// Its subdirectory `name` if it still is one: `None` when the running sandbox removed
+    /// it, or swapped it for something that is not a directory (a symlink is never
+    /// followed), since it was listed.
+    pub(crate) fn open_dir_if_present(&self, name: &OsStr) -> io::Result<Option<Dir>> {
+        match self.open_dir(name) {
+            Ok(d) => Ok(Some(d)),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Its regular file `name`, for reading: not followed if a symlink, never blocking on
     /// a FIFO.
     pub(crate) fn open_file(&self, name: &OsStr) -> io::Result<File> {

@@ -42,19 +42,9 @@ fn walk(dir: &Dir, prefix: &str, out: &mut Vec<FsChange>) -> std::io::Result<()>
                 kind: ChangeKind::Deleted,
             }),
             FileType::Directory => {
-                let sub = match dir.open_dir(&name) {
-                    Ok(d) => d,
-                    // Removed, or swapped for something that is not a directory (a symlink
-                    // is never followed) since it was looked at: nothing to list in it.
-                    Err(e)
-                        if matches!(
-                            e.raw_os_error(),
-                            Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
-                        ) =>
-                    {
-                        continue
-                    }
-                    Err(e) => return Err(e),
+                // Removed or swapped since it was looked at: nothing to list in it.
+                let Some(sub) = dir.open_dir_if_present(&name)? else {
+                    continue;
                 };
                 if is_opaque(&sub) {
                     // The image's directory was removed and this one made in its place.

@@ -64,18 +64,8 @@ pub fn usage(upper: &Path) -> std::io::Result<Usage> {
             out.too_deep = true;
             continue;
         }
-        let sub = match level.dir.open_dir(&name) {
-            Ok(d) => d,
-            // Removed, or swapped for something else (never followed) meanwhile.
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
-                ) =>
-            {
-                continue
-            }
-            Err(e) => return Err(e),
+        let Some(sub) = level.dir.open_dir_if_present(&name)? else {
+            continue;
         };
         let names = match sub.names() {
             Ok(n) => n,

@@ -92,6 +92,17 @@ struct Placement {
 }
 
 impl Placement {
+    /// No cgroup: threads and children stay where they are.
+    fn none(name: String) -> Placement {
+        Placement {
+            layout: None,
+            name,
+            settings: Vec::new(),
+            thread_files: Vec::new(),
+            process_files: Vec::new(),
+        }
+    }
+
     /// Creates the cgroup (again, if something removed it) and writes its limits. A disk
     /// bandwidth limit the kernel refuses (a device without a request queue) leaves the
     /// CPU limits in force: returned as a problem, not an error.
@@ -174,13 +185,7 @@ impl HostWork {
             }
             None => {
                 problem = Some("no cgroup hierarchy with a cpu controller is mounted".into());
-                Placement {
-                    layout: None,
-                    settings: Vec::new(),
-                    thread_files: Vec::new(),
-                    process_files: Vec::new(),
-                    name: name.clone(),
-                }
+                Placement::none(name.clone())
             }
         };
         let mut partial = None;
@@ -192,13 +197,7 @@ impl HostWork {
         let placement = Arc::new(if bounded {
             placement
         } else {
-            Placement {
-                layout: None,
-                settings: Vec::new(),
-                thread_files: Vec::new(),
-                process_files: Vec::new(),
-                name,
-            }
+            Placement::none(name)
         });
         let threads_bounded = bounded && !placement.thread_files.is_empty();
         problem = problem.or(partial);
@@ -263,13 +262,7 @@ impl HostWork {
         Arc::new(HostWork {
             runtime: Mutex::new(None),
             pool: BlockingPool::default(),
-            placement: Arc::new(Placement {
-                layout: None,
-                name: String::new(),
-                settings: Vec::new(),
-                thread_files: Vec::new(),
-                process_files: Vec::new(),
-            }),
+            placement: Arc::new(Placement::none(String::new())),
             status: HostWorkStatus {
                 cgroup: None,
                 cpus: 0.0,
