@@ -233,8 +233,8 @@ pub struct NodeArgs {
     #[arg(long)]
     pub preview_port: Option<u16>,
     /// Snapshot running, active sandboxes this often (their recovery point if this node
-    /// fails); 0: never.
-    #[arg(long, default_value_t = 600)]
+    /// fails; what its death can lose: `loss_window_s` in `GET /v1/cluster`); 0: never.
+    #[arg(long, default_value_t = 60)]
     pub checkpoint_every_s: u64,
     /// Let the guest archive and unpack snapshots inside the sandbox (counted as the
     /// sandbox's CPU use) instead of the node entering the container's mount namespace

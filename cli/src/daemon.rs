@@ -312,6 +312,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     ccfg.heartbeat = s.heartbeat();
     ccfg.down_after = std::time::Duration::from_millis(s.down_after_ms);
     ccfg.lease = std::time::Duration::from_millis(s.lease_ms);
+    ccfg.lease_margin = std::time::Duration::from_millis(crate::settings::LEASE_MARGIN_MS);
     let cluster = Cluster::open(
         &cluster_dir.join("raft"),
         stored.node_id,
@@ -350,12 +351,15 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     });
     let registry = prometheus::Registry::new();
     let metrics = warren_node::metrics::NodeMetrics::register(&registry)?;
+    // Adopted sandboxes stay frozen until this node knows they are still its own.
+    warren_router::cluster::fence::fence_until_leased(&cluster, &safety);
     let mgr = SandboxManager::start(
         cfg.clone(),
         Arc::new(docker.clone()),
         metrics,
         safety.clone(),
         host_work.clone(),
+        warren_router::cluster::recovery::ClusterRecoveryPoints::new(cluster.clone()),
     )
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -384,6 +388,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     let state = warren_router::AppState::new(mgr, ctx, &api_key, registry)?;
     warren_router::serve_peers(&state);
     warren_router::cluster::migrate::spawn(state.clone());
+    warren_router::cluster::fence::spawn(state.clone());
     if let Some(ca) = bootstrap_ca {
         cluster
             .bootstrap(ca)

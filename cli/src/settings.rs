@@ -163,6 +163,10 @@ fn default_heartbeat() -> u64 {
 fn default_down_after() -> u64 {
     8000
 }
+/// What the leader adds to a lease before it hands a silent node's sandboxes on (clock rates
+/// differ between machines): `lease_ms + LEASE_MARGIN_MS < down_after_ms`.
+pub const LEASE_MARGIN_MS: u64 = 500;
+
 fn default_lease() -> u64 {
     4000
 }
@@ -173,7 +177,7 @@ fn default_gc_grace() -> u64 {
     3600
 }
 fn default_checkpoint_every() -> u64 {
-    600
+    60
 }
 fn default_preview_domain() -> String {
     "localhost".into()
@@ -197,10 +201,8 @@ impl Settings {
             .map_err(|_| anyhow::anyhow!("name must be a DNS label"))?;
         warren_api::sandbox::validate_region(&self.region)
             .map_err(|_| anyhow::anyhow!("region must be a DNS label"))?;
-        anyhow::ensure!(
-            self.lease_ms < self.down_after_ms,
-            "lease_ms must be shorter than down_after_ms"
-        );
+        warren_consensus::lease::validate(self.lease_ms, LEASE_MARGIN_MS, self.down_after_ms)
+            .map_err(|e| anyhow::anyhow!(e))?;
         anyhow::ensure!(self.heartbeat_ms >= 10, "heartbeat_ms must be at least 10");
         anyhow::ensure!(
             (16..=64 * 1024).contains(&self.run_dir_mb),

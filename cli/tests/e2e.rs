@@ -3,6 +3,7 @@
 
 mod e2e {
     pub mod cluster_harness;
+    pub mod faults;
     pub mod harness;
 
     mod cluster;
@@ -16,6 +17,7 @@ mod e2e {
     mod lifecycle;
     mod migration;
     mod network;
+    mod ownership;
     mod preview;
     mod processes;
     mod runtime_fill;

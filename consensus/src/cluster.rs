@@ -1,5 +1,6 @@
 //! A running cluster member.
 
+use crate::lease::{FollowerLease, Grant, Grants};
 use crate::membership::desired_voters;
 use crate::network::Network;
 use crate::rpc::{self, Envelope, Reply, Request, RPC_VERSION};
@@ -7,10 +8,9 @@ use crate::state::{ClusterState, Command, CommandResult, NodeId, NodeState};
 use crate::store::{LogStore, StateMachine, StateView};
 use crate::types::{Peer, Raft};
 use openraft::error::{ClientWriteError, RaftError};
-use openraft::raft::AppendEntriesResponse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use warren_storage::RaftDb;
@@ -30,9 +30,12 @@ pub struct ClusterConfig {
     /// A node not heard from for this long is marked `down`.
     pub down_after: Duration,
     /// A node that has not heard from a leader (or, as leader, from a quorum) for this long
-    /// stops serving its sandboxes. Shorter than `down_after`, so a partitioned owner stops
-    /// before the majority could hand its sandboxes to another node.
+    /// stops serving its sandboxes. `lease + lease_margin` is shorter than `down_after`, so a
+    /// partitioned owner stops before the majority could hand its sandboxes to another node.
     pub lease: Duration,
+    /// What the leader adds to a lease before it hands a silent node's sandboxes on (clocks
+    /// of different machines run at slightly different rates).
+    pub lease_margin: Duration,
     /// How often the leader probes nodes and reconciles membership.
     pub supervise_every: Duration,
 }
@@ -49,8 +52,19 @@ impl ClusterConfig {
             heartbeat: Duration::from_millis(150),
             down_after: Duration::from_secs(8),
             lease: Duration::from_secs(4),
+            lease_margin: Duration::from_millis(500),
             supervise_every: Duration::from_millis(500),
         }
+    }
+
+    /// Refuses lease settings that would let a cut-off node serve after its sandboxes were
+    /// handed to another (`lease::validate`).
+    pub fn validate(&self) -> Result<(), String> {
+        crate::lease::validate(
+            self.lease.as_millis() as u64,
+            self.lease_margin.as_millis() as u64,
+            self.down_after.as_millis() as u64,
+        )
     }
 }
 
@@ -74,12 +88,15 @@ pub struct Cluster {
     view: StateView,
     peers: Arc<Peers>,
     epoch: Instant,
-    /// Milliseconds since `epoch` when a leader's AppendEntries last reached us.
-    leader_contact_ms: AtomicU64,
-    /// The commit index a leader told us about before we caught up: after a (re)start a
-    /// follower's state may be far behind, so it serves only once it applied that far.
-    leader_commit: AtomicU64,
-    caught_up: AtomicBool,
+    /// This node's lease, as a follower (`lease`).
+    lease: Mutex<FollowerLease>,
+    /// The leases this node granted, as leader.
+    grants: Mutex<Grants>,
+    /// The last quorum confirmation of this node's leadership: (when it began, read index).
+    /// Lease requests that arrived before a round began wait for it and share its answer.
+    confirmed: tokio::sync::Mutex<Option<(u64, u64)>>,
+    /// As leader: the nodes not heard from for `down_after` at the last probe.
+    silent: Mutex<BTreeSet<NodeId>>,
     stopping: AtomicBool,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -95,6 +112,7 @@ impl Cluster {
         cfg: ClusterConfig,
         peers: Arc<Peers>,
     ) -> Result<Arc<Cluster>, ClusterError> {
+        cfg.validate().map_err(ClusterError::Rejected)?;
         let db = Arc::new(RaftDb::open(dir).map_err(|e| ClusterError::Storage(e.to_string()))?);
         let sm = StateMachine::open(db.clone()).map_err(ClusterError::Storage)?;
         let view = sm.view();
@@ -129,9 +147,10 @@ impl Cluster {
             view,
             peers,
             epoch: Instant::now(),
-            leader_contact_ms: AtomicU64::new(0),
-            leader_commit: AtomicU64::new(0),
-            caught_up: AtomicBool::new(false),
+            lease: Mutex::new(FollowerLease::default()),
+            grants: Mutex::new(Grants::default()),
+            confirmed: tokio::sync::Mutex::new(None),
+            silent: Mutex::new(BTreeSet::new()),
             stopping: AtomicBool::new(false),
             tasks: Mutex::new(Vec::new()),
         }))
@@ -245,8 +264,9 @@ impl Cluster {
         Err(ClusterError::NoQuorum(last_err))
     }
 
-    /// Whether this node may serve its sandboxes: it is in touch with a quorum (as leader)
-    /// or has heard from a leader within the lease.
+    /// Whether this node may serve its sandboxes (`lease`): as leader, a quorum acknowledged
+    /// it within the lease; otherwise, a lease the leader granted it is running and the
+    /// state it was granted at is applied here.
     pub fn has_lease(&self) -> bool {
         let m = self.raft.metrics().borrow().clone();
         let lease = self.cfg.lease.as_millis() as u64;
@@ -257,18 +277,162 @@ impl Cluster {
             }
             return m.millis_since_quorum_ack.is_some_and(|ms| ms <= lease);
         }
-        let contact = self.leader_contact_ms.load(Ordering::Relaxed);
-        if contact == 0 || self.now_ms().saturating_sub(contact) > lease {
-            return false;
+        let applied = m.last_applied.map_or(0, |l| l.index);
+        self.lease
+            .lock()
+            .expect("lease lock")
+            .holds(self.now_ms(), applied, lease)
+    }
+
+    /// Whether the leader may hand `node`'s sandboxes to another: no lease it may hold is
+    /// still running (`lease::Grants::expired`). False on a node that does not lead.
+    pub fn may_fail_over(&self, node: NodeId) -> bool {
+        self.note_leadership();
+        let wait = (self.cfg.lease + self.cfg.lease_margin).as_millis() as u64;
+        self.grants
+            .lock()
+            .expect("grants lock")
+            .expired(node, self.now_ms(), wait)
+    }
+
+    /// As leader, the nodes not heard from for `down_after` (empty on other nodes).
+    pub fn silent_nodes(&self) -> BTreeSet<NodeId> {
+        if !self.is_leader() {
+            return BTreeSet::new();
         }
-        if !self.caught_up.load(Ordering::Relaxed) {
-            let applied = m.last_applied.map_or(0, |l| l.index);
-            if applied < self.leader_commit.load(Ordering::Relaxed) {
-                return false;
+        self.silent.lock().expect("silent lock").clone()
+    }
+
+    /// Waits until this node applied everything committed when it was called (a read
+    /// index from the leader, confirmed by a quorum): reads of the applied state after it
+    /// see every write acknowledged before. Also renews this node's lease.
+    pub async fn read_barrier(&self, timeout: Duration) -> Result<(), ClusterError> {
+        let m = self.raft.metrics().borrow().clone();
+        let index = if m.current_leader == Some(self.id) {
+            match tokio::time::timeout(timeout, self.raft.get_read_log_id()).await {
+                Ok(Ok((read, _))) => read.map_or(0, |l| l.index),
+                Ok(Err(e)) => return Err(ClusterError::NoQuorum(e.to_string())),
+                Err(_) => {
+                    return Err(ClusterError::NoQuorum(
+                        "no quorum confirmed the leader".into(),
+                    ))
+                }
             }
-            self.caught_up.store(true, Ordering::Relaxed);
-        }
-        true
+        } else {
+            let leader = m
+                .current_leader
+                .and_then(|l| m.membership_config.membership().get_node(&l).cloned())
+                .ok_or_else(|| ClusterError::NoQuorum("no leader known".into()))?;
+            let asked_at_ms = self.now_ms();
+            let reply = rpc::call(
+                &self.peers,
+                &leader.peer_addr,
+                &leader.name,
+                Request::Lease,
+                timeout,
+            )
+            .await
+            .map_err(|e| ClusterError::NoQuorum(e.to_string()))?;
+            match reply {
+                Reply::Lease { read_index } => {
+                    self.lease.lock().expect("lease lock").granted(Grant {
+                        asked_at_ms,
+                        read_index,
+                    });
+                    read_index
+                }
+                other => return Err(ClusterError::NoQuorum(format!("{other:?}"))),
+            }
+        };
+        self.raft
+            .wait(Some(timeout))
+            .applied_index_at_least(Some(index), "read barrier")
+            .await
+            .map(|_| ())
+            .map_err(|e| ClusterError::NoQuorum(e.to_string()))
+    }
+
+    /// Keeps the record of granted leases in step with the term this node leads in.
+    fn note_leadership(&self) {
+        let m = self.raft.metrics().borrow().clone();
+        let term = (m.current_leader == Some(self.id)).then_some(m.current_term);
+        self.grants
+            .lock()
+            .expect("grants lock")
+            .leading(term, self.now_ms());
+    }
+
+    /// Leader: grants `peer` a lease once a quorum confirmed this node's leadership after the
+    /// request arrived; answers with the read index.
+    async fn grant_lease(&self, peer: &str) -> Reply {
+        let Some(node) = self.read(|s| s.nodes.values().find(|n| n.name == peer).map(|n| n.id))
+        else {
+            return Reply::Refused(format!("{peer} is not a member"));
+        };
+        self.note_leadership();
+        let arrived = self.now_ms();
+        let mut confirmed = self.confirmed.lock().await;
+        let read_index = match *confirmed {
+            Some((began, index)) if began >= arrived => index,
+            _ => {
+                let began = self.now_ms();
+                let round = tokio::time::timeout(self.cfg.lease / 2, self.raft.get_read_log_id());
+                match round.await {
+                    Ok(Ok((read, _))) => {
+                        let index = read.map_or(0, |l| l.index);
+                        *confirmed = Some((began, index));
+                        index
+                    }
+                    Ok(Err(e)) => return Reply::Refused(format!("not confirmed as leader: {e}")),
+                    Err(_) => {
+                        return Reply::Refused("no quorum confirmed the leader in time".into())
+                    }
+                }
+            }
+        };
+        drop(confirmed);
+        self.grants
+            .lock()
+            .expect("grants lock")
+            .granted(node, self.now_ms());
+        Reply::Lease { read_index }
+    }
+
+    /// Follower: asks the current leader for a lease, every quarter of a lease.
+    fn start_lease_keeper(self: &Arc<Self>) {
+        let me = self.clone();
+        let handle = tokio::spawn(async move {
+            while !me.stopping.load(Ordering::Relaxed) {
+                tokio::time::sleep(me.cfg.lease / 4).await;
+                let m = me.raft.metrics().borrow().clone();
+                let Some(leader) = m.current_leader.filter(|l| *l != me.id) else {
+                    continue;
+                };
+                let Some(node) = m.membership_config.membership().get_node(&leader).cloned() else {
+                    continue;
+                };
+                let asked_at_ms = me.now_ms();
+                let reply = rpc::call(
+                    &me.peers,
+                    &node.peer_addr,
+                    &node.name,
+                    Request::Lease,
+                    me.cfg.lease / 2,
+                )
+                .await;
+                match reply {
+                    Ok(Reply::Lease { read_index }) => {
+                        me.lease.lock().expect("lease lock").granted(Grant {
+                            asked_at_ms,
+                            read_index,
+                        })
+                    }
+                    Ok(other) => tracing::debug!(?other, "lease not granted"),
+                    Err(e) => tracing::debug!(error = %e, "lease request failed"),
+                }
+            }
+        });
+        self.tasks.lock().expect("tasks lock").push(handle);
     }
 
     /// Waits up to `timeout` for the lease.
@@ -307,7 +471,13 @@ impl Cluster {
     }
 
     /// Serves one RPC stream from a peer.
-    pub async fn serve_rpc(self: Arc<Self>, mut send: SendStream, mut recv: RecvStream) {
+    /// `peer` is the name in the peer's certificate.
+    pub async fn serve_rpc(
+        self: Arc<Self>,
+        peer: String,
+        mut send: SendStream,
+        mut recv: RecvStream,
+    ) {
         let req: Envelope<Request> = match frame::read(&mut recv).await {
             Ok(r) => r,
             Err(e) => {
@@ -321,7 +491,7 @@ impl Cluster {
                 req.version
             ))
         } else {
-            self.handle(req.body).await
+            self.handle(&peer, req.body).await
         };
         let _ = frame::write(
             &mut send,
@@ -334,47 +504,34 @@ impl Cluster {
         let _ = send.finish();
     }
 
-    async fn handle(&self, req: Request) -> Reply {
+    async fn handle(&self, peer: &str, req: Request) -> Reply {
         match req {
-            Request::AppendEntries(r) => {
-                let commit = r.leader_commit.map_or(0, |l| l.index);
-                let res = self.raft.append_entries(r).await;
-                if matches!(res, Ok(ref a) if !matches!(a, AppendEntriesResponse::HigherVote(_))) {
-                    self.leader_contact_ms
-                        .store(self.now_ms(), Ordering::Relaxed);
-                    if !self.caught_up.load(Ordering::Relaxed) {
-                        self.leader_commit.fetch_max(commit, Ordering::Relaxed);
-                    }
-                }
-                Reply::AppendEntries(res)
-            }
+            Request::AppendEntries(r) => Reply::AppendEntries(self.raft.append_entries(r).await),
             Request::Vote(r) => Reply::Vote(self.raft.vote(r).await),
             Request::InstallSnapshot(r) => {
-                let res = self.raft.install_snapshot(r).await;
-                if res.is_ok() {
-                    self.leader_contact_ms
-                        .store(self.now_ms(), Ordering::Relaxed);
-                }
-                Reply::InstallSnapshot(res)
+                Reply::InstallSnapshot(self.raft.install_snapshot(r).await)
             }
             Request::Ping => Reply::Pong { term: self.term() },
             Request::Propose(cmd) => Reply::Proposed(match self.raft.client_write(cmd).await {
                 Ok(r) => Ok(r.data),
                 Err(e) => Err(e.to_string()),
             }),
+            Request::Lease => self.grant_lease(peer).await,
         }
     }
 
     /// Starts the supervisor: while this node leads, it probes nodes (marking them down or up)
     /// and reconciles Raft membership with the registered nodes (learners first, then voters
-    /// spread over regions).
+    /// spread over regions). Also starts asking the leader for leases.
     pub fn start_supervisor(self: &Arc<Self>) {
+        self.start_lease_keeper();
         let me = self.clone();
         let handle = tokio::spawn(async move {
             let mut last_seen: HashMap<NodeId, Instant> = HashMap::new();
             let mut was_leader = false;
             while !me.stopping.load(Ordering::Relaxed) {
                 tokio::time::sleep(me.cfg.supervise_every).await;
+                me.note_leadership();
                 if !me.is_leader() {
                     was_leader = false;
                     continue;
@@ -385,6 +542,7 @@ impl Cluster {
                     was_leader = true;
                 }
                 let silent = me.probe(&mut last_seen).await;
+                *me.silent.lock().expect("silent lock") = silent.clone();
                 if let Err(e) = me.reconcile_membership(&silent).await {
                     tracing::debug!(error = %e, "membership reconciliation");
                 }
@@ -422,13 +580,22 @@ impl Cluster {
     /// choice knows it is gone).
     async fn probe(&self, last_seen: &mut HashMap<NodeId, Instant>) -> BTreeSet<NodeId> {
         let nodes: Vec<_> = self.read(|s| s.nodes.values().cloned().collect());
-        let now = Instant::now();
         let probes = nodes
             .iter()
             .filter(|n| n.id != self.id)
             .map(|n| async move { (n.id, self.ping(n).await) });
-        for (id, ok) in futures_util::future::join_all(probes).await {
-            if ok {
+        let answered: Vec<(NodeId, bool)> = futures_util::future::join_all(probes).await;
+        let now = Instant::now();
+        for (id, ok) in answered {
+            // A node that asked for a lease lately is alive, whatever one ping said.
+            let recent = self.cfg.lease.as_millis() as u64 / 2;
+            let leased = self
+                .grants
+                .lock()
+                .expect("grants lock")
+                .last_grant(id)
+                .is_some_and(|t| self.now_ms().saturating_sub(t) < recent);
+            if ok || leased {
                 last_seen.insert(id, now);
             } else {
                 last_seen.entry(id).or_insert(now);

@@ -6,13 +6,16 @@
 //! - `store`: the openraft log store and state machine on `warren-storage` (RocksDB).
 //! - `rpc` + `network`: Raft and cluster RPCs on QUIC streams (`warren-transport`).
 //! - `cluster`: the running member: bootstrap, proposals forwarded to the leader, the
-//!   leader's supervisor (liveness, learners, voters), and the lease that fences a node cut
+//!   leader's supervisor (liveness, learners, voters), and the leases that fence a node cut
 //!   off from the majority.
+//! - `lease`: the lease rules (pure): read-index grants, and when the leader may hand a
+//!   node's sandboxes on.
 //!
 //! Must not depend on Docker, HTTP routing or sandbox code.
 
 pub mod cluster;
 pub mod join;
+pub mod lease;
 pub mod membership;
 pub mod network;
 pub mod placement;

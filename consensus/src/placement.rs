@@ -1,8 +1,9 @@
 //! Which node owns a sandbox id: rendezvous (highest random weight) hashing over the nodes
 //! that are up, weighted by capacity, preferring a region while it has an up node.
 
-use crate::state::{ClusterState, NodeId, NodeRecord};
+use crate::state::{ClusterState, NodeId, NodeRecord, NodeState};
 use rendezvous_hash::{Capacity, IdNode, Node, NodeHasher, RendezvousNodes, WeightedNode};
+use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
 
 /// A hasher that gives the same answer on every build and machine (xxh3 with a fixed seed),
@@ -70,6 +71,18 @@ pub fn choose_owner_excluding(
     owner_among(candidates, sandbox)
 }
 
+/// Whether the sandboxes placed on `node` must go to survivors: it is down, it is draining
+/// but has gone silent (it can move nothing away any more), or it was removed from the
+/// cluster. `silent`: the nodes the leader has not heard from for `down_after`.
+pub fn needs_failover(state: &ClusterState, silent: &BTreeSet<NodeId>, node: NodeId) -> bool {
+    match state.nodes.get(&node) {
+        None => true,
+        Some(n) => {
+            n.state == NodeState::Down || (n.state == NodeState::Draining && silent.contains(&node))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +134,28 @@ mod tests {
                 "the next rendezvous candidate"
             );
         }
+    }
+
+    #[test]
+    fn down_removed_and_silent_draining_nodes_are_failed_over() {
+        let mut s = ClusterState::default();
+        s.nodes.insert(1, node(1, "r"));
+        s.nodes.insert(2, test_node(2, "r", NodeState::Down));
+        s.nodes.insert(3, test_node(3, "r", NodeState::Draining));
+        s.nodes.insert(4, test_node(4, "r", NodeState::Joining));
+        let none = BTreeSet::new();
+        assert!(!needs_failover(&s, &none, 1));
+        assert!(needs_failover(&s, &none, 2));
+        assert!(
+            !needs_failover(&s, &none, 3),
+            "a draining node moves its own"
+        );
+        assert!(needs_failover(&s, &BTreeSet::from([3]), 3));
+        assert!(
+            !needs_failover(&s, &BTreeSet::from([1, 4]), 1),
+            "up: the state decides"
+        );
+        assert!(needs_failover(&s, &none, 9), "removed");
     }
 
     proptest! {

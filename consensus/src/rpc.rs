@@ -30,6 +30,9 @@ pub enum Request {
     Ping,
     /// A command for the leader to commit (sent by followers).
     Propose(Command),
+    /// A follower asks the leader for an ownership lease (`lease`): answered once a quorum
+    /// confirmed the leader after the request arrived.
+    Lease,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -37,8 +40,14 @@ pub enum Reply {
     AppendEntries(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
     Vote(Result<VoteResponse<u64>, RaftError<u64>>),
     InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
-    Pong { term: u64 },
+    Pong {
+        term: u64,
+    },
     Proposed(Result<CommandResult, String>),
+    /// A lease granted: it counts once `read_index` is applied.
+    Lease {
+        read_index: u64,
+    },
     Refused(String),
 }
 

@@ -109,13 +109,13 @@ impl warren_transport::Handler for RpcOnly {
     fn handle(
         self: Arc<Self>,
         kind: warren_transport::StreamKind,
-        _peer: String,
+        peer: String,
         send: warren_transport::SendStream,
         recv: warren_transport::RecvStream,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
         Box::pin(async move {
             if kind == warren_transport::StreamKind::Rpc {
-                self.0.clone().serve_rpc(send, recv).await;
+                self.0.clone().serve_rpc(peer, send, recv).await;
             }
         })
     }

@@ -101,7 +101,7 @@ impl NodeConfig {
             idle_check_every: Duration::from_secs(1),
             disk_check_every: Duration::from_secs(2),
             preview: PreviewConfig::default(),
-            checkpoint_every: Duration::from_secs(600),
+            checkpoint_every: Duration::from_secs(60),
             pack_in_node: true,
             fill_while_starting: true,
             node_id: node_id.into(),

@@ -1,7 +1,9 @@
 //! Whether this node may start sandboxes: every guarantee the sandbox boundary rests on
-//! (the firewall in place, root in a sandbox not root on the host) holds. A node where one
-//! does not refuses to start any container, says why in `/healthz` (503) and in its log,
-//! and never runs sandboxes open instead.
+//! (the firewall in place, root in a sandbox not root on the host) holds, and, in a cluster,
+//! this node holds its ownership lease. A node where one does not refuses to start any
+//! container, says why in `/healthz` (503) and in its log, and never runs sandboxes open
+//! instead; while the firewall or the lease is missing its running sandboxes are frozen
+//! (`SandboxManager`'s freezer).
 
 use std::collections::BTreeMap;
 use std::sync::RwLock;
@@ -15,6 +17,9 @@ pub enum Guarantee {
     Firewall,
     /// Sandboxes run in user namespaces (Docker's `userns-remap`).
     UserNamespaces,
+    /// This node holds its ownership lease: no other node may be running its sandboxes
+    /// (`warren_consensus::lease`). Only in clusters of more than one node.
+    Lease,
 }
 
 impl Guarantee {
@@ -22,7 +27,14 @@ impl Guarantee {
         match self {
             Guarantee::Firewall => "firewall",
             Guarantee::UserNamespaces => "user_namespaces",
+            Guarantee::Lease => "cluster_lease",
         }
+    }
+
+    /// Whether running sandboxes are frozen while it does not hold (their code could do
+    /// harm meanwhile: send what the firewall would drop, or write beside another copy).
+    pub fn freezes(self) -> bool {
+        matches!(self, Guarantee::Firewall | Guarantee::Lease)
     }
 }
 
@@ -54,13 +66,45 @@ impl Safety {
         !self.broken.read().expect("safety lock").contains_key(&g)
     }
 
+    /// Waits up to `timeout` for `g` to hold; whether it does.
+    pub async fn wait_holds(&self, g: Guarantee, timeout: std::time::Duration) -> bool {
+        let mut rx = self.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if self.holds(g) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                return self.holds(g);
+            }
+        }
+    }
+
+    /// Why running sandboxes must be frozen now (a guarantee that `freezes` is broken).
+    pub fn freeze_reason(&self) -> Option<String> {
+        self.broken
+            .read()
+            .expect("safety lock")
+            .iter()
+            .find(|(g, _)| g.freezes())
+            .map(|(g, why)| format!("{}: {why}", g.name()))
+    }
+
     /// Records that `g` holds (`None`) or does not, and why. Logged when it changes.
     pub fn set(&self, g: Guarantee, problem: Option<String>) {
         let mut broken = self.broken.write().expect("safety lock");
         match problem {
             Some(why) => {
                 if broken.get(&g) != Some(&why) {
-                    tracing::error!(guarantee = g.name(), problem = %why, "this node refuses to start sandboxes");
+                    if g == Guarantee::Lease {
+                        // Part of a cluster's normal life (starts, elections, partitions).
+                        tracing::warn!(guarantee = g.name(), problem = %why, "this node's sandboxes are fenced");
+                    } else {
+                        tracing::error!(guarantee = g.name(), problem = %why, "this node refuses to start sandboxes");
+                    }
                 }
                 if broken.insert(g, why).is_none() {
                     self.changes.send_modify(|v| *v += 1);
@@ -125,6 +169,40 @@ mod tests {
         );
         s.set(Guarantee::UserNamespaces, None);
         assert!(s.check().is_ok());
+    }
+
+    #[test]
+    fn a_missing_firewall_or_lease_freezes_and_user_namespaces_only_refuse() {
+        let s = Safety::default();
+        assert_eq!(s.freeze_reason(), None);
+        s.set(Guarantee::UserNamespaces, Some("off".into()));
+        assert_eq!(
+            s.freeze_reason(),
+            None,
+            "nothing runs unsafely: just no starts"
+        );
+        s.set(Guarantee::Lease, Some("cut off".into()));
+        assert_eq!(s.freeze_reason().as_deref(), Some("cluster_lease: cut off"));
+        s.set(Guarantee::Lease, None);
+        s.set(Guarantee::Firewall, Some("flushed".into()));
+        assert_eq!(s.freeze_reason().as_deref(), Some("firewall: flushed"));
+    }
+
+    #[tokio::test]
+    async fn waiting_for_a_guarantee_ends_when_it_holds_or_at_the_deadline() {
+        let s = std::sync::Arc::new(Safety::default());
+        s.set(Guarantee::Lease, Some("not yet".into()));
+        let short = std::time::Duration::from_millis(20);
+        assert!(!s.wait_holds(Guarantee::Lease, short).await);
+        let setter = s.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+            setter.set(Guarantee::Lease, None);
+        });
+        assert!(
+            s.wait_holds(Guarantee::Lease, std::time::Duration::from_secs(10))
+                .await
+        );
     }
 
     #[test]

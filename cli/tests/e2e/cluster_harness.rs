@@ -1,6 +1,8 @@
 //! Real multi-node clusters for tests: one `warren serve --config` process per node on
-//! loopback, each with its own data dir; kill -9, SIGSTOP/SIGCONT and restarts per node.
+//! loopback, each with its own data dir; kill -9, SIGSTOP/SIGCONT and restarts per node;
+//! partitions between chosen nodes (`faults`).
 
+use super::faults::Faults;
 use super::harness::{guest_bin, running_containers, unique};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -13,6 +15,8 @@ pub struct TestNode {
     pub config: PathBuf,
     pub url: String,
     pub client: Client,
+    /// The UDP port of its QUIC endpoint (what partitions cut).
+    pub peer_port: u16,
     child: Option<Child>,
     stopped: bool,
 }
@@ -27,6 +31,8 @@ pub struct TestCluster {
     extra: String,
     /// The nodes' object store (default: a directory of the cluster's).
     store: Option<String>,
+    /// Partitions, made on first use.
+    faults: Option<Faults>,
 }
 
 fn free_udp_port() -> u16 {
@@ -133,6 +139,7 @@ impl TestCluster {
             token: format!("wj_{}", unique()),
             extra: extra.to_string(),
             store,
+            faults: None,
         };
         for i in 0..n {
             cluster.spawn_node(&format!("r{}", i % regions + 1));
@@ -176,6 +183,7 @@ impl TestCluster {
             None => String::new(),
         };
         let config = self.dir.join(format!("{name}.toml"));
+        let peer_port = free_udp_port();
         std::fs::write(
             &config,
             format!(
@@ -185,7 +193,7 @@ impl TestCluster {
                  object_store = \"{}\"\nsnapshot_gc_grace_s = 0\n{}\n",
                 data_dir.display(),
                 free_tcp_port(),
-                free_udp_port(),
+                peer_port,
                 self.token,
                 self.dir.join("api-key").display(),
                 guest_bin(),
@@ -201,6 +209,7 @@ impl TestCluster {
             config,
             url: String::new(),
             client: Client::new("http://127.0.0.1:1", &self.key).unwrap(),
+            peer_port,
             child: None,
             stopped: false,
         };
@@ -238,6 +247,28 @@ impl TestCluster {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         false
+    }
+
+    /// Waits until every node's view shows `n` voters: the voter changes reached them all
+    /// and none is in flight (tests of a settled cluster meeting a fault).
+    pub async fn wait_voters_everywhere(&self, n: usize) {
+        let voters = |v: &serde_json::Value| {
+            v["nodes"]
+                .as_array()
+                .map_or(0, |a| a.iter().filter(|x| x["voter"] == true).count())
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let mut settled = true;
+            for i in 0..self.nodes.len() {
+                settled &= self.view(i).await.is_some_and(|v| voters(&v) == n);
+            }
+            if settled {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the voters did not settle");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     pub fn index_of(&self, name: &str) -> usize {
@@ -316,6 +347,32 @@ impl TestCluster {
         self.nodes[i].spawn();
     }
 
+    /// Cuts the nodes of `a` off from those of `b`, both ways (clients still reach all).
+    pub fn partition(&mut self, a: &[usize], b: &[usize]) {
+        for &x in a {
+            for &y in b {
+                self.drop_one_way(x, y);
+                self.drop_one_way(y, x);
+            }
+        }
+    }
+
+    /// Drops every datagram from node `from` to node `to` (an asymmetric fault).
+    pub fn drop_one_way(&mut self, from: usize, to: usize) {
+        let (f, t) = (self.nodes[from].peer_port, self.nodes[to].peer_port);
+        let prefix = self.prefix.clone();
+        self.faults
+            .get_or_insert_with(|| Faults::new(&prefix))
+            .drop_one_way(f, t);
+    }
+
+    /// Removes every partition.
+    pub fn heal(&mut self) {
+        if let Some(f) = &self.faults {
+            f.heal();
+        }
+    }
+
     /// Containers of `sandbox` on every node of this cluster.
     pub fn containers_of(&self, sandbox: &str) -> usize {
         running_containers(sandbox).len()
@@ -324,6 +381,7 @@ impl TestCluster {
 
 impl Drop for TestCluster {
     fn drop(&mut self) {
+        self.faults = None;
         for i in 0..self.nodes.len() {
             if self.nodes[i].stopped {
                 self.cont(i);

@@ -23,6 +23,7 @@ pub use persist::{normalize_dirs, snapshot_error, to_api as snapshot_to_api};
 
 use super::lifecycle::{self, Event};
 use super::record::SandboxRecord;
+use super::recovery::RecoveryPoints;
 use super::store::RecordStore;
 use crate::config::NodeConfig;
 use crate::guest::client::{full, GuestBody, GuestClient};
@@ -75,6 +76,8 @@ pub struct SandboxManager {
     quarantined: Mutex<HashSet<String>>,
     /// Where snapshot archiving, unpacking and chunk work run: bounded, not the node's own.
     host_work: Arc<HostWork>,
+    /// Where recovery points are recorded (the cluster's placements, or nowhere but here).
+    recovery: Arc<dyn RecoveryPoints>,
 }
 
 struct Slot {
@@ -168,6 +171,7 @@ impl SandboxManager {
         metrics: NodeMetrics,
         safety: Arc<Safety>,
         host_work: Arc<HostWork>,
+        recovery: Arc<dyn RecoveryPoints>,
     ) -> Result<Arc<Self>, ApiError> {
         let io = |what: &str, e: std::io::Error| ApiError::internal(format!("{what}: {e}"));
         let store = RecordStore::open(&cfg.sandboxes_dir())
@@ -201,13 +205,14 @@ impl SandboxManager {
             safety,
             quarantined: Mutex::new(HashSet::new()),
             host_work,
+            recovery,
         });
         mgr.adopt().await?;
         idle::spawn(&mgr);
         disk::spawn(&mgr);
         freeze::spawn(&mgr);
         let sweeper = mgr.clone();
-        tokio::spawn(async move { sweeper.sweep_sleep_snapshots().await });
+        tokio::spawn(async move { sweeper.sweep_recovery_points().await });
         Ok(mgr)
     }
 

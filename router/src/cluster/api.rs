@@ -34,6 +34,9 @@ pub struct ClusterNode {
 pub struct ClusterView {
     pub leader: Option<String>,
     pub term: u64,
+    /// How much recent activity an owner's death can lose: the checkpoint interval (plus
+    /// the time one checkpoint takes); `null` when checkpoints are off.
+    pub loss_window_s: Option<u64>,
     pub nodes: Vec<ClusterNode>,
 }
 
@@ -41,6 +44,8 @@ pub async fn get(State(st): State<AppState>) -> Json<ClusterView> {
     let cl = &st.cluster.cluster;
     let metrics = cl.raft.metrics().borrow().clone();
     let voters: BTreeSet<u64> = metrics.membership_config.membership().voter_ids().collect();
+    let every = st.mgr.config().checkpoint_every.as_secs();
+    let loss_window_s = (every > 0).then_some(every);
     let view = cl.read(|s| {
         let nodes = s
             .nodes
@@ -65,6 +70,7 @@ pub async fn get(State(st): State<AppState>) -> Json<ClusterView> {
         ClusterView {
             leader,
             term: metrics.current_term,
+            loss_window_s,
             nodes,
         }
     });

@@ -5,18 +5,18 @@
 //!   `Move` to the winner with the handoff, then this node forgets its copy.
 //! * **In.** A placement naming this node with a handoff it does not hold yet is taken over:
 //!   it arrives asleep, and starts at once if it was running.
-//! * **Failover** (leader only). Placements of a node marked down move to survivors with
-//!   their last checkpoint's handoff.
+//! * **Failover** (leader only). Placements of a node that is down, draining but silent, or
+//!   removed move to survivors with their last checkpoint's handoff, once its leases ran out.
 //! * **Checkpoints.** Running sandboxes active since their last checkpoint are snapshotted
 //!   every `checkpoint_every` and the handoff is recorded in their placement, bounding what a
 //!   node failure can lose; a sandbox not yet checkpointed gets its record published at once.
 //! * **Leftovers.** A copy here of a sandbox another node owns (after a failover this node
-//!   missed) is removed.
+//!   missed) is removed, what it held saved as a conflict snapshot (`fence`).
 
 use crate::state::AppState;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
-use warren_consensus::placement::{choose_owner, choose_owner_excluding};
+use warren_consensus::placement::{choose_owner, choose_owner_excluding, needs_failover};
 use warren_consensus::{
     ClusterState, Command, CommandResult, Handoff, NodeId, NodeState, Placement, PlacementState,
 };
@@ -83,12 +83,8 @@ async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) 
 
     // Leftovers: another node owns these now.
     for id in &local {
-        if let Some(p) = state.placements.get(id) {
-            if p.node != me {
-                if let Err(e) = st.mgr.discard(id).await {
-                    tracing::warn!(sandbox_id = %id, error = %e, "cannot remove a copy another node owns");
-                }
-            }
+        if state.placements.get(id).is_some_and(|p| p.node != me) {
+            super::fence::discard_taken_over(st, id).await;
         }
     }
     // In: handed to this node.
@@ -219,19 +215,16 @@ async fn move_out(st: &AppState, id: &str, p: &Placement, target: NodeId, draini
     tracing::info!(sandbox_id = %id, to = target, ms = started.elapsed().as_millis() as u64, "sandbox moved");
 }
 
-/// Leader: placements on nodes marked down go to survivors, with their last handoff.
+/// Leader: placements on nodes that are down, draining but silent, or removed go to
+/// survivors, with their last handoff, once no lease of that node can still be running (it
+/// stopped serving them by then).
 async fn fail_over(st: &AppState, state: &ClusterState) {
-    let down: Vec<NodeId> = state
-        .nodes
-        .values()
-        .filter(|n| n.state == NodeState::Down)
-        .map(|n| n.id)
-        .collect();
-    if down.is_empty() {
-        return;
-    }
+    let cl = &st.cluster.cluster;
+    let silent = cl.silent_nodes();
+    let gone = |node: NodeId| needs_failover(state, &silent, node);
+    let down: Vec<NodeId> = state.nodes.keys().copied().filter(|n| gone(*n)).collect();
     for (id, p) in &state.placements {
-        if !down.contains(&p.node) {
+        if !gone(p.node) || !cl.may_fail_over(p.node) {
             continue;
         }
         let region = p

@@ -1,11 +1,15 @@
 //! The cluster side of the API: which node owns a sandbox, forwarding to it over QUIC, the
-//! peer server that receives forwarded requests, and the `/v1/cluster` and join endpoints.
+//! peer server that receives forwarded requests, the `/v1/cluster` and join endpoints,
+//! moves and failover (`migrate`), recovery points as cluster state (`recovery`), and the
+//! fence that freezes this node's sandboxes while it holds no lease (`fence`).
 
 pub mod api;
+pub mod fence;
 pub mod forward;
 pub mod join;
 pub mod migrate;
 pub mod peer_server;
+pub mod recovery;
 pub mod route;
 
 use std::sync::Arc;

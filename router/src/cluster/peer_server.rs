@@ -28,7 +28,7 @@ impl Handler for PeerServer {
     ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         Box::pin(async move {
             match kind {
-                StreamKind::Rpc => self.cluster.clone().serve_rpc(send, recv).await,
+                StreamKind::Rpc => self.cluster.clone().serve_rpc(peer, send, recv).await,
                 StreamKind::Http => {
                     let app = self.app.clone();
                     let svc = tower::service_fn(

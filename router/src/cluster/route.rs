@@ -23,6 +23,7 @@ use warren_api::ports::PreviewHost;
 use warren_api::{ApiError, ErrorCode};
 use warren_consensus::placement::choose_owner_excluding;
 use warren_consensus::{Command, CommandResult, NodeId, NodeState, Placement, PlacementState};
+use warren_node::safety::Guarantee;
 
 /// What serves a request once it reached the sandbox's owner.
 pub(crate) enum Serve {
@@ -85,9 +86,21 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
         // Reading or deleting what was never placed: nothing to route to.
         None if whole && (method == Method::GET || method == Method::DELETE) => {
             if from_peer {
-                next.run(req).await
-            } else {
-                local_or_absent(&st, &id, req, next).await
+                return next.run(req).await;
+            }
+            // This node's view may be behind: "absent" only once it has applied everything
+            // committed before this request (a sandbox created meanwhile is not 404).
+            if let Err(e) = cl.read_barrier(Duration::from_secs(5)).await {
+                return err(ApiError::new(
+                    ErrorCode::Unavailable,
+                    format!(
+                        "this node cannot tell whether sandbox {id} exists right now ({e}); retry"
+                    ),
+                ));
+            }
+            match cl.read(|s| s.placements.get(&id).cloned()) {
+                Some(p) => route_placed(&st, &id, p, req, Serve::Api(next)).await,
+                None => local_or_absent(&st, &id, req, next).await,
             }
         }
         None if from_peer => {
@@ -322,8 +335,15 @@ fn no_lease() -> Response {
 /// Serves on this node, if it holds the lease; forgets the placement after a delete.
 async fn serve_local(st: &AppState, id: &str, req: Request, serve: Serve) -> Response {
     let cl = &st.cluster.cluster;
-    // Just after a restart or an election the lease takes a moment to come back.
-    if !cl.wait_lease(Duration::from_secs(3)).await {
+    // Just after a restart or an election the lease takes a moment to come back, and the
+    // fence a moment more to see it and thaw this node's sandboxes.
+    if !cl.wait_lease(Duration::from_secs(3)).await
+        || !st
+            .mgr
+            .safety()
+            .wait_holds(Guarantee::Lease, Duration::from_secs(3))
+            .await
+    {
         return no_lease();
     }
     // Handed to this node and not taken over yet (the migration loop does it within a

@@ -13,6 +13,28 @@ pub enum SnapshotOrigin {
     User,
     Fork,
     Sleep,
+    /// A running sandbox's periodic recovery point.
+    Checkpoint,
+    /// What a fenced copy held when the copy that replaced it won (kept for recovery).
+    Conflict,
+}
+
+impl SnapshotOrigin {
+    /// Snapshots the node makes and retires by itself (sleep and checkpoint): a sandbox's
+    /// recovery points. The others stay until deleted.
+    pub fn is_recovery_point(self) -> bool {
+        matches!(self, SnapshotOrigin::Sleep | SnapshotOrigin::Checkpoint)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotOrigin::User => "user",
+            SnapshotOrigin::Fork => "fork",
+            SnapshotOrigin::Sleep => "sleep",
+            SnapshotOrigin::Checkpoint => "checkpoint",
+            SnapshotOrigin::Conflict => "conflict",
+        }
+    }
 }
 
 /// One chunk of the archive, in order.

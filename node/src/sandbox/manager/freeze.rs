@@ -1,13 +1,14 @@
 //! A node whose firewall stops holding while sandboxes run (another program flushed the
-//! rules and they cannot be put back) freezes every running sandbox until the rules are in
-//! place again: frozen (the cgroup freezer, `docker pause`), a sandbox's code cannot send a
-//! packet the rules would have dropped; its memory, processes and files are kept as they
-//! were, and it runs on from where it stopped once the firewall holds. Calls to a sandbox
-//! meanwhile answer 503 `UNAVAILABLE` naming the problem (`SandboxManager::ensure`), and no
-//! sandbox starts (`Safety::check`).
+//! rules and they cannot be put back), or that lost its ownership lease (cut off from the
+//! cluster's majority, which may start another copy of its sandboxes), freezes every running
+//! sandbox until that holds again: frozen (the cgroup freezer, `docker pause`), a sandbox's
+//! code cannot send a packet the rules would have dropped, nor write beside another copy;
+//! its memory, processes and files are kept as they were, and it runs on from where it
+//! stopped once all holds (a copy another node took over meanwhile is removed first, by the
+//! cluster's fence). Calls to a sandbox meanwhile answer 503 `UNAVAILABLE` naming the
+//! problem (`SandboxManager::ensure`), and no sandbox starts (`Safety::check`).
 
 use super::SandboxManager;
-use crate::safety::Guarantee;
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -27,7 +28,8 @@ pub(super) enum Step {
     Nothing,
 }
 
-/// Pure: the step for whether the firewall holds, the running sandboxes and those frozen.
+/// Pure: the step for whether all that `freezes` holds, the running sandboxes and those
+/// frozen.
 pub(super) fn step(holds: bool, running: &[String], frozen: &HashSet<String>) -> Step {
     if holds {
         return if frozen.is_empty() {
@@ -67,16 +69,18 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
                     .filter(|(_, s)| s.record().is_some_and(|r| r.state == SandboxState::Running))
                     .map(|(id, _)| id.clone())
                     .collect();
-                match step(mgr.safety.holds(Guarantee::Firewall), &running, &frozen) {
+                let reason = mgr.safety.freeze_reason();
+                match step(reason.is_none(), &running, &frozen) {
                     Step::Freeze(ids) => {
+                        let why = reason.unwrap_or_default();
                         for id in ids {
                             match mgr.runtime.pause(&id).await {
                                 Ok(()) => {
-                                    tracing::warn!(sandbox_id = %id, "frozen: the firewall does not hold");
+                                    tracing::warn!(sandbox_id = %id, %why, "frozen");
                                     frozen.insert(id);
                                 }
                                 Err(e) => {
-                                    tracing::error!(sandbox_id = %id, error = %e, "the firewall does not hold and the sandbox cannot be frozen")
+                                    tracing::error!(sandbox_id = %id, error = %e, %why, "the sandbox must be frozen and cannot be")
                                 }
                             }
                         }
@@ -85,7 +89,7 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
                         for id in frozen.drain() {
                             match mgr.runtime.unpause(&id).await {
                                 Ok(()) => {
-                                    tracing::info!(sandbox_id = %id, "thawed: the firewall holds again")
+                                    tracing::info!(sandbox_id = %id, "thawed: all holds again")
                                 }
                                 Err(e) => {
                                     tracing::error!(sandbox_id = %id, error = %e, "cannot thaw the sandbox")

@@ -173,6 +173,33 @@ impl SandboxManager {
         Ok(())
     }
 
+    /// Saves what this node's running copy of `id` holds as a `conflict` snapshot (another
+    /// node took the sandbox over while this copy was cut off); the snapshot's id, or `None`
+    /// when there is nothing to save (not running, or `persist: none`). The copy may be
+    /// frozen: the archive is packed from the host, not by the guest.
+    pub async fn save_conflict(self: &Arc<Self>, id: &str) -> Result<Option<String>, ApiError> {
+        let Some(slot) = self.existing_slot(id) else {
+            return Ok(None);
+        };
+        let _g = slot.lock.lock().await;
+        let Some(rec) = slot.record() else {
+            return Ok(None);
+        };
+        if rec.state != SandboxState::Running {
+            return Ok(None);
+        }
+        let dirs = match &rec.persist {
+            Persist::Mode(PersistMode::Disk) => Vec::new(),
+            Persist::Dirs { dirs } => normalize_dirs(dirs),
+            Persist::Mode(PersistMode::None) => return Ok(None),
+        };
+        let name = format!("conflict-{}-{}", self.cfg.node_id, super::now_ms() / 1000);
+        let m = self
+            .capture(&rec, SnapshotOrigin::Conflict, Some(name), &dirs, false)
+            .await?;
+        Ok(Some(m.id))
+    }
+
     fn forget_locked(&self, id: &str, slot: &Arc<super::Slot>) -> Result<(), ApiError> {
         self.forget_guest(id);
         self.store
@@ -207,7 +234,7 @@ impl SandboxManager {
             Persist::Mode(PersistMode::None) => return Ok(None),
         };
         let m = self
-            .capture(&rec, SnapshotOrigin::Sleep, None, &dirs, false)
+            .capture(&rec, SnapshotOrigin::Checkpoint, None, &dirs, false)
             .await?;
         let previous = rec.snapshot.replace(m.id);
         self.save(&rec)?;

@@ -8,7 +8,7 @@
 //! anything changes.
 
 use super::restore_fill::SnapshotFill;
-use super::{guest_error, not_found, SandboxManager, Slot};
+use super::{guest_error, not_found, HandoffData, SandboxManager, Slot};
 use crate::guest::client::{full, BoxError, GuestBody};
 use crate::runtime::{enter, ChangeKind, RootFill, NEVER_SAVED};
 use crate::sandbox::lifecycle::{self, Event};
@@ -57,12 +57,7 @@ pub fn to_api(m: &Manifest) -> Snapshot {
         size_bytes: m.size_bytes,
         dirs: m.dirs.clone(),
         image: m.image.clone(),
-        origin: match m.origin {
-            SnapshotOrigin::User => "user",
-            SnapshotOrigin::Fork => "fork",
-            SnapshotOrigin::Sleep => "sleep",
-        }
-        .to_string(),
+        origin: m.origin.as_str().to_string(),
         stored_bytes: m.stored_bytes,
         new_bytes: m.new_bytes,
     }
@@ -586,6 +581,18 @@ impl SandboxManager {
             rec.snapshot = Some(m.id);
             self.save(&rec)?;
             slot.set(Some(rec.clone()));
+            // And recorded where survivors look, before the container goes and before the
+            // older snapshot is deleted: until then the older one is what they restore.
+            let asleep = SandboxRecord {
+                state: SandboxState::Sleeping,
+                ..rec.clone()
+            };
+            let h = HandoffData {
+                record: serde_json::to_string(&asleep).expect("records serialize"),
+                snapshot: rec.snapshot.clone(),
+                resume: false,
+            };
+            self.recovery.record(&rec.id, &h).await?;
         }
         self.runtime.remove(&rec.id).await?;
         self.forget_guest(&rec.id);
@@ -627,7 +634,7 @@ impl SandboxManager {
         Ok(rec)
     }
 
-    /// Deletes the sandbox's earlier sleep snapshot once a newer one, or another snapshot,
+    /// Deletes the sandbox's earlier recovery point once a newer one, or another snapshot,
     /// holds its files; chunks only it used are collected in the background.
     pub(super) async fn retire_snapshot(&self, id: &str, previous: Option<String>, keep: &str) {
         if let Some(previous) = previous.filter(|p| p != keep) {
@@ -635,12 +642,17 @@ impl SandboxManager {
         }
     }
 
-    /// Deletes `snapshot` if it is a sleep snapshot of sandbox `id` (other snapshots stay),
-    /// then collects garbage in the background. Failures are logged: the sandbox is fine,
-    /// the store merely keeps some bytes longer (see `sweep_sleep_snapshots`).
+    /// Deletes `snapshot` if it is a recovery point (sleep or checkpoint) of sandbox `id`
+    /// that nothing survivors would restore refers to (other snapshots stay), then collects
+    /// garbage in the background. Failures are logged: the sandbox is fine, the store merely
+    /// keeps some bytes longer (see `sweep_recovery_points`).
     pub(super) async fn retire(&self, id: &str, snapshot: &str) {
+        if self.recovery.in_use(snapshot) {
+            tracing::info!(sandbox_id = %id, snapshot = %snapshot, "kept: the cluster's recovery point");
+            return;
+        }
         match self.snapshots.manifest(snapshot).await {
-            Ok(m) if m.origin == SnapshotOrigin::Sleep && m.sandbox == id => {
+            Ok(m) if m.origin.is_recovery_point() && m.sandbox == id => {
                 if let Err(e) = self.snapshots.delete(snapshot).await {
                     tracing::warn!(sandbox_id = %id, snapshot = %snapshot, error = %e, "could not delete an old sleep snapshot");
                     return;
@@ -679,9 +691,11 @@ impl SandboxManager {
         });
     }
 
-    /// Deletes sleep snapshots of this node's sandboxes that are not their current one (left
-    /// behind when the node died between writing a new sleep snapshot and deleting the old).
-    pub(super) async fn sweep_sleep_snapshots(&self) {
+    /// Deletes recovery points of sandboxes this node owns that are not their current one
+    /// (left behind when the node died between writing a new one and deleting the old). A
+    /// sandbox this node holds a record of but does not own by a current view of the cluster
+    /// is left alone: its snapshots may be another owner's by now.
+    pub async fn sweep_recovery_points(&self) {
         let current: std::collections::HashMap<String, Option<String>> = self
             .slots
             .lock()
@@ -696,9 +710,9 @@ impl SandboxManager {
                 return;
             }
         };
-        for m in all.iter().filter(|m| m.origin == SnapshotOrigin::Sleep) {
+        for m in all.iter().filter(|m| m.origin.is_recovery_point()) {
             if let Some(cur) = current.get(&m.sandbox) {
-                if cur.as_deref() != Some(m.id.as_str()) {
+                if cur.as_deref() != Some(m.id.as_str()) && self.recovery.owns(&m.sandbox) {
                     self.retire(&m.sandbox, &m.id).await;
                 }
             }
@@ -710,7 +724,15 @@ impl SandboxManager {
     }
 
     /// Deletes a snapshot and collects the chunks only it used (`DELETE /v1/snapshots/{sid}`).
+    /// A sandbox's recovery point in the cluster is refused (409): deleting it would leave
+    /// the sandbox nothing to come back from.
     pub async fn delete_snapshot(&self, snapshot: &str) -> Result<(), ApiError> {
+        if self.recovery.in_use(snapshot) {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!("snapshot {snapshot} is a sandbox's recovery point; it goes when the sandbox is deleted or saved anew"),
+            ));
+        }
         self.snapshots
             .delete(snapshot)
             .await

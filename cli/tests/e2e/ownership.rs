@@ -1,0 +1,416 @@
+//! One live copy per sandbox and no acknowledged write lost, under partitions and crashes:
+//! clients append numbered lines to a file in a sandbox through nodes on both sides of a
+//! fault, record which appends were acknowledged and by which node, and check the history
+//! afterwards.
+
+use super::cluster_harness::TestCluster;
+use super::harness::unique;
+use reqwest::Method;
+use std::time::{Duration, Instant};
+use warren_api::exec::ExecRequest;
+
+/// The test clusters' lease (`lease_ms` in the harness).
+const LEASE: Duration = Duration::from_secs(2);
+
+/// One append that was acknowledged.
+#[derive(Debug, Clone)]
+struct Ack {
+    line: String,
+    /// The node that ran it (`x-warren-node`).
+    node: String,
+    /// Since the fault began.
+    at: Duration,
+}
+
+/// Runs `script` in `sandbox` entering node `i`: the answering node and stdout, or why not.
+async fn exec_on(
+    c: &TestCluster,
+    i: usize,
+    sandbox: &str,
+    script: &str,
+) -> Result<(String, String), String> {
+    let req = ExecRequest {
+        command: Some(script.into()),
+        ..Default::default()
+    };
+    let r = c.nodes[i]
+        .client
+        .request(Method::POST, &format!("/v1/sandboxes/{sandbox}/exec"))
+        .json(&req)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = r.status();
+    let node = r
+        .headers()
+        .get("x-warren-node")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let body: serde_json::Value = r.json().await.map_err(|e| e.to_string())?;
+    if !status.is_success() {
+        return Err(format!("{status}: {body}"));
+    }
+    if body["exit_code"] != 0 {
+        return Err(format!("exit {body}"));
+    }
+    Ok((
+        node,
+        body["stdout"].as_str().unwrap_or_default().to_string(),
+    ))
+}
+
+/// Lines appended to `/workspace/log` that were acknowledged.
+async fn append(c: &TestCluster, i: usize, sandbox: &str, line: &str) -> Option<String> {
+    exec_on(c, i, sandbox, &format!("echo {line} >> /workspace/log"))
+        .await
+        .ok()
+        .map(|(node, _)| node)
+}
+
+/// Waits until `sandbox` has a snapshot (its first checkpoint).
+async fn wait_checkpoint(c: &TestCluster, sandbox: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = c.nodes[0]
+            .client
+            .request(Method::GET, &format!("/v1/snapshots?sandbox={sandbox}"))
+            .send()
+            .await
+            .unwrap();
+        let v: serde_json::Value = r.json().await.unwrap();
+        if v["snapshots"].as_array().is_some_and(|a| !a.is_empty()) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no checkpoint of {sandbox}: {v}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Lines of `/workspace/log` in the container of `sandbox` that node `node` runs, read from
+/// the host (works while the container is frozen).
+fn lines_in_container(node: &str, sandbox: &str, file: &str) -> Option<usize> {
+    let out = std::process::Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Pid}}"])
+        .arg(format!("wrn-{node}-{sandbox}"))
+        .output()
+        .ok()?;
+    let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || pid == "0" {
+        return None;
+    }
+    let text = std::fs::read_to_string(format!("/proc/{pid}/root{file}")).ok()?;
+    Some(text.lines().count())
+}
+
+/// The scenario of "Ownership you can bet on": a sandbox on a follower, then that follower
+/// and the leader cut off from the other three of five nodes. The cut-off pair must stop
+/// acknowledging writes (and the sandbox's own processes must stop making progress) before
+/// the majority starts a copy of its own; after healing, the sandbox holds what was
+/// checkpointed before the cut and every write the majority acknowledged.
+#[tokio::test]
+async fn a_cut_off_leader_and_its_follower_stop_before_the_majority_takes_over() {
+    let mut c = TestCluster::start_with(5, 1, "checkpoint_every_s = 1\n").await;
+    c.wait_voters_everywhere(5).await;
+    let leader = c.leader().await;
+    let leader_name = c.nodes[leader].name.clone();
+    // A sandbox whose owner is not the leader.
+    let mut chosen = None;
+    for k in 0..20 {
+        let id = format!("own-{}-{k}", unique());
+        let node = append(&c, leader, &id, "before")
+            .await
+            .expect("first write");
+        if node != leader_name {
+            chosen = Some((id, node));
+            break;
+        }
+        c.nodes[leader].client.delete_sandbox(&id).await.unwrap();
+    }
+    let (id, owner_name) = chosen.expect("some id is placed on a follower");
+    let owner = c.index_of(&owner_name);
+    let ticker = exec_on(
+        &c,
+        leader,
+        &id,
+        "nohup sh -c 'while true; do echo t >> /workspace/ticks; sleep 0.1; done' >/dev/null 2>&1 &",
+    )
+    .await;
+    assert!(ticker.is_ok(), "{ticker:?}");
+    wait_checkpoint(&c, &id).await;
+    // The checkpoint may predate the ticker's first lines; what matters is `before`.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    let minority = [leader, owner];
+    let majority: Vec<usize> = (0..5).filter(|i| !minority.contains(i)).collect();
+    eprintln!(
+        "{} test: cutting {:?} off from {:?}",
+        warren_api::time::now_rfc3339(),
+        minority,
+        majority
+    );
+    c.partition(&minority, &majority);
+    let cut = Instant::now();
+
+    let mut acks: Vec<Ack> = Vec::new();
+    let mut fenced_check: Option<(Duration, Option<usize>)> = None;
+    let mut frozen_for = None;
+    let mut seq = 0;
+    while cut.elapsed() < Duration::from_secs(25) {
+        for (side, entry) in [("minority", owner), ("majority", majority[0])] {
+            seq += 1;
+            let line = format!("{seq}-{side}");
+            if let Some(node) = append(&c, entry, &id, &line).await {
+                acks.push(Ack {
+                    line,
+                    node,
+                    at: cut.elapsed(),
+                });
+            }
+        }
+        // The old copy's own processes: stopped once its lease is gone (lease + renewal
+        // slack), still stopped a while later.
+        let at = cut.elapsed();
+        match fenced_check {
+            None if at > LEASE + Duration::from_secs(1) => {
+                fenced_check = Some((at, lines_in_container(&owner_name, &id, "/workspace/ticks")));
+            }
+            Some((first, n)) if frozen_for.is_none() && at > first + Duration::from_secs(2) => {
+                let later = lines_in_container(&owner_name, &id, "/workspace/ticks");
+                frozen_for = Some((n, later));
+            }
+            _ => {}
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!("{} test: acks {acks:?}", warren_api::time::now_rfc3339());
+    let old_copy: Vec<&Ack> = acks.iter().filter(|a| a.node == owner_name).collect();
+    let new_copy: Vec<&Ack> = acks.iter().filter(|a| a.node != owner_name).collect();
+    assert!(
+        !new_copy.is_empty(),
+        "the majority serves the sandbox again: {acks:?}"
+    );
+    let last_old = old_copy.iter().map(|a| a.at).max().unwrap_or_default();
+    let first_new = new_copy.iter().map(|a| a.at).min().unwrap();
+    assert!(
+        last_old < first_new,
+        "two live copies acknowledged writes: the cut-off owner at {last_old:?}, the majority's from {first_new:?}: {acks:?}"
+    );
+    assert!(
+        last_old < LEASE + Duration::from_secs(1),
+        "the cut-off owner acknowledged writes {last_old:?} after the cut (lease {LEASE:?})"
+    );
+    let (n1, n2) = frozen_for.expect("the old copy was looked at twice");
+    assert!(
+        n1.is_some() && n1 == n2,
+        "the cut-off copy's processes keep running: {n1:?} then {n2:?} lines"
+    );
+
+    c.heal();
+    eprintln!("{} test: healed", warren_api::time::now_rfc3339());
+    // Once settled: one container, and every node reads the same file.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let content = loop {
+        let running = c.containers_of(&id);
+        let reads = futures_util::future::join_all(
+            (0..5).map(|i| exec_on(&c, i, &id, "cat /workspace/log")),
+        )
+        .await;
+        let firsts: Vec<_> = reads.iter().filter_map(|r| r.as_ref().ok()).collect();
+        if running == 1 && firsts.len() == 5 && firsts.iter().all(|r| r.1 == firsts[0].1) {
+            break firsts[0].1.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not settled after healing: {running} containers, reads {reads:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let lines: Vec<&str> = content.lines().collect();
+    assert!(
+        lines.contains(&"before"),
+        "the checkpointed write is lost: {lines:?}"
+    );
+    for a in &new_copy {
+        assert!(
+            lines.contains(&a.line.as_str()),
+            "acknowledged write {a:?} is lost: {lines:?}"
+        );
+    }
+}
+
+/// A sandbox that slept (its disk saved to the shared store) and then lost its node comes
+/// back elsewhere with its files, not blank.
+#[tokio::test]
+async fn a_sleeping_sandbox_whose_node_dies_comes_back_with_its_files() {
+    let mut c = TestCluster::start(3, 1).await;
+    c.wait_voters_everywhere(3).await;
+    let leader = c.leader().await;
+    let entry = (leader + 1) % 3;
+    // A sandbox on a node that is neither the leader nor the entry node... or any, as long
+    // as it is not the leader (killing the leader is another test).
+    let mut chosen = None;
+    for k in 0..20 {
+        let id = format!("slept-{}-{k}", unique());
+        let node = append(&c, entry, &id, "kept").await.expect("write");
+        if node != c.nodes[leader].name {
+            chosen = Some((id, node));
+            break;
+        }
+        c.nodes[entry].client.delete_sandbox(&id).await.unwrap();
+    }
+    let (id, owner_name) = chosen.expect("an id placed on a follower");
+    let owner = c.index_of(&owner_name);
+    let slept = c.nodes[entry].client.sleep(&id).await.unwrap();
+    assert_eq!(slept.state.as_str(), "sleeping");
+    c.kill(owner);
+    let survivor = (0..3).find(|i| *i != owner).unwrap();
+    let t = Instant::now();
+    let content = loop {
+        match exec_on(&c, survivor, &id, "cat /workspace/log 2>&1 || true").await {
+            Ok((node, out)) => {
+                assert_ne!(node, owner_name);
+                break out;
+            }
+            Err(e) => {
+                assert!(
+                    t.elapsed() < Duration::from_secs(40),
+                    "the sandbox did not come back: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    };
+    assert_eq!(content.trim(), "kept", "the slept sandbox came back blank");
+}
+
+/// A three-node cluster (checkpoints every second) with a sandbox on a follower that holds
+/// `kept` in its recovery point: the cluster, the sandbox, and the index of its owner.
+async fn checkpointed_on_a_follower(prefix: &str) -> (TestCluster, String, usize) {
+    let c = TestCluster::start_with(3, 1, "checkpoint_every_s = 1\n").await;
+    c.wait_voters_everywhere(3).await;
+    let leader = c.leader().await;
+    for k in 0..20 {
+        let id = format!("{prefix}-{}-{k}", unique());
+        let node = append(&c, leader, &id, "kept").await.expect("write");
+        if node != c.nodes[leader].name {
+            wait_checkpoint(&c, &id).await;
+            let owner = c.index_of(&node);
+            return (c, id, owner);
+        }
+        c.nodes[leader].client.delete_sandbox(&id).await.unwrap();
+    }
+    panic!("no id was placed on a follower");
+}
+
+/// Reads `/workspace/log` entering node `entry` until the sandbox answers from a node other
+/// than `gone` (up to 40 s); its content.
+async fn comes_back_elsewhere(c: &TestCluster, entry: usize, id: &str, gone: &str) -> String {
+    let t = Instant::now();
+    loop {
+        match exec_on(c, entry, id, "cat /workspace/log 2>&1 || true").await {
+            Ok((node, out)) if node != gone => return out,
+            other => {
+                assert!(
+                    t.elapsed() < Duration::from_secs(40),
+                    "the sandbox did not come back: {other:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+/// Sends `method path` to node `i` until it answers other than 5xx; the status.
+async fn admin(c: &TestCluster, i: usize, method: Method, path: &str) -> u16 {
+    let t = Instant::now();
+    loop {
+        let r = c.nodes[i]
+            .client
+            .request(method.clone(), path)
+            .timeout(Duration::from_secs(15))
+            .send()
+            .await;
+        match r {
+            Ok(r) if !r.status().is_server_error() => return r.status().as_u16(),
+            other => {
+                assert!(t.elapsed() < Duration::from_secs(30), "{path}: {other:?}");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    }
+}
+
+/// A node that died and was then removed by force: its sandboxes fail over like a down
+/// node's (they answered 503 "left the cluster" forever).
+#[tokio::test]
+async fn a_dead_node_removed_by_force_has_its_sandboxes_failed_over() {
+    let (mut c, id, owner) = checkpointed_on_a_follower("removed").await;
+    let owner_name = c.nodes[owner].name.clone();
+    c.kill(owner);
+    let survivor = (0..3).find(|i| *i != owner).unwrap();
+    let path = format!("/v1/cluster/nodes/{owner_name}?force=true");
+    assert_eq!(admin(&c, survivor, Method::DELETE, &path).await, 204);
+    let content = comes_back_elsewhere(&c, survivor, &id, &owner_name).await;
+    assert_eq!(content.trim(), "kept");
+}
+
+/// A node that died and was then told to drain (it cannot move anything away): its
+/// sandboxes fail over (they answered 503 forever: a draining node was never failed over).
+#[tokio::test]
+async fn a_dead_node_that_is_drained_has_its_sandboxes_failed_over() {
+    let (mut c, id, owner) = checkpointed_on_a_follower("drained").await;
+    let owner_name = c.nodes[owner].name.clone();
+    c.kill(owner);
+    let survivor = (0..3).find(|i| *i != owner).unwrap();
+    let path = format!("/v1/cluster/nodes/{owner_name}/drain");
+    assert_eq!(admin(&c, survivor, Method::POST, &path).await, 200);
+    let content = comes_back_elsewhere(&c, survivor, &id, &owner_name).await;
+    assert_eq!(content.trim(), "kept");
+}
+
+/// A node cut off from the others (its view of the cluster stale) never answers 404 for a
+/// sandbox created meanwhile: it answers a retryable 503 until it can tell.
+#[tokio::test]
+async fn a_cut_off_node_never_answers_404_for_a_sandbox_that_exists() {
+    let mut c = TestCluster::start(3, 1).await;
+    c.wait_voters_everywhere(3).await;
+    let leader = c.leader().await;
+    let cut = (leader + 1) % 3;
+    let others: Vec<usize> = (0..3).filter(|i| *i != cut).collect();
+    c.partition(&[cut], &others);
+    let id = format!("exists-{}", unique());
+    let t = Instant::now();
+    while append(&c, leader, &id, "x").await.is_none() {
+        assert!(t.elapsed() < Duration::from_secs(30), "cannot create {id}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    for _ in 0..3 {
+        let r = c.nodes[cut]
+            .client
+            .request(Method::GET, &format!("/v1/sandboxes/{id}"))
+            .timeout(Duration::from_secs(20))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let body = r.text().await.unwrap_or_default();
+        assert_ne!(status, 404, "a sandbox that exists answered 404: {body}");
+        assert_eq!(status, 503, "{body}");
+    }
+    c.heal();
+    let t = Instant::now();
+    loop {
+        let r = c.nodes[cut]
+            .client
+            .request(Method::GET, &format!("/v1/sandboxes/{id}"))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 200 {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{}", r.status());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}

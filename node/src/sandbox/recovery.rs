@@ -1,0 +1,44 @@
+//! Where a sandbox's recovery points are recorded. A sandbox that sleeps or is checkpointed
+//! gets a snapshot that another node restores if this one dies; in a cluster that snapshot
+//! counts only once the cluster's placement names it, so the manager records it there
+//! before the container goes and before any older snapshot is deleted, and deletes a
+//! snapshot only when nothing survivors would restore refers to it. The manager knows no
+//! cluster: the router implements this boundary on the cluster's state; a node of its own
+//! uses [`NodeLocal`].
+
+use super::manager::HandoffData;
+use async_trait::async_trait;
+use warren_api::ApiError;
+
+#[async_trait]
+pub trait RecoveryPoints: Send + Sync {
+    /// Records `h` as the recovery point of sandbox `id`. An error: it was not recorded, so
+    /// the caller keeps the container and every older snapshot.
+    async fn record(&self, id: &str, h: &HandoffData) -> Result<(), ApiError>;
+
+    /// Whether a recovery point others would restore refers to `snapshot` (it is never
+    /// deleted then). When in doubt (this node's view of the cluster may be stale): true.
+    fn in_use(&self, snapshot: &str) -> bool;
+
+    /// Whether this node owns sandbox `id` by a current view (it may tidy the sandbox's old
+    /// snapshots). When in doubt: false.
+    fn owns(&self, id: &str) -> bool;
+}
+
+/// A node on its own: its records are the only recovery points.
+pub struct NodeLocal;
+
+#[async_trait]
+impl RecoveryPoints for NodeLocal {
+    async fn record(&self, _id: &str, _h: &HandoffData) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    fn in_use(&self, _snapshot: &str) -> bool {
+        false
+    }
+
+    fn owns(&self, _id: &str) -> bool {
+        true
+    }
+}

@@ -1,0 +1,85 @@
+//! Self-fencing: while this node holds no ownership lease (cut off from the cluster's
+//! majority, paused, or not yet in touch after a start), the majority may hand its sandboxes
+//! to another node, so their processes must stop making progress here. The fence marks the
+//! `cluster_lease` guarantee broken within one look (`LOOK_EVERY`): the manager's freezer
+//! then freezes every running sandbox (the cgroup freezer), no sandbox starts, and calls
+//! answer 503. When the lease is back, the copies another node took over meanwhile are
+//! settled first — what each held is saved as a `conflict` snapshot, then the copy goes —
+//! and only then are the rest thawed. A node alone in its cluster needs no fence.
+
+use crate::state::AppState;
+use std::time::Duration;
+use warren_consensus::Cluster;
+use warren_node::safety::{Guarantee, Safety};
+
+/// How often the fence looks at the lease.
+const LOOK_EVERY: Duration = Duration::from_millis(100);
+
+const NO_LEASE: &str =
+    "this node holds no lease from the cluster's majority; its sandboxes are frozen until it does";
+
+/// Marks the lease missing before anything starts on a node of a real cluster: until its
+/// first lease, it cannot know which of its sandboxes are still its own.
+pub fn fence_until_leased(cluster: &Cluster, safety: &Safety) {
+    if cluster.read(|s| s.nodes.len()) >= 2 {
+        safety.set(Guarantee::Lease, Some(NO_LEASE.to_string()));
+    }
+}
+
+/// Runs the fence until the process ends.
+pub fn spawn(st: AppState) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            look(&st).await;
+            tokio::time::sleep(LOOK_EVERY).await;
+        }
+    })
+}
+
+async fn look(st: &AppState) {
+    let cl = &st.cluster.cluster;
+    let safety = st.mgr.safety();
+    let alone = cl.read(|s| s.nodes.len()) < 2;
+    let fenced = !safety.holds(Guarantee::Lease);
+    if alone || cl.has_lease() {
+        if fenced {
+            settle_taken_over(st).await;
+            safety.set(Guarantee::Lease, None);
+        }
+    } else if !fenced {
+        safety.set(Guarantee::Lease, Some(NO_LEASE.to_string()));
+    }
+}
+
+/// Every local copy of a sandbox whose placement names another node: settled
+/// (`discard_taken_over`).
+async fn settle_taken_over(st: &AppState) {
+    let cl = &st.cluster.cluster;
+    for id in st.mgr.local_ids() {
+        let elsewhere = cl.read(|s| s.placements.get(&id).is_some_and(|p| p.node != cl.id));
+        if elsewhere {
+            discard_taken_over(st, &id).await;
+        }
+    }
+}
+
+/// Removes this node's copy of a sandbox another node owns now. A copy that was running may
+/// hold files the new owner's copy lacks (written after the recovery point it came back
+/// from): those are saved first as a `conflict` snapshot, logged and listed under the
+/// sandbox, so its owner can recover them. If that snapshot cannot be written, the copy is
+/// kept (and tried again next time).
+pub(crate) async fn discard_taken_over(st: &AppState, id: &str) {
+    match st.mgr.save_conflict(id).await {
+        Ok(Some(snapshot)) => {
+            tracing::warn!(sandbox_id = %id, %snapshot, "another node took this sandbox over; what this copy held is kept as a conflict snapshot")
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::error!(sandbox_id = %id, error = %e, "another node took this sandbox over and this copy's files cannot be saved; the copy is kept");
+            return;
+        }
+    }
+    if let Err(e) = st.mgr.discard(id).await {
+        tracing::warn!(sandbox_id = %id, error = %e, "cannot remove a copy another node owns");
+    }
+}

@@ -1,0 +1,123 @@
+//! Recovery points as cluster state: a sandbox's sleep or checkpoint snapshot counts once the
+//! committed placement names it (`Command::Checkpoint`), and a snapshot any placement names
+//! is never deleted (`warren_node::sandbox::recovery`).
+
+use super::cluster_error;
+use async_trait::async_trait;
+use std::sync::Arc;
+use warren_api::{ApiError, ErrorCode};
+use warren_consensus::{Cluster, Command, CommandResult, Handoff, NodeId};
+use warren_node::sandbox::manager::HandoffData;
+use warren_node::sandbox::recovery::RecoveryPoints;
+
+pub struct ClusterRecoveryPoints {
+    cluster: Arc<Cluster>,
+}
+
+impl ClusterRecoveryPoints {
+    pub fn new(cluster: Arc<Cluster>) -> Arc<Self> {
+        Arc::new(ClusterRecoveryPoints { cluster })
+    }
+}
+
+/// What recording a recovery point takes, from the applied state.
+#[derive(Debug, PartialEq, Eq)]
+enum Need {
+    /// Nothing: a node alone, or a sandbox that was never placed (it predates the cluster).
+    Nothing,
+    /// A commit on the placement at this epoch.
+    Commit(u64),
+    /// The placement names another node: this copy is not the sandbox's.
+    NotOwner,
+}
+
+/// Pure: from the number of nodes and the sandbox's placement (node, epoch), if any.
+fn need(nodes: usize, placement: Option<(NodeId, u64)>, me: NodeId) -> Need {
+    if nodes < 2 {
+        return Need::Nothing;
+    }
+    match placement {
+        None => Need::Nothing,
+        Some((node, epoch)) if node == me => Need::Commit(epoch),
+        Some(_) => Need::NotOwner,
+    }
+}
+
+fn need_of(cl: &Cluster, id: &str) -> Need {
+    cl.read(|s| {
+        need(
+            s.nodes.len(),
+            s.placements.get(id).map(|p| (p.node, p.epoch)),
+            cl.id,
+        )
+    })
+}
+
+#[async_trait]
+impl RecoveryPoints for ClusterRecoveryPoints {
+    async fn record(&self, id: &str, h: &HandoffData) -> Result<(), ApiError> {
+        let cl = &self.cluster;
+        let epoch = match need_of(cl, id) {
+            Need::Nothing => return Ok(()),
+            Need::Commit(epoch) => epoch,
+            Need::NotOwner => {
+                return Err(ApiError::new(
+                    ErrorCode::Unavailable,
+                    format!("sandbox {id} is owned by another node; retry"),
+                ))
+            }
+        };
+        let cmd = Command::Checkpoint {
+            sandbox: id.to_string(),
+            epoch,
+            handoff: Handoff {
+                record: h.record.clone(),
+                snapshot: h.snapshot.clone(),
+                resume: h.resume,
+            },
+        };
+        match cl.propose(cmd).await.map_err(cluster_error)? {
+            CommandResult::Placement { applied: true, .. } => Ok(()),
+            other => Err(ApiError::new(
+                ErrorCode::Unavailable,
+                format!("the recovery point of {id} was not recorded ({other:?}); retry"),
+            )),
+        }
+    }
+
+    fn in_use(&self, snapshot: &str) -> bool {
+        let cl = &self.cluster;
+        if cl.read(|s| s.nodes.len()) >= 2 && !cl.has_lease() {
+            return true;
+        }
+        cl.read(|s| {
+            s.placements.values().any(|p| {
+                p.handoff
+                    .as_ref()
+                    .is_some_and(|h| h.snapshot.as_deref() == Some(snapshot))
+            })
+        })
+    }
+
+    fn owns(&self, id: &str) -> bool {
+        let cl = &self.cluster;
+        match need_of(cl, id) {
+            Need::Nothing => true,
+            Need::Commit(_) => cl.has_lease(),
+            Need::NotOwner => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_owner_in_a_real_cluster_commits() {
+        assert_eq!(need(1, Some((1, 3)), 1), Need::Nothing, "alone");
+        assert_eq!(need(2, None, 1), Need::Nothing, "never placed");
+        assert_eq!(need(2, Some((2, 4)), 1), Need::NotOwner);
+        assert_eq!(need(2, Some((2, 4)), 2), Need::Commit(4));
+    }
+}
