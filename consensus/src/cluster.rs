@@ -307,49 +307,58 @@ impl Cluster {
     /// index from the leader, confirmed by a quorum): reads of the applied state after it
     /// see every write acknowledged before. Also renews this node's lease.
     pub async fn read_barrier(&self, timeout: Duration) -> Result<(), ClusterError> {
-        let m = self.raft.metrics().borrow().clone();
-        let index = if m.current_leader == Some(self.id) {
-            match tokio::time::timeout(timeout, self.raft.get_read_log_id()).await {
-                Ok(Ok((read, _))) => read.map_or(0, |l| l.index),
-                Ok(Err(e)) => return Err(ClusterError::NoQuorum(e.to_string())),
-                Err(_) => {
-                    return Err(ClusterError::NoQuorum(
-                        "no quorum confirmed the leader".into(),
-                    ))
-                }
-            }
+        let index = if self.is_leader() {
+            self.confirm_leadership(timeout).await
         } else {
-            let leader = m
-                .current_leader
-                .and_then(|l| m.membership_config.membership().get_node(&l).cloned())
-                .ok_or_else(|| ClusterError::NoQuorum("no leader known".into()))?;
-            let asked_at_ms = self.now_ms();
-            let reply = rpc::call(
-                &self.peers,
-                &leader.peer_addr,
-                &leader.name,
-                Request::Lease,
-                timeout,
-            )
-            .await
-            .map_err(|e| ClusterError::NoQuorum(e.to_string()))?;
-            match reply {
-                Reply::Lease { read_index } => {
-                    self.lease.lock().expect("lease lock").granted(Grant {
-                        asked_at_ms,
-                        read_index,
-                    });
-                    read_index
-                }
-                other => return Err(ClusterError::NoQuorum(format!("{other:?}"))),
-            }
-        };
+            self.request_lease(timeout).await
+        }
+        .map_err(ClusterError::NoQuorum)?;
         self.raft
             .wait(Some(timeout))
             .applied_index_at_least(Some(index), "read barrier")
             .await
             .map(|_| ())
             .map_err(|e| ClusterError::NoQuorum(e.to_string()))
+    }
+
+    /// Leader: one read-index round (a quorum acknowledges this node as leader now); the
+    /// read index.
+    async fn confirm_leadership(&self, timeout: Duration) -> Result<u64, String> {
+        match tokio::time::timeout(timeout, self.raft.get_read_log_id()).await {
+            Ok(Ok((read, _))) => Ok(read.map_or(0, |l| l.index)),
+            Ok(Err(e)) => Err(format!("not confirmed as leader: {e}")),
+            Err(_) => Err("no quorum confirmed the leader in time".into()),
+        }
+    }
+
+    /// Follower: asks the current leader for a lease and records the grant; its read index.
+    async fn request_lease(&self, timeout: Duration) -> Result<u64, String> {
+        let m = self.raft.metrics().borrow().clone();
+        let leader = m
+            .current_leader
+            .filter(|l| *l != self.id)
+            .and_then(|l| m.membership_config.membership().get_node(&l).cloned())
+            .ok_or("no other node is known to lead")?;
+        let asked_at_ms = self.now_ms();
+        let reply = rpc::call(
+            &self.peers,
+            &leader.peer_addr,
+            &leader.name,
+            Request::Lease,
+            timeout,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        match reply {
+            Reply::Lease { read_index } => {
+                self.lease.lock().expect("lease lock").granted(Grant {
+                    asked_at_ms,
+                    read_index,
+                });
+                Ok(read_index)
+            }
+            other => Err(format!("lease not granted: {other:?}")),
+        }
     }
 
     /// Keeps the record of granted leases in step with the term this node leads in.
@@ -376,17 +385,12 @@ impl Cluster {
             Some((began, index)) if began >= arrived => index,
             _ => {
                 let began = self.now_ms();
-                let round = tokio::time::timeout(self.cfg.lease / 2, self.raft.get_read_log_id());
-                match round.await {
-                    Ok(Ok((read, _))) => {
-                        let index = read.map_or(0, |l| l.index);
+                match self.confirm_leadership(self.cfg.lease / 2).await {
+                    Ok(index) => {
                         *confirmed = Some((began, index));
                         index
                     }
-                    Ok(Err(e)) => return Reply::Refused(format!("not confirmed as leader: {e}")),
-                    Err(_) => {
-                        return Reply::Refused("no quorum confirmed the leader in time".into())
-                    }
+                    Err(why) => return Reply::Refused(why),
                 }
             }
         };
@@ -404,31 +408,11 @@ impl Cluster {
         let handle = tokio::spawn(async move {
             while !me.stopping.load(Ordering::Relaxed) {
                 tokio::time::sleep(me.cfg.lease / 4).await;
-                let m = me.raft.metrics().borrow().clone();
-                let Some(leader) = m.current_leader.filter(|l| *l != me.id) else {
+                if me.is_leader() {
                     continue;
-                };
-                let Some(node) = m.membership_config.membership().get_node(&leader).cloned() else {
-                    continue;
-                };
-                let asked_at_ms = me.now_ms();
-                let reply = rpc::call(
-                    &me.peers,
-                    &node.peer_addr,
-                    &node.name,
-                    Request::Lease,
-                    me.cfg.lease / 2,
-                )
-                .await;
-                match reply {
-                    Ok(Reply::Lease { read_index }) => {
-                        me.lease.lock().expect("lease lock").granted(Grant {
-                            asked_at_ms,
-                            read_index,
-                        })
-                    }
-                    Ok(other) => tracing::debug!(?other, "lease not granted"),
-                    Err(e) => tracing::debug!(error = %e, "lease request failed"),
+                }
+                if let Err(why) = me.request_lease(me.cfg.lease / 2).await {
+                    tracing::debug!(%why, "no lease this round");
                 }
             }
         });

@@ -5,12 +5,12 @@
 //! and discarding a copy another node now owns. The cluster side (who moves what, and the
 //! placement commits around it) lives in the router's `cluster/migrate.rs`.
 
-use super::persist::normalize_dirs;
+use super::persist::saved_dirs;
 use super::SandboxManager;
 use crate::sandbox::record::SandboxRecord;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use warren_api::sandbox::{Persist, PersistMode, SandboxState};
+use warren_api::sandbox::SandboxState;
 use warren_api::ApiError;
 use warren_storage::snapshots::SnapshotOrigin;
 
@@ -188,10 +188,8 @@ impl SandboxManager {
         if rec.state != SandboxState::Running {
             return Ok(None);
         }
-        let dirs = match &rec.persist {
-            Persist::Mode(PersistMode::Disk) => Vec::new(),
-            Persist::Dirs { dirs } => normalize_dirs(dirs),
-            Persist::Mode(PersistMode::None) => return Ok(None),
+        let Some(dirs) = saved_dirs(&rec.persist) else {
+            return Ok(None);
         };
         let name = format!("conflict-{}-{}", self.cfg.node_id, super::now_ms() / 1000);
         let m = self
@@ -228,10 +226,8 @@ impl SandboxManager {
         if rec.state != SandboxState::Running {
             return Ok(None);
         }
-        let dirs = match &rec.persist {
-            Persist::Mode(PersistMode::Disk) => Vec::new(),
-            Persist::Dirs { dirs } => normalize_dirs(dirs),
-            Persist::Mode(PersistMode::None) => return Ok(None),
+        let Some(dirs) = saved_dirs(&rec.persist) else {
+            return Ok(None);
         };
         let m = self
             .capture(&rec, SnapshotOrigin::Checkpoint, None, &dirs, false)

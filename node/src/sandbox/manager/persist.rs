@@ -34,6 +34,16 @@ fn under(path: &str, dir: &str) -> bool {
     dir == "/" || path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
 }
 
+/// What a sleep, checkpoint or conflict snapshot saves per the sandbox's `persist`: the
+/// directories (empty: the whole disk), or `None` for `persist: none` (nothing is saved).
+pub(super) fn saved_dirs(persist: &Persist) -> Option<Vec<String>> {
+    match persist {
+        Persist::Mode(PersistMode::Disk) => Some(Vec::new()),
+        Persist::Dirs { dirs } => Some(normalize_dirs(dirs)),
+        Persist::Mode(PersistMode::None) => None,
+    }
+}
+
 /// Directories as saved: without trailing slashes, sorted, no duplicates; `/` means all.
 pub fn normalize_dirs(dirs: &[String]) -> Vec<String> {
     let mut out: Vec<String> = dirs
@@ -567,11 +577,7 @@ impl SandboxManager {
         mut rec: SandboxRecord,
     ) -> Result<(), ApiError> {
         let started = Instant::now();
-        let dirs = match &rec.persist {
-            Persist::Mode(PersistMode::Disk) => Some(Vec::new()),
-            Persist::Dirs { dirs } => Some(normalize_dirs(dirs)),
-            Persist::Mode(PersistMode::None) => None,
-        };
+        let dirs = saved_dirs(&rec.persist);
         let previous = rec.snapshot.clone();
         if let Some(dirs) = dirs {
             let m = self
