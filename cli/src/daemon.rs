@@ -285,7 +285,8 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
             None => load_or_create_secret(&cluster_dir.join("join-token"), "wj_")?,
         };
         let ca = tls::new_ca(&s.name)?;
-        let identity = tls::issue(&ca, &s.name)?;
+        // The first node of a cluster is node 1.
+        let identity = tls::issue(&ca, &s.name, 1)?;
         let stored = StoredIdentity {
             format: IDENTITY_FORMAT,
             node_id: 1,
@@ -309,6 +310,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         .unwrap_or(peers.local_addr()?.to_string());
     let mut ccfg = ClusterConfig::new(&s.name, &s.region, &api_addr, &peer_addr);
     ccfg.capacity = s.capacity;
+    ccfg.key_id = tls::key_id_of_cert(&stored.identity.cert_pem)?;
     ccfg.heartbeat = s.heartbeat();
     ccfg.down_after = std::time::Duration::from_millis(s.down_after_ms);
     ccfg.lease = std::time::Duration::from_millis(s.lease_ms);
@@ -473,7 +475,8 @@ async fn join(
                     bootstrap_ca: None,
                 });
             }
-            Ok(r) if r.status() == 403 => bail!(
+            // A wrong token, or a name that is already a member's: retrying cannot help.
+            Ok(r) if r.status() == 403 || r.status() == 409 => bail!(
                 "{seed} refused the join: {}",
                 r.text().await.unwrap_or_default()
             ),

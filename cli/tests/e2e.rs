@@ -15,6 +15,7 @@ mod e2e {
     mod hostile;
     mod interpreter;
     mod lifecycle;
+    mod membership;
     mod migration;
     mod network;
     mod ownership;

@@ -1,5 +1,6 @@
 //! A running cluster member.
 
+use crate::authority::{self, Refusal};
 use crate::lease::{FollowerLease, Grant, Grants};
 use crate::membership::desired_voters;
 use crate::network::Network;
@@ -14,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use warren_storage::RaftDb;
-use warren_transport::{frame, CaMaterial, Peers, RecvStream, SendStream};
+use warren_transport::{frame, CaMaterial, PeerId, Peers, RecvStream, SendStream};
 
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
@@ -38,6 +39,9 @@ pub struct ClusterConfig {
     pub lease_margin: Duration,
     /// How often the leader probes nodes and reconciles membership.
     pub supervise_every: Duration,
+    /// The id of the key this node's certificate is issued for (`tls::key_id_of_cert`),
+    /// registered at bootstrap.
+    pub key_id: String,
 }
 
 impl ClusterConfig {
@@ -54,6 +58,7 @@ impl ClusterConfig {
             lease: Duration::from_secs(4),
             lease_margin: Duration::from_millis(500),
             supervise_every: Duration::from_millis(500),
+            key_id: String::new(),
         }
     }
 
@@ -212,6 +217,7 @@ impl Cluster {
             api_addr: self.cfg.api_addr.clone(),
             peer_addr: self.cfg.peer_addr.clone(),
             capacity: self.cfg.capacity,
+            key_id: self.cfg.key_id.clone(),
         }
     }
 
@@ -373,11 +379,10 @@ impl Cluster {
 
     /// Leader: grants `peer` a lease once a quorum confirmed this node's leadership after the
     /// request arrived; answers with the read index.
-    async fn grant_lease(&self, peer: &str) -> Reply {
-        let Some(node) = self.read(|s| s.nodes.values().find(|n| n.name == peer).map(|n| n.id))
-        else {
-            return Reply::Refused(format!("{peer} is not a member"));
-        };
+    async fn grant_lease(&self, node: NodeId) -> Reply {
+        if self.read(|s| !s.nodes.contains_key(&node)) {
+            return Reply::Refused(format!("node {node} is not a member"));
+        }
         self.note_leadership();
         let arrived = self.now_ms();
         let mut confirmed = self.confirmed.lock().await;
@@ -454,11 +459,16 @@ impl Cluster {
         }
     }
 
+    /// The member a peer connection speaks for (`authority::identify` on the applied state).
+    pub fn member_of(&self, peer: &PeerId) -> Result<NodeId, Refusal> {
+        self.read(|s| authority::identify(s, peer))
+    }
+
     /// Serves one RPC stream from a peer.
-    /// `peer` is the name in the peer's certificate.
+    /// `peer` is who the peer's certificate names.
     pub async fn serve_rpc(
         self: Arc<Self>,
-        peer: String,
+        peer: PeerId,
         mut send: SendStream,
         mut recv: RecvStream,
     ) {
@@ -488,7 +498,14 @@ impl Cluster {
         let _ = send.finish();
     }
 
-    async fn handle(&self, peer: &str, req: Request) -> Reply {
+    async fn handle(&self, peer: &PeerId, req: Request) -> Reply {
+        let caller = match self.authorized(peer, &req).await {
+            Ok(id) => id,
+            Err(refusal) => {
+                tracing::warn!(peer = %peer.name, node = ?peer.node, %refusal, "peer request refused");
+                return Reply::Refused(refusal.to_string());
+            }
+        };
         match req {
             Request::AppendEntries(r) => Reply::AppendEntries(self.raft.append_entries(r).await),
             Request::Vote(r) => Reply::Vote(self.raft.vote(r).await),
@@ -500,8 +517,21 @@ impl Cluster {
                 Ok(r) => Ok(r.data),
                 Err(e) => Err(e.to_string()),
             }),
-            Request::Lease => self.grant_lease(peer).await,
+            Request::Lease => self.grant_lease(caller).await,
         }
+    }
+
+    /// Checks who `peer` is and whether it may send `req`. A sandbox command from a node this
+    /// node does not yet see as the owner waits a moment for the applied state (the move to
+    /// it may be committed and not applied here yet).
+    async fn authorized(&self, peer: &PeerId, req: &Request) -> Result<NodeId, Refusal> {
+        let caller = self.member_of(peer)?;
+        let check = |s: &ClusterState| authority::authorize(s, caller, req);
+        if let Err(Refusal::NotOwner { .. }) = self.read(check) {
+            self.wait_for(Duration::from_secs(1), |s| check(s).is_ok())
+                .await;
+        }
+        self.read(check).map(|_| caller)
     }
 
     /// Starts the supervisor: while this node leads, it probes nodes (marking them down or up)

@@ -1,9 +1,11 @@
-//! Joining a cluster: a new node proves it knows the join token (without sending it), gets a
-//! node id and a certificate for the CSR it sent, and proof that the answer came from a
-//! holder of the same token.
+//! Joining a cluster: a new node proves it knows the join token (without sending it) over
+//! every field it registers, gets a node id and a certificate for the CSR it sent (bound to
+//! that id and to the CSR's key), and proof that the answer came from a holder of the same
+//! token. A member's name is bound to its key: registering it again with another key (a
+//! token holder posing as the leader, or the same name from a wiped disk) is refused.
 
 use crate::cluster::{Cluster, ClusterError};
-use crate::state::{Command, CommandResult, NodeId};
+use crate::state::{Command, CommandResult, NodeId, NAME_TAKEN};
 use serde::{Deserialize, Serialize};
 use warren_transport::tls;
 
@@ -15,8 +17,21 @@ pub struct JoinRequest {
     pub peer_addr: String,
     pub capacity: u32,
     pub csr_pem: String,
-    /// HMAC(token, name, csr).
+    /// HMAC(token, name, region, api_addr, peer_addr, capacity, csr).
     pub proof: String,
+}
+
+/// Why a join was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    #[error("invalid join token (the proof does not cover this request)")]
+    BadProof,
+    #[error("invalid certificate signing request: {0}")]
+    BadCsr(String),
+    #[error("{0}")]
+    NameTaken(String),
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -39,16 +54,39 @@ impl JoinRequest {
         capacity: u32,
         csr_pem: &str,
     ) -> Self {
-        JoinRequest {
+        let mut req = JoinRequest {
             name: name.into(),
             region: region.into(),
             api_addr: api_addr.into(),
             peer_addr: peer_addr.into(),
             capacity,
             csr_pem: csr_pem.into(),
-            proof: tls::proof(token, &[name.as_bytes(), csr_pem.as_bytes()]),
-        }
+            proof: String::new(),
+        };
+        req.proof = tls::proof(token, &as_slices(&req.signed_parts()));
+        req
     }
+
+    /// Whether the proof was made with `token` over exactly these fields.
+    pub fn verify(&self, token: &str) -> bool {
+        tls::verify_proof(token, &as_slices(&self.signed_parts()), &self.proof)
+    }
+
+    /// Every registered field, and the CSR (each part length-prefixed by the proof).
+    fn signed_parts(&self) -> [Vec<u8>; 6] {
+        [
+            self.name.as_bytes().to_vec(),
+            self.region.as_bytes().to_vec(),
+            self.api_addr.as_bytes().to_vec(),
+            self.peer_addr.as_bytes().to_vec(),
+            self.capacity.to_be_bytes().to_vec(),
+            self.csr_pem.as_bytes().to_vec(),
+        ]
+    }
+}
+
+fn as_slices(parts: &[Vec<u8>]) -> Vec<&[u8]> {
+    parts.iter().map(Vec::as_slice).collect()
 }
 
 impl JoinResponse {
@@ -56,10 +94,7 @@ impl JoinResponse {
     pub fn verify(&self, token: &str) -> bool {
         tls::verify_proof(
             token,
-            &Self::parts(self.node_id, &self.cert_pem, &self.ca_pem)
-                .iter()
-                .map(|v| v.as_slice())
-                .collect::<Vec<_>>(),
+            &as_slices(&Self::parts(self.node_id, &self.cert_pem, &self.ca_pem)),
             &self.proof,
         )
     }
@@ -73,44 +108,41 @@ impl JoinResponse {
     }
 }
 
-/// Admits a node: checks its proof, registers it, signs its CSR. The leader's supervisor then
-/// adds it to Raft as a learner (and perhaps a voter) once it runs.
+/// Admits a node: checks its proof, registers it (bound to its CSR's key), signs its CSR
+/// for the id it got. The leader's supervisor then adds it to Raft as a learner (and perhaps
+/// a voter) once it runs.
 pub async fn admit(
     cluster: &Cluster,
     token: &str,
     req: &JoinRequest,
-) -> Result<JoinResponse, ClusterError> {
-    if !tls::verify_proof(
-        token,
-        &[req.name.as_bytes(), req.csr_pem.as_bytes()],
-        &req.proof,
-    ) {
-        return Err(ClusterError::Rejected("invalid join token".into()));
+) -> Result<JoinResponse, JoinError> {
+    if !req.verify(token) {
+        return Err(JoinError::BadProof);
     }
+    let key_id = tls::key_id_of_csr(&req.csr_pem).map_err(|e| JoinError::BadCsr(e.to_string()))?;
     let cmd = Command::Register {
         name: req.name.clone(),
         region: req.region.clone(),
         api_addr: req.api_addr.clone(),
         peer_addr: req.peer_addr.clone(),
         capacity: req.capacity,
+        key_id,
     };
     let node_id = match cluster.propose(cmd).await? {
         CommandResult::Registered { node } => node,
+        CommandResult::Rejected { reason } if reason.starts_with(NAME_TAKEN) => {
+            return Err(JoinError::NameTaken(reason))
+        }
         other => {
-            return Err(ClusterError::Rejected(format!(
-                "registration gave {other:?}"
-            )))
+            return Err(ClusterError::Rejected(format!("registration gave {other:?}")).into())
         }
     };
     let (ca, name) = cluster.read(|s| (s.ca.clone(), s.cluster.clone()));
     let ca = ca.ok_or_else(|| ClusterError::Rejected("the cluster has no CA yet".into()))?;
-    let cert_pem = tls::sign_csr(&ca, &req.csr_pem, &req.name)
-        .map_err(|e| ClusterError::Rejected(e.to_string()))?;
+    let cert_pem = tls::sign_csr(&ca, &req.csr_pem, &req.name, node_id)
+        .map_err(|e| JoinError::BadCsr(e.to_string()))?;
     let parts = JoinResponse::parts(node_id, &cert_pem, &ca.cert_pem);
-    let proof = tls::proof(
-        token,
-        &parts.iter().map(|v| v.as_slice()).collect::<Vec<_>>(),
-    );
+    let proof = tls::proof(token, &as_slices(&parts));
     Ok(JoinResponse {
         node_id,
         cluster: name,
@@ -118,4 +150,32 @@ pub async fn admit(
         ca_pem: ca.cert_pem,
         proof,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> JoinRequest {
+        JoinRequest::new("tok", "n2", "eu", "127.0.0.2:1", "127.0.0.2:2", 4, "csr")
+    }
+
+    #[test]
+    fn the_proof_covers_every_registered_field() {
+        assert!(request().verify("tok"));
+        assert!(!request().verify("other"));
+        let tampered: [fn(&mut JoinRequest); 6] = [
+            |r| r.name = "n1".into(),
+            |r| r.region = "us".into(),
+            |r| r.api_addr = "10.0.0.1:1".into(),
+            |r| r.peer_addr = "10.0.0.1:2".into(),
+            |r| r.capacity = 64,
+            |r| r.csr_pem = "other csr".into(),
+        ];
+        for (i, change) in tampered.iter().enumerate() {
+            let mut r = request();
+            change(&mut r);
+            assert!(!r.verify("tok"), "field {i} changed and the proof still held");
+        }
+    }
 }

@@ -10,9 +10,13 @@
 //!   off from the majority.
 //! - `lease`: the lease rules (pure): read-index grants, and when the leader may hand a
 //!   node's sandboxes on.
+//! - `authority`: who may say what (pure): a peer speaks only as the node id its
+//!   certificate binds, removed nodes are refused, sandbox commands come from their owner.
+//! - `join`: admission of a new node (join-token proof over every field, key-bound names).
 //!
 //! Must not depend on Docker, HTTP routing or sandbox code.
 
+pub mod authority;
 pub mod cluster;
 pub mod join;
 pub mod lease;

@@ -9,6 +9,9 @@ use warren_transport::CaMaterial;
 /// Version of the serialized state (snapshots).
 pub const STATE_FORMAT: u32 = 1;
 
+/// How a refused registration of a member's name starts (the join endpoint answers 409).
+pub const NAME_TAKEN: &str = "name taken";
+
 pub type NodeId = u64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +34,11 @@ pub struct NodeRecord {
     pub state: NodeState,
     /// Relative weight for placement (e.g. cores); at least 1.
     pub capacity: u32,
+    /// The id of the key its certificate was issued for (`tls::key_id_of_csr`): only that
+    /// key speaks as this node, and only it may register the name again. Empty in records
+    /// made before keys were recorded.
+    #[serde(default)]
+    pub key_id: String,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,6 +89,9 @@ pub enum Command {
         api_addr: String,
         peer_addr: String,
         capacity: u32,
+        /// The key the node's certificate is issued for.
+        #[serde(default)]
+        key_id: String,
     },
     SetNodeState {
         node: NodeId,
@@ -178,9 +189,21 @@ impl ClusterState {
                 api_addr,
                 peer_addr,
                 capacity,
+                key_id,
             } => {
                 if let Some(existing) = self.node_by_name(name) {
-                    return CommandResult::Registered { node: existing.id };
+                    // The same key asking again (an answer that got lost) gets the same id;
+                    // anyone else — a new node, or the same name from a wiped disk — must
+                    // not inherit a member's id, votes or log position.
+                    if !key_id.is_empty() && existing.key_id == *key_id {
+                        return CommandResult::Registered { node: existing.id };
+                    }
+                    return CommandResult::Rejected {
+                        reason: format!(
+                            "{NAME_TAKEN}: {name} is node {}; remove it first (DELETE /v1/cluster/nodes/{name}) to join again under that name",
+                            existing.id
+                        ),
+                    };
                 }
                 let id = self.next_node_id.max(1);
                 self.next_node_id = id + 1;
@@ -200,6 +223,7 @@ impl ClusterState {
                         peer_addr: peer_addr.clone(),
                         state,
                         capacity: (*capacity).max(1),
+                        key_id: key_id.clone(),
                     },
                 );
                 CommandResult::Registered { node: id }
@@ -323,6 +347,7 @@ pub(crate) fn test_node(id: NodeId, region: &str, state: NodeState) -> NodeRecor
         peer_addr: String::new(),
         state,
         capacity: 1,
+        key_id: String::new(),
     }
 }
 
@@ -330,18 +355,23 @@ pub(crate) fn test_node(id: NodeId, region: &str, state: NodeState) -> NodeRecor
 mod tests {
     use super::*;
 
-    fn reg(name: &str) -> Command {
+    fn reg_with(name: &str, key_id: &str) -> Command {
         Command::Register {
             name: name.into(),
             region: "r".into(),
             api_addr: "a".into(),
             peer_addr: "p".into(),
             capacity: 1,
+            key_id: key_id.into(),
         }
     }
 
+    fn reg(name: &str) -> Command {
+        reg_with(name, &format!("key-{name}"))
+    }
+
     #[test]
-    fn registration_is_idempotent_and_ids_are_never_reused() {
+    fn registration_is_idempotent_for_the_same_key_and_ids_are_never_reused() {
         let mut s = ClusterState::default();
         assert_eq!(s.apply(&reg("a")), CommandResult::Registered { node: 1 });
         assert_eq!(s.apply(&reg("b")), CommandResult::Registered { node: 2 });
@@ -353,6 +383,23 @@ mod tests {
         assert_eq!(s.apply(&reg("a")), CommandResult::Registered { node: 1 });
         s.apply(&Command::RemoveNode { node: 2 });
         assert_eq!(s.apply(&reg("c")), CommandResult::Registered { node: 3 });
+        // A removed name joins again under a new id, never its old one.
+        assert_eq!(s.apply(&reg("b")), CommandResult::Registered { node: 4 });
+    }
+
+    #[test]
+    fn a_members_name_cannot_be_registered_with_another_key() {
+        let mut s = ClusterState::default();
+        s.apply(&reg("leader"));
+        for key in ["someone-else", ""] {
+            match s.apply(&reg_with("leader", key)) {
+                CommandResult::Rejected { reason } => {
+                    assert!(reason.starts_with(NAME_TAKEN), "{reason}")
+                }
+                other => panic!("registered over a member: {other:?}"),
+            }
+        }
+        assert_eq!(s.nodes.len(), 1);
     }
 
     #[test]

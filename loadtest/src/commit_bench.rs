@@ -14,9 +14,11 @@ pub async fn commit_latency(n: usize, table: &mut Table) -> anyhow::Result<()> {
     let mut members: Vec<Arc<Cluster>> = Vec::new();
     for i in 1..=3u64 {
         let name = format!("b{i}");
-        let peers = Peers::bind("127.0.0.1:0".parse()?, &tls::issue(&ca, &name)?)?;
+        let identity = tls::issue(&ca, &name, i)?;
+        let peers = Peers::bind("127.0.0.1:0".parse()?, &identity)?;
         let addr = peers.local_addr()?.to_string();
         let mut cfg = ClusterConfig::new(&name, "r", "127.0.0.1:1", &addr);
+        cfg.key_id = tls::key_id_of_cert(&identity.cert_pem)?;
         cfg.supervise_every = Duration::from_millis(200);
         let c = Cluster::open(&dir.path().join(&name), i, cfg, peers.clone())
             .await
@@ -36,6 +38,7 @@ pub async fn commit_latency(n: usize, table: &mut Table) -> anyhow::Result<()> {
             api_addr: String::new(),
             peer_addr: m.cfg.peer_addr.clone(),
             capacity: 1,
+            key_id: m.cfg.key_id.clone(),
         };
         members[0]
             .propose(cmd)
@@ -109,7 +112,7 @@ impl warren_transport::Handler for RpcOnly {
     fn handle(
         self: Arc<Self>,
         kind: warren_transport::StreamKind,
-        peer: String,
+        peer: warren_transport::PeerId,
         send: warren_transport::SendStream,
         recv: warren_transport::RecvStream,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {

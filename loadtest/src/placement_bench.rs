@@ -16,6 +16,7 @@ fn nodes(n: usize, regions: usize) -> Vec<NodeRecord> {
             peer_addr: String::new(),
             state: NodeState::Up,
             capacity: 1,
+            key_id: String::new(),
         })
         .collect()
 }

@@ -15,7 +15,7 @@ pub mod tls;
 
 pub use peers::{Handler, Peers, StreamKind};
 pub use quinn::{RecvStream, SendStream};
-pub use tls::{CaMaterial, NodeIdentity};
+pub use tls::{CaMaterial, NodeIdentity, PeerId};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {

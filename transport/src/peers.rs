@@ -1,7 +1,7 @@
 //! One QUIC endpoint per node: it accepts peers' streams and opens streams to peers over
 //! pooled, mutually authenticated connections.
 
-use crate::tls::{self, NodeIdentity};
+use crate::tls::{self, NodeIdentity, PeerId};
 use crate::TransportError;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{Connection, Endpoint, RecvStream, SendStream, TransportConfig, VarInt};
@@ -37,7 +37,7 @@ pub trait Handler: Send + Sync + 'static {
     fn handle(
         self: Arc<Self>,
         kind: StreamKind,
-        peer: String,
+        peer: PeerId,
         send: SendStream,
         recv: RecvStream,
     ) -> Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -178,7 +178,7 @@ impl Peers {
                             return;
                         }
                     };
-                    let Some(peer) = peer_name(&conn) else {
+                    let Some(peer) = peer_identity(&conn) else {
                         conn.close(VarInt::from_u32(1), b"no identity");
                         return;
                     };
@@ -207,13 +207,13 @@ impl Peers {
     }
 }
 
-/// The node name of a connection's verified peer certificate.
-pub fn peer_name(conn: &Connection) -> Option<String> {
+/// Who a connection's verified peer certificate names.
+pub fn peer_identity(conn: &Connection) -> Option<PeerId> {
     let any = conn.peer_identity()?;
     let certs = any
         .downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
         .ok()?;
-    tls::name_in_cert(certs.first()?)
+    tls::peer_id(certs.first()?)
 }
 
 #[cfg(test)]
@@ -226,13 +226,18 @@ mod tests {
         fn handle(
             self: Arc<Self>,
             kind: StreamKind,
-            peer: String,
+            peer: PeerId,
             mut send: SendStream,
             mut recv: RecvStream,
         ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
             Box::pin(async move {
                 let buf = recv.read_to_end(1 << 20).await.unwrap();
-                let reply = format!("{kind:?} from {peer}: {}", String::from_utf8_lossy(&buf));
+                let reply = format!(
+                    "{kind:?} from {} ({:?}): {}",
+                    peer.name,
+                    peer.node,
+                    String::from_utf8_lossy(&buf)
+                );
                 send.write_all(reply.as_bytes()).await.unwrap();
                 send.finish().unwrap();
             })
@@ -244,12 +249,12 @@ mod tests {
         let ca = tls::new_ca("t").unwrap();
         let a = Peers::bind(
             "127.0.0.1:0".parse().unwrap(),
-            &tls::issue(&ca, "a").unwrap(),
+            &tls::issue(&ca, "a", 1).unwrap(),
         )
         .unwrap();
         let b = Peers::bind(
             "127.0.0.1:0".parse().unwrap(),
-            &tls::issue(&ca, "b").unwrap(),
+            &tls::issue(&ca, "b", 2).unwrap(),
         )
         .unwrap();
         b.serve(Arc::new(Echo));
@@ -260,13 +265,13 @@ mod tests {
         send.write_all(b"hello").await.unwrap();
         send.finish().unwrap();
         let out = recv.read_to_end(1 << 20).await.unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "Rpc from a: hello");
+        assert_eq!(String::from_utf8(out).unwrap(), "Rpc from a (Some(1)): hello");
 
         // A node with a certificate from another CA is refused.
         let other_ca = tls::new_ca("other").unwrap();
         let intruder = Peers::bind(
             "127.0.0.1:0".parse().unwrap(),
-            &tls::issue(&other_ca, "a").unwrap(),
+            &tls::issue(&other_ca, "a", 1).unwrap(),
         )
         .unwrap();
         let r = async {

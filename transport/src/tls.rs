@@ -75,13 +75,60 @@ pub fn new_key_and_csr(name: &str) -> Result<(String, String), TransportError> {
     Ok((key.serialize_pem(), csr.pem().map_err(tls_err)?))
 }
 
-/// Signs a CSR for node `name`. Whatever names the CSR asks for, the certificate carries
-/// exactly `name`: a joiner cannot obtain another node's identity.
-pub fn sign_csr(ca: &CaMaterial, csr_pem: &str, name: &str) -> Result<String, TransportError> {
+/// The URI subject alternative name that carries a node's id in its certificate.
+const NODE_ID_URI: &str = "warren-node:";
+
+/// Who is at the other end of a peer connection, read from its verified certificate: the
+/// node name, the node id the cluster assigned when it signed the certificate (absent in
+/// certificates issued before ids were bound), and the id of its public key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerId {
+    pub name: String,
+    pub node: Option<u64>,
+    pub key_id: String,
+}
+
+/// Short id of a public key: hex SHA-256 of its subject-public-key bits (first 16 bytes).
+fn key_id_of(raw_key: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(&Sha256::digest(raw_key)[..16])
+}
+
+/// The key id of a CSR's public key, once its signature is checked (the requester holds the
+/// private key).
+pub fn key_id_of_csr(csr_pem: &str) -> Result<String, TransportError> {
+    use rcgen::PublicKeyData;
+    let csr = CertificateSigningRequestParams::from_pem(csr_pem).map_err(tls_err)?;
+    Ok(key_id_of(csr.public_key.der_bytes()))
+}
+
+/// The key id of the first certificate in `cert_pem`.
+pub fn key_id_of_cert(cert_pem: &str) -> Result<String, TransportError> {
+    let der = certs(cert_pem)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| tls_err("no certificate"))?;
+    peer_id(&der)
+        .map(|p| p.key_id)
+        .ok_or_else(|| tls_err("unreadable certificate"))
+}
+
+/// Signs a CSR for node `name` with id `node`. Whatever names the CSR asks for, the
+/// certificate carries exactly `name` and `node`: a joiner cannot obtain another node's
+/// identity, nor speak as another node id.
+pub fn sign_csr(
+    ca: &CaMaterial,
+    csr_pem: &str,
+    name: &str,
+    node: u64,
+) -> Result<String, TransportError> {
     let ca_key = KeyPair::from_pem(&ca.key_pem).map_err(tls_err)?;
     let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key).map_err(tls_err)?;
     let mut csr = CertificateSigningRequestParams::from_pem(csr_pem).map_err(tls_err)?;
-    csr.params.subject_alt_names = vec![SanType::DnsName(name.try_into().map_err(tls_err)?)];
+    csr.params.subject_alt_names = vec![
+        SanType::DnsName(name.try_into().map_err(tls_err)?),
+        SanType::URI(format!("{NODE_ID_URI}{node}").try_into().map_err(tls_err)?),
+    ];
     csr.params.distinguished_name = rcgen::DistinguishedName::new();
     csr.params.distinguished_name.push(DnType::CommonName, name);
     csr.params.is_ca = IsCa::NoCa;
@@ -98,9 +145,9 @@ pub fn sign_csr(ca: &CaMaterial, csr_pem: &str, name: &str) -> Result<String, Tr
 }
 
 /// Issues an identity directly (the bootstrap node, for itself).
-pub fn issue(ca: &CaMaterial, name: &str) -> Result<NodeIdentity, TransportError> {
+pub fn issue(ca: &CaMaterial, name: &str, node: u64) -> Result<NodeIdentity, TransportError> {
     let (key_pem, csr) = new_key_and_csr(name)?;
-    let cert_pem = sign_csr(ca, &csr, name)?;
+    let cert_pem = sign_csr(ca, &csr, name, node)?;
     Ok(NodeIdentity {
         name: name.to_string(),
         cert_pem,
@@ -159,14 +206,23 @@ pub fn client_config(id: &NodeIdentity) -> Result<rustls::ClientConfig, Transpor
     Ok(cfg)
 }
 
-/// The node name in a (verified) peer certificate: its first DNS subject alternative name.
-pub fn name_in_cert(der: &[u8]) -> Option<String> {
+/// Who a (verified) peer certificate names: its first DNS subject alternative name, the
+/// node id in its `warren-node:` URI name, and its key.
+pub fn peer_id(der: &[u8]) -> Option<PeerId> {
+    use x509_parser::extensions::GeneralName;
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let san = cert.subject_alternative_name().ok()??;
-    san.value.general_names.iter().find_map(|g| match g {
-        x509_parser::extensions::GeneralName::DNSName(n) => Some(n.to_string()),
+    let names = &san.value.general_names;
+    let name = names.iter().find_map(|g| match g {
+        GeneralName::DNSName(n) => Some(n.to_string()),
         _ => None,
-    })
+    })?;
+    let node = names.iter().find_map(|g| match g {
+        GeneralName::URI(u) => u.strip_prefix(NODE_ID_URI)?.parse().ok(),
+        _ => None,
+    });
+    let key_id = key_id_of(&cert.public_key().subject_public_key.data);
+    Some(PeerId { name, node, key_id })
 }
 
 /// HMAC-SHA256 of `parts` under the join token, hex: proves knowledge of the token without
@@ -200,20 +256,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn issued_certificates_carry_only_the_assigned_name() {
+    fn issued_certificates_carry_only_the_assigned_name_id_and_the_csr_key() {
         let ca = new_ca("test").unwrap();
         let (_key, csr) = new_key_and_csr("n2").unwrap();
-        let cert = sign_csr(&ca, &csr, "n2").unwrap();
+        let cert = sign_csr(&ca, &csr, "n2", 2).unwrap();
         let der = certs(&cert).unwrap().remove(0);
-        assert_eq!(name_in_cert(&der).as_deref(), Some("n2"));
+        let peer = peer_id(&der).unwrap();
+        assert_eq!((peer.name.as_str(), peer.node), ("n2", Some(2)));
+        assert_eq!(peer.key_id, key_id_of_csr(&csr).unwrap());
+        assert_eq!(peer.key_id, key_id_of_cert(&cert).unwrap());
         // A CSR asking for another name still gets the assigned one.
-        let (_key, csr) = new_key_and_csr("leader").unwrap();
-        let cert = sign_csr(&ca, &csr, "n3").unwrap();
-        assert_eq!(
-            name_in_cert(&certs(&cert).unwrap()[0]).as_deref(),
-            Some("n3")
-        );
-        let id = issue(&ca, "n1").unwrap();
+        let (_key, other) = new_key_and_csr("leader").unwrap();
+        let cert = sign_csr(&ca, &other, "n3", 3).unwrap();
+        let peer = peer_id(&certs(&cert).unwrap()[0]).unwrap();
+        assert_eq!((peer.name.as_str(), peer.node), ("n3", Some(3)));
+        assert_ne!(peer.key_id, key_id_of_csr(&csr).unwrap());
+        let id = issue(&ca, "n1", 1).unwrap();
         assert!(server_config(&id).is_ok());
         assert!(client_config(&id).is_ok());
     }

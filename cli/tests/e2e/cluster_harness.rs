@@ -53,6 +53,13 @@ fn free_tcp_port() -> u16 {
 
 impl TestNode {
     fn spawn(&mut self) {
+        if let Err(e) = self.try_spawn() {
+            panic!("node {} did not start: {e}", self.name);
+        }
+    }
+
+    /// Starts the node; why not, when it exits before it is ready.
+    fn try_spawn(&mut self) -> Result<(), String> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_warren"))
             .args(["serve", "--config"])
             .arg(&self.config)
@@ -79,12 +86,19 @@ impl TestNode {
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         out.read_line(&mut line).unwrap();
-        let ready: serde_json::Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("node {} did not start ({e}): {line:?}", self.name));
+        let ready: serde_json::Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = child.kill();
+                let status = child.wait().unwrap();
+                return Err(format!("{status} ({e}): {line:?}"));
+            }
+        };
         self.url = ready["ready"].as_str().unwrap().to_string();
         std::thread::spawn(move || for _ in out.lines() {});
         self.child = Some(child);
         self.stopped = false;
+        Ok(())
     }
 
     pub fn pid(&self) -> i32 {
@@ -328,6 +342,24 @@ impl TestCluster {
     }
 
     pub fn restart(&mut self, i: usize) {
+        if let Err(e) = self.try_restart(i) {
+            panic!("node {} did not restart: {e}", self.nodes[i].name);
+        }
+    }
+
+    /// The join token of the cluster (what an operator hands a new node).
+    pub fn join_token(&self) -> &str {
+        &self.token
+    }
+
+    /// Node `i`'s data directory.
+    pub fn data_dir(&self, i: usize) -> PathBuf {
+        self.dir.join(&self.nodes[i].name)
+    }
+
+    /// Restarts node `i` with its data dir as it is now; why not, when it exits before it is
+    /// ready (e.g. its join is refused).
+    pub fn try_restart(&mut self, i: usize) -> Result<(), String> {
         self.kill(i);
         // Keep the node's API address: pin the port it had.
         let port = self.nodes[i].url.rsplit(':').next().unwrap().to_string();
@@ -344,7 +376,7 @@ impl TestCluster {
             .collect::<Vec<_>>()
             .join("\n");
         std::fs::write(&self.nodes[i].config, cfg).unwrap();
-        self.nodes[i].spawn();
+        self.nodes[i].try_spawn()
     }
 
     /// Cuts the nodes of `a` off from those of `b`, both ways (clients still reach all).

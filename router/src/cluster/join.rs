@@ -7,8 +7,7 @@ use axum::extract::State;
 use axum::Json;
 use bytes::Bytes;
 use warren_api::{ApiError, ErrorCode};
-use warren_consensus::join::{admit, JoinRequest, JoinResponse};
-use warren_consensus::ClusterError;
+use warren_consensus::join::{admit, JoinError, JoinRequest, JoinResponse};
 
 pub async fn join(State(st): State<AppState>, body: Bytes) -> ApiResult<Json<JoinResponse>> {
     let req: JoinRequest = warren_api::error::parse_json(&body)?;
@@ -26,9 +25,15 @@ pub async fn join(State(st): State<AppState>, body: Bytes) -> ApiResult<Json<Joi
             tracing::info!(node = %req.name, id = r.node_id, "node admitted");
             Ok(Json(r))
         }
-        Err(ClusterError::Rejected(m)) if m.contains("join token") => {
-            Err(ApiError::new(ErrorCode::Forbidden, m).into())
+        Err(e @ JoinError::BadProof) => {
+            tracing::warn!(node = %req.name, "join refused: bad proof");
+            Err(ApiError::new(ErrorCode::Forbidden, e.to_string()).into())
         }
-        Err(e) => Err(super::cluster_error(e).into()),
+        Err(e @ JoinError::BadCsr(_)) => Err(ApiError::invalid(e.to_string()).into()),
+        Err(JoinError::NameTaken(m)) => {
+            tracing::warn!(node = %req.name, "join refused: the name is a member's");
+            Err(ApiError::new(ErrorCode::AlreadyExists, m).into())
+        }
+        Err(JoinError::Cluster(e)) => Err(super::cluster_error(e).into()),
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tower_service::Service;
 use warren_consensus::Cluster;
 use warren_transport::peers::Handler;
-use warren_transport::{RecvStream, SendStream, StreamKind};
+use warren_transport::{PeerId, RecvStream, SendStream, StreamKind};
 
 pub struct PeerServer {
     pub cluster: Arc<Cluster>,
@@ -22,7 +22,7 @@ impl Handler for PeerServer {
     fn handle(
         self: Arc<Self>,
         kind: StreamKind,
-        peer: String,
+        peer: PeerId,
         send: SendStream,
         recv: RecvStream,
     ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
@@ -30,6 +30,12 @@ impl Handler for PeerServer {
             match kind {
                 StreamKind::Rpc => self.cluster.clone().serve_rpc(peer, send, recv).await,
                 StreamKind::Http => {
+                    // Forwarded requests skip the API key: only a current member sends them.
+                    if let Err(refusal) = self.cluster.member_of(&peer) {
+                        tracing::warn!(peer = %peer.name, node = ?peer.node, %refusal, "forwarded request refused");
+                        return;
+                    }
+                    let peer = peer.name;
                     let app = self.app.clone();
                     let svc = tower::service_fn(
                         move |mut req: axum::extract::Request<hyper::body::Incoming>| {

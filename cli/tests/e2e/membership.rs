@@ -1,0 +1,284 @@
+//! Only members act as members: the attacker holds the join token (so it can get a
+//! CA-signed certificate of its own) or a certificate of a removed node, and tries to become
+//! another node, speak Raft as another node, or move sandboxes it does not own.
+
+use super::cluster_harness::TestCluster;
+use super::harness::unique;
+use openraft::{CommittedLeaderId, LogId, Vote};
+use reqwest::Method;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use std::time::Duration;
+use warren_consensus::join::{JoinRequest, JoinResponse};
+use warren_consensus::rpc::{self, Reply, Request};
+use warren_consensus::Command;
+use warren_transport::{tls, NodeIdentity, Peers};
+
+/// Posts a join request to node `i`: status and body.
+async fn post_join(c: &TestCluster, i: usize, req: &JoinRequest) -> (u16, serde_json::Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{}/internal/v1/join", c.nodes[i].url))
+        .json(req)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or_default())
+}
+
+/// Joins as `name` with the cluster's token, as a new node would: its identity and id.
+async fn join_as(c: &TestCluster, name: &str) -> (NodeIdentity, u64) {
+    let (key_pem, csr) = tls::new_key_and_csr(name).unwrap();
+    let req = JoinRequest::new(
+        c.join_token(),
+        name,
+        "r1",
+        "127.0.0.1:9",
+        "127.0.0.1:9",
+        1,
+        &csr,
+    );
+    let (status, body) = post_join(c, 0, &req).await;
+    assert_eq!(status, 200, "{body}");
+    let resp: JoinResponse = serde_json::from_value(body).unwrap();
+    assert!(resp.verify(c.join_token()));
+    let identity = NodeIdentity {
+        name: name.into(),
+        cert_pem: resp.cert_pem,
+        key_pem,
+        ca_pem: resp.ca_pem,
+    };
+    (identity, resp.node_id)
+}
+
+/// Sends one RPC to node `i` as the holder of `identity`.
+async fn rpc_to(c: &TestCluster, i: usize, peers: &Peers, req: Request) -> Reply {
+    rpc::call(
+        peers,
+        &format!("127.0.0.1:{}", c.nodes[i].peer_port),
+        &c.nodes[i].name,
+        req,
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap()
+}
+
+fn term_of(view: &serde_json::Value) -> u64 {
+    view["term"].as_u64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_token_holder_cannot_take_a_members_name_or_change_what_a_joiner_signed() {
+    let c = TestCluster::start(2, 1).await;
+    let leader = c.nodes[c.leader().await].name.clone();
+
+    // The leader's name, with the token but another key: its certificate would let the
+    // holder answer as the leader.
+    let (_key, csr) = tls::new_key_and_csr(&leader).unwrap();
+    let req = JoinRequest::new(
+        c.join_token(),
+        &leader,
+        "r1",
+        "127.0.0.1:9",
+        "127.0.0.1:9",
+        1,
+        &csr,
+    );
+    let (status, body) = post_join(&c, 1, &req).await;
+    assert_eq!(status, 409, "registered over the leader: {body}");
+    assert_eq!(body["code"], "ALREADY_EXISTS", "{body}");
+
+    // A signed join whose addresses were changed on the way (the join endpoint is plain
+    // HTTP): refused, and no node is registered.
+    let name = format!("j{}", &unique()[..8]);
+    let (_key, csr) = tls::new_key_and_csr(&name).unwrap();
+    let mut req = JoinRequest::new(
+        c.join_token(),
+        &name,
+        "r1",
+        "127.0.0.1:9",
+        "127.0.0.1:9",
+        1,
+        &csr,
+    );
+    req.peer_addr = "127.0.0.1:4444".into();
+    let (status, body) = post_join(&c, 0, &req).await;
+    assert_eq!(status, 403, "a changed join was admitted: {body}");
+    let view = c.view(0).await.unwrap();
+    assert!(
+        !view["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["id"] == name.as_str()),
+        "{view}"
+    );
+
+    // The same key asking again (a lost answer) gets the same id, bound in the certificate.
+    req.peer_addr = "127.0.0.1:9".into();
+    let (s1, first) = post_join(&c, 0, &req).await;
+    let (s2, second) = post_join(&c, 1, &req).await;
+    assert_eq!((s1, s2), (200, 200), "{first} {second}");
+    assert_eq!(first["node_id"], second["node_id"]);
+    let cert = second["cert_pem"].as_str().unwrap();
+    let der = CertificateDer::from_pem_slice(cert.as_bytes()).unwrap();
+    let peer = tls::peer_id(&der).unwrap();
+    assert_eq!(peer.node, first["node_id"].as_u64());
+    assert_eq!(peer.key_id, tls::key_id_of_csr(&csr).unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certified_peer_cannot_speak_as_another_node_nor_move_what_it_does_not_own() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let c = TestCluster::start(3, 1).await;
+    let leader_idx = c.leader().await;
+    let view = c.view(leader_idx).await.unwrap();
+    let term = term_of(&view);
+    let leader_id = view["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == c.nodes[leader_idx].name.as_str())
+        .unwrap()["raft_id"]
+        .as_u64()
+        .unwrap();
+    let follower = (leader_idx + 1) % 3;
+
+    // A sandbox, owned by some member.
+    let sandbox = format!("m-{}", &unique()[..8]);
+    let r = c.nodes[0]
+        .client
+        .request(Method::PUT, &format!("/v1/sandboxes/{sandbox}"))
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+
+    // The attacker joins for real: a CA-signed certificate, bound to its own id.
+    let name = format!("mallory{}", &unique()[..6]);
+    let (identity, mallory) = join_as(&c, &name).await;
+    let peers = Peers::bind("127.0.0.1:0".parse().unwrap(), &identity).unwrap();
+
+    // As the leader, at a higher term: a vote request with a log far ahead...
+    let ahead = Some(LogId::new(
+        CommittedLeaderId::new(term + 5, leader_id),
+        1_000_000,
+    ));
+    let vote = Request::Vote(openraft::raft::VoteRequest::new(
+        Vote::new(term + 5, leader_id),
+        ahead,
+    ));
+    let reply = rpc_to(&c, follower, &peers, vote).await;
+    assert!(
+        matches!(reply, Reply::Refused(_)),
+        "a vote request in the leader's name was taken: {reply:?}"
+    );
+    // ...and entries as the leader of a newer term.
+    let append = Request::AppendEntries(openraft::raft::AppendEntriesRequest {
+        vote: Vote::new_committed(term + 6, leader_id),
+        prev_log_id: None,
+        entries: vec![],
+        leader_commit: None,
+    });
+    let reply = rpc_to(&c, follower, &peers, append).await;
+    assert!(
+        matches!(reply, Reply::Refused(_)),
+        "entries in the leader's name were taken: {reply:?}"
+    );
+
+    // Taking the sandbox: a move of it to the attacker, proposed through the leader. Its
+    // placement is at epoch 1 (placed once); a few more are tried in case it moved (a
+    // wrong epoch is a no-op, the right one a theft).
+    for e in 1..=3u64 {
+        let mv = Request::Propose(Command::Move {
+            sandbox: sandbox.clone(),
+            expected_epoch: e,
+            node: mallory,
+            handoff: None,
+        });
+        let reply = rpc_to(&c, leader_idx, &peers, mv).await;
+        assert!(
+            matches!(reply, Reply::Refused(_)),
+            "a non-owner's move of {sandbox} was committed: {reply:?}"
+        );
+    }
+
+    // The term did not move and the leader still leads.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = c.view(follower).await.unwrap();
+    assert_eq!(term_of(&after), term, "the forged messages disturbed the cluster: {after}");
+
+    // Removed, its certificate opens nothing, not even a placement of a new sandbox.
+    let r = c.nodes[0]
+        .client
+        .request(Method::DELETE, &format!("/v1/cluster/nodes/{name}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204, "{}", r.text().await.unwrap());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let place = Request::Propose(Command::Place {
+        sandbox: format!("x-{}", &unique()[..8]),
+        node: leader_id,
+        expected_epoch: 0,
+    });
+    let reply = rpc_to(&c, leader_idx, &peers, place).await;
+    assert!(
+        matches!(&reply, Reply::Refused(why) if why.contains("removed")),
+        "a removed node's proposal was taken: {reply:?}"
+    );
+    peers.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_lost_its_disk_does_not_rejoin_under_its_old_id() {
+    let mut c = TestCluster::start(3, 1).await;
+    let leader = c.leader().await;
+    let victim = (leader + 1) % 3;
+    let name = c.nodes[victim].name.clone();
+    let old_id = raft_id_of(&c, leader, &name).await;
+
+    // Its disk is gone; it starts again under the same name, from an empty log.
+    c.kill(victim);
+    std::fs::remove_dir_all(c.data_dir(victim)).unwrap();
+    let refused = c.try_restart(victim);
+    assert!(
+        refused.is_err(),
+        "a node with an empty log rejoined as node {old_id}: {:?}",
+        raft_id_of(&c, leader, &name).await
+    );
+
+    // Once an operator removed the old member, the name joins again, as a new node.
+    let r = c.nodes[leader]
+        .client
+        .request(Method::DELETE, &format!("/v1/cluster/nodes/{name}?force=true"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204, "{}", r.text().await.unwrap());
+    c.try_restart(victim).unwrap();
+    let formed = c
+        .wait(Duration::from_secs(60), |v| {
+            v["nodes"].as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|n| n["id"] == name.as_str() && n["state"] == "up")
+            })
+        })
+        .await;
+    assert!(formed, "the wiped node did not join again");
+    let new_id = raft_id_of(&c, leader, &name).await;
+    assert_ne!(new_id, old_id, "the node id was reused");
+}
+
+async fn raft_id_of(c: &TestCluster, i: usize, name: &str) -> u64 {
+    let view = c.view(i).await.unwrap();
+    view["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == name)
+        .and_then(|n| n["raft_id"].as_u64())
+        .unwrap_or(0)
+}
