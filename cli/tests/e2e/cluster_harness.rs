@@ -203,7 +203,7 @@ impl TestCluster {
             format!(
                 "name = \"{name}\"\nregion = \"{region}\"\ndata_dir = \"{}\"\nlisten = \"127.0.0.1:{}\"\n\
                  peer_listen = \"127.0.0.1:{}\"\n{join}join_token = \"{}\"\napi_key_file = \"{}\"\n\
-                 guest_bin = \"{}\"\nspare_networks = 1\nheartbeat_ms = 100\ndown_after_ms = 4000\nlease_ms = 2000\n\
+                 guest_bin = \"{}\"\nspare_networks = 1\nheartbeat_ms = 100\n{}\
                  object_store = \"{}\"\nsnapshot_gc_grace_s = 0\n{}\n",
                 data_dir.display(),
                 free_tcp_port(),
@@ -211,6 +211,12 @@ impl TestCluster {
                 self.token,
                 self.dir.join("api-key").display(),
                 guest_bin(),
+                // A test may set its own lease (and failure timeout with it).
+                if self.extra.contains("lease_ms") {
+                    ""
+                } else {
+                    "down_after_ms = 4000\nlease_ms = 2000\n"
+                },
                 self.store
                     .clone()
                     .unwrap_or_else(|| self.dir.join("objects").display().to_string()),
@@ -350,6 +356,12 @@ impl TestCluster {
     /// The join token of the cluster (what an operator hands a new node).
     pub fn join_token(&self) -> &str {
         &self.token
+    }
+
+    /// The directory the nodes keep snapshots in (their object store), unless the cluster
+    /// was started on another store.
+    pub fn store_dir(&self) -> PathBuf {
+        self.dir.join("objects")
     }
 
     /// Node `i`'s data directory.

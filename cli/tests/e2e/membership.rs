@@ -161,23 +161,9 @@ async fn a_certified_peer_cannot_speak_as_another_node_nor_move_what_it_does_not
     let (identity, mallory) = join_as(&c, &name).await;
     let peers = Peers::bind("127.0.0.1:0".parse().unwrap(), &identity).unwrap();
 
-    // As the leader, at a higher term: a vote request with a log far ahead...
-    let ahead = Some(LogId::new(
-        CommittedLeaderId::new(term + 5, leader_id),
-        1_000_000,
-    ));
-    let vote = Request::Vote(openraft::raft::VoteRequest::new(
-        Vote::new(term + 5, leader_id),
-        ahead,
-    ));
-    let reply = rpc_to(&c, follower, &peers, vote).await;
-    assert!(
-        matches!(reply, Reply::Refused(_)),
-        "a vote request in the leader's name was taken: {reply:?}"
-    );
-    // ...and entries as the leader of a newer term.
+    // As the leader of a newer term: entries (a follower would take the sender as leader).
     let append = Request::AppendEntries(openraft::raft::AppendEntriesRequest {
-        vote: Vote::new_committed(term + 6, leader_id),
+        vote: Vote::new_committed(term + 5, leader_id),
         prev_log_id: None,
         entries: vec![],
         leader_commit: None,
@@ -186,6 +172,21 @@ async fn a_certified_peer_cannot_speak_as_another_node_nor_move_what_it_does_not
     assert!(
         matches!(reply, Reply::Refused(_)),
         "entries in the leader's name were taken: {reply:?}"
+    );
+
+    // As the leader, at a higher term: a vote request with a log far ahead.
+    let ahead = Some(LogId::new(
+        CommittedLeaderId::new(term + 6, leader_id),
+        1_000_000,
+    ));
+    let vote = Request::Vote(openraft::raft::VoteRequest::new(
+        Vote::new(term + 6, leader_id),
+        ahead,
+    ));
+    let reply = rpc_to(&c, follower, &peers, vote).await;
+    assert!(
+        matches!(reply, Reply::Refused(_)),
+        "a vote request in the leader's name was taken: {reply:?}"
     );
 
     // Taking the sandbox: a move of it to the attacker, proposed through the leader. Its

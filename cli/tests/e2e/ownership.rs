@@ -414,3 +414,170 @@ async fn a_cut_off_node_never_answers_404_for_a_sandbox_that_exists() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
+
+/// A sandbox placed on a follower of `c`, with `kept` in its log: its id and owner.
+async fn on_a_follower(c: &TestCluster, prefix: &str) -> (String, usize) {
+    let leader = c.leader().await;
+    for k in 0..20 {
+        let id = format!("{prefix}-{}-{k}", unique());
+        let node = append(c, leader, &id, "kept").await.expect("write");
+        if node != c.nodes[leader].name {
+            return (id, c.index_of(&node));
+        }
+        c.nodes[leader].client.delete_sandbox(&id).await.unwrap();
+    }
+    panic!("no id was placed on a follower");
+}
+
+/// Status and body of `method path` entering node `i`.
+async fn call(
+    c: &TestCluster,
+    i: usize,
+    method: Method,
+    path: &str,
+) -> Result<(u16, serde_json::Value), String> {
+    let r = c.nodes[i]
+        .client
+        .request(method, path)
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = r.status().as_u16();
+    Ok((status, r.json().await.unwrap_or_default()))
+}
+
+/// DELETE answers 204 only once the cluster forgot the sandbox. The owner, cut off from the
+/// majority while its lease still runs, deletes its copy but cannot commit that the sandbox
+/// is gone: it says so (retryable), and a sandbox answered as deleted never comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_the_cluster_did_not_record_is_not_answered_as_done() {
+    // A long lease, and no failover during the test: the cut-off owner still serves when
+    // the DELETE arrives.
+    let mut c =
+        TestCluster::start_with(3, 1, "lease_ms = 8000\ndown_after_ms = 30000\n").await;
+    c.wait_voters_everywhere(3).await;
+    let (id, owner) = on_a_follower(&c, "del").await;
+    let others: Vec<usize> = (0..3).filter(|i| *i != owner).collect();
+    c.partition(&[owner], &others);
+    let path = format!("/v1/sandboxes/{id}");
+    let answered = call(&c, owner, Method::DELETE, &path).await;
+    c.heal();
+    match answered {
+        Ok((204, _)) => {}
+        Ok((503, body)) => {
+            assert_eq!(body["retryable"], true, "{body}");
+            // The client retries, as told, once the owner is back in touch.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                match call(&c, others[0], Method::DELETE, &path).await {
+                    Ok((204, _)) => break,
+                    other => assert!(
+                        Instant::now() < deadline,
+                        "the retried DELETE did not succeed: {other:?}"
+                    ),
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+        other => panic!("DELETE through the cut-off owner: {other:?}"),
+    }
+    // Answered as deleted: gone through every node, now and after the owner caught up.
+    for round in 0..4 {
+        for i in 0..3 {
+            let got = call(&c, i, Method::GET, &path).await;
+            assert!(
+                matches!(got, Ok((404, _))),
+                "round {round}: {id} came back after its DELETE was answered 204 (via {}): {got:?}",
+                c.nodes[i].name
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    // The cluster holds no placement of it (a placement with a recovery point brings a
+    // sandbox back wherever it lands next), also once the owner restarted and forgot that
+    // it deleted it.
+    let placed = |v: &serde_json::Value| {
+        v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["sandboxes"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    let view = c.view(others[0]).await.unwrap();
+    assert_eq!(placed(&view), 0, "a deleted sandbox is still placed: {view}");
+    c.restart(owner);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = call(&c, others[0], Method::GET, &path).await;
+        match got {
+            Ok((404, _)) => break,
+            Ok((200, body)) => panic!("{id} came back after its owner restarted: {body}"),
+            other => assert!(Instant::now() < deadline, "{other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(c.containers_of(&id), 0);
+}
+
+/// A sandbox whose recovery point cannot be read is never started without its files: while
+/// the snapshot is missing every answer is retryable and names it; once it is back, the
+/// sandbox comes back with its files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_whose_recovery_point_cannot_be_read_waits_for_it_instead_of_starting_blank() {
+    let mut c = TestCluster::start(3, 1).await;
+    c.wait_voters_everywhere(3).await;
+    let leader = c.leader().await;
+    let (id, owner) = on_a_follower(&c, "unread").await;
+    c.nodes[leader].client.sleep(&id).await.unwrap();
+    // Its snapshots become unreadable (an outage of that part of the store, or an object
+    // deleted behind the cluster's back); then its node dies.
+    let manifests = c.store_dir().join("snapshots");
+    let mut moved = Vec::new();
+    for e in std::fs::read_dir(&manifests).unwrap() {
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if text.contains(&format!("\"{id}\"")) {
+            let away = path.with_extension("away");
+            std::fs::rename(&path, &away).unwrap();
+            moved.push((path, away));
+        }
+    }
+    assert!(!moved.is_empty(), "no snapshot of {id} in {manifests:?}");
+    c.kill(owner);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut named = None;
+    while Instant::now() < deadline {
+        match exec_on(&c, leader, &id, "cat /workspace/log 2>&1 || true").await {
+            Ok((node, out)) => panic!("{id} started on {node} without its files: {out:?}"),
+            // A request that waited past the client's 5 s (the failover) got no answer yet.
+            Err(e) if e.starts_with("error sending request") => {}
+            Err(e) => {
+                assert!(e.starts_with("503"), "not a retryable answer: {e}");
+                if e.contains("\"snapshot\"") {
+                    named = Some(e);
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let named = named.expect("no answer named the unreadable snapshot");
+    assert!(named.contains("\"retryable\":true"), "{named}");
+    // Readable again: the sandbox comes back with what it held.
+    for (path, away) in &moved {
+        std::fs::rename(away, path).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let content = loop {
+        match exec_on(&c, leader, &id, "cat /workspace/log").await {
+            Ok((_, out)) => break out,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "did not come back: {e}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    };
+    assert_eq!(content.trim(), "kept");
+}

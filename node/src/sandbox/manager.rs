@@ -756,7 +756,7 @@ impl SandboxManager {
                         }
                         self.start_fresh(&mut rec, prepared).await
                     }
-                    Err(e) => Err(e),
+                    Err(e) => Err(persist::recovery_point_unreadable(&rec, e)),
                 }
             }
         };

@@ -346,8 +346,19 @@ async fn serve_local(st: &AppState, id: &str, req: Request, serve: Serve) -> Res
     {
         return no_lease();
     }
+    let api = serve.is_api();
+    let delete = api
+        && req.method() == Method::DELETE
+        && sandbox_of(req.uri().path()).is_some_and(|(_, whole)| whole);
     // Handed to this node and not taken over yet (the migration loop does it within a
-    // second): do it now, so the request finds the sandbox.
+    // second): do it now, so the request finds the sandbox. A delete need not bring it
+    // back first: forgetting the placement is all that is left to do.
+    if delete && st.mgr.get(id).is_none() {
+        return match unplace(st, id).await {
+            Ok(()) => http::StatusCode::NO_CONTENT.into_response(),
+            Err(e) => err(e),
+        };
+    }
     if st.mgr.get(id).is_none() {
         let handoff = cl.read(|s| {
             s.placements
@@ -366,10 +377,6 @@ async fn serve_local(st: &AppState, id: &str, req: Request, serve: Serve) -> Res
             }
         }
     }
-    let api = serve.is_api();
-    let delete = api
-        && req.method() == Method::DELETE
-        && sandbox_of(req.uri().path()).is_some_and(|(_, whole)| whole);
     // Counted as in flight from here, then checked once more: a move that began meanwhile
     // either sees this request (and waits for it) or this request sees the move.
     let in_flight = st.mgr.in_flight(id);
@@ -391,20 +398,51 @@ async fn serve_local(st: &AppState, id: &str, req: Request, serve: Serve) -> Res
         super::migrate::publish_first_handoff(st, id).await;
     }
     if delete && resp.status().is_success() {
-        let epoch = cl.read(|s| s.placements.get(id).map(|p| p.epoch));
-        if let Some(epoch) = epoch {
-            if let Err(e) = cl
-                .propose(Command::Unplace {
-                    sandbox: id.to_string(),
-                    epoch,
-                })
-                .await
-            {
-                tracing::warn!(sandbox_id = %id, error = %e, "could not forget the placement of a deleted sandbox");
-            }
+        // Deleted here; answered as deleted only once the cluster forgot it too (or its
+        // recovery point would bring it back at the next request).
+        if let Err(e) = unplace(st, id).await {
+            return err(e);
         }
     }
     resp
+}
+
+/// Commits that `id` is gone (its placement removed), then deletes the recovery point the
+/// placement held. A retryable error when the cluster cannot commit: the DELETE is retried.
+async fn unplace(st: &AppState, id: &str) -> Result<(), ApiError> {
+    let cl = &st.cluster.cluster;
+    let Some((epoch, recovery_point)) = cl.read(|s| {
+        s.placements
+            .get(id)
+            .map(|p| (p.epoch, p.handoff.as_ref().and_then(|h| h.snapshot.clone())))
+    }) else {
+        return Ok(());
+    };
+    if let Err(e) = cl
+        .propose(Command::Unplace {
+            sandbox: id.to_string(),
+            epoch,
+        })
+        .await
+    {
+        tracing::warn!(sandbox_id = %id, error = %e, "a deleted sandbox's placement was not forgotten");
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            format!("sandbox {id} was deleted on its node, but the cluster could not record it ({e}); retry the DELETE"),
+        ));
+    }
+    let gone = cl
+        .wait_for(Duration::from_secs(3), |s| !s.placements.contains_key(id))
+        .await;
+    if !gone {
+        // The epoch moved on between the read and the commit (a move began): not deleted.
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            format!("sandbox {id} changed hands while it was deleted; retry the DELETE"),
+        ));
+    }
+    st.mgr.retire_replaced(id, recovery_point, "").await;
+    Ok(())
 }
 
 /// GET or DELETE of an id without placement: it exists nowhere (a sandbox of a node that

@@ -90,6 +90,27 @@ pub fn snapshot_error(e: SnapshotError) -> ApiError {
     }
 }
 
+/// The sandbox's own recovery point (what it sleeps in, or came to this node with) cannot be
+/// read: the store is down, or the object is missing or damaged. The sandbox is never
+/// started without its files; the answer is retryable (the store may come back, an operator
+/// may put the object back) and names the snapshot. Restoring it from another snapshot, or
+/// deleting it, still works.
+pub(super) fn recovery_point_unreadable(rec: &SandboxRecord, e: ApiError) -> ApiError {
+    let snapshot = rec.snapshot.clone().unwrap_or_default();
+    ApiError::new(
+        ErrorCode::Unavailable,
+        format!(
+            "sandbox {} cannot start: its files are in snapshot {snapshot}, which cannot be read now ({}); retry, restore it from another snapshot, or delete it",
+            rec.id, e.message
+        ),
+    )
+    .with_details(serde_json::json!({
+        "sandbox": rec.id,
+        "snapshot": snapshot,
+        "cause": e.code.as_str(),
+    }))
+}
+
 /// The snapshot's archive, reporting the `unpack` phase to the caller's progress.
 pub(super) fn tar_stream(
     prepared: Prepared,
@@ -625,7 +646,10 @@ impl SandboxManager {
         mut rec: SandboxRecord,
     ) -> Result<SandboxRecord, ApiError> {
         let started = Instant::now();
-        let prepared = self.prepare_for(&rec).await?;
+        let prepared = self
+            .prepare_for(&rec)
+            .await
+            .map_err(|e| recovery_point_unreadable(&rec, e))?;
         rec.state = lifecycle::next(rec.state, Event::Waking)?;
         self.save(&rec)?;
         slot.set(Some(rec.clone()));
