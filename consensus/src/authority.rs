@@ -146,7 +146,11 @@ mod tests {
     fn a_peer_is_the_member_its_certificate_binds_with_that_members_key() {
         let s = state();
         assert_eq!(identify(&s, &peer("n2", Some(2), "key2")), Ok(2));
-        assert_eq!(identify(&s, &peer("n2", None, "key2")), Ok(2), "legacy cert");
+        assert_eq!(
+            identify(&s, &peer("n2", None, "key2")),
+            Ok(2),
+            "legacy cert"
+        );
         assert!(matches!(
             identify(&s, &peer("n2", Some(2), "other")),
             Err(Refusal::Mismatch { .. })

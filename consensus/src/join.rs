@@ -133,9 +133,7 @@ pub async fn admit(
         CommandResult::Rejected { reason } if reason.starts_with(NAME_TAKEN) => {
             return Err(JoinError::NameTaken(reason))
         }
-        other => {
-            return Err(ClusterError::Rejected(format!("registration gave {other:?}")).into())
-        }
+        other => return Err(ClusterError::Rejected(format!("registration gave {other:?}")).into()),
     };
     let (ca, name) = cluster.read(|s| (s.ca.clone(), s.cluster.clone()));
     let ca = ca.ok_or_else(|| ClusterError::Rejected("the cluster has no CA yet".into()))?;
@@ -175,7 +173,10 @@ mod tests {
         for (i, change) in tampered.iter().enumerate() {
             let mut r = request();
             change(&mut r);
-            assert!(!r.verify("tok"), "field {i} changed and the proof still held");
+            assert!(
+                !r.verify("tok"),
+                "field {i} changed and the proof still held"
+            );
         }
     }
 }

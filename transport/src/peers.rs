@@ -265,7 +265,10 @@ mod tests {
         send.write_all(b"hello").await.unwrap();
         send.finish().unwrap();
         let out = recv.read_to_end(1 << 20).await.unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "Rpc from a (Some(1)): hello");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "Rpc from a (Some(1)): hello"
+        );
 
         // A node with a certificate from another CA is refused.
         let other_ca = tls::new_ca("other").unwrap();

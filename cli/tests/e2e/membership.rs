@@ -209,7 +209,11 @@ async fn a_certified_peer_cannot_speak_as_another_node_nor_move_what_it_does_not
     // The term did not move and the leader still leads.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let after = c.view(follower).await.unwrap();
-    assert_eq!(term_of(&after), term, "the forged messages disturbed the cluster: {after}");
+    assert_eq!(
+        term_of(&after),
+        term,
+        "the forged messages disturbed the cluster: {after}"
+    );
 
     // Removed, its certificate opens nothing, not even a placement of a new sandbox.
     let r = c.nodes[0]
@@ -254,7 +258,10 @@ async fn a_node_that_lost_its_disk_does_not_rejoin_under_its_old_id() {
     // Once an operator removed the old member, the name joins again, as a new node.
     let r = c.nodes[leader]
         .client
-        .request(Method::DELETE, &format!("/v1/cluster/nodes/{name}?force=true"))
+        .request(
+            Method::DELETE,
+            &format!("/v1/cluster/nodes/{name}?force=true"),
+        )
         .send()
         .await
         .unwrap();

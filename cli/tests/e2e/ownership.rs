@@ -68,7 +68,7 @@ async fn append(c: &TestCluster, i: usize, sandbox: &str, line: &str) -> Option<
         .map(|(node, _)| node)
 }
 
-/// Waits until `sandbox` has a snapshot (its first checkpoint).
+/// Waits until `sandbox` has a snapshot (its first checkpoint) and the cluster recorded it.
 async fn wait_checkpoint(c: &TestCluster, sandbox: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -80,6 +80,8 @@ async fn wait_checkpoint(c: &TestCluster, sandbox: &str) {
             .unwrap();
         let v: serde_json::Value = r.json().await.unwrap();
         if v["snapshots"].as_array().is_some_and(|a| !a.is_empty()) {
+            // Listed once written; recorded in the placement a commit later.
+            tokio::time::sleep(Duration::from_millis(1500)).await;
             return;
         }
         assert!(Instant::now() < deadline, "no checkpoint of {sandbox}: {v}");
@@ -287,7 +289,16 @@ async fn a_sleeping_sandbox_whose_node_dies_comes_back_with_its_files() {
 /// A three-node cluster (checkpoints every second) with a sandbox on a follower that holds
 /// `kept` in its recovery point: the cluster, the sandbox, and the index of its owner.
 async fn checkpointed_on_a_follower(prefix: &str) -> (TestCluster, String, usize) {
-    let c = TestCluster::start_with(3, 1, "checkpoint_every_s = 1\n").await;
+    checkpointed_on_a_follower_with(prefix, "").await
+}
+
+/// Like [`checkpointed_on_a_follower`], with more settings for every node.
+async fn checkpointed_on_a_follower_with(
+    prefix: &str,
+    extra: &str,
+) -> (TestCluster, String, usize) {
+    let settings = format!("checkpoint_every_s = 1\n{extra}");
+    let c = TestCluster::start_with(3, 1, &settings).await;
     c.wait_voters_everywhere(3).await;
     let leader = c.leader().await;
     for k in 0..20 {
@@ -454,8 +465,7 @@ async fn call(
 async fn a_delete_the_cluster_did_not_record_is_not_answered_as_done() {
     // A long lease, and no failover during the test: the cut-off owner still serves when
     // the DELETE arrives.
-    let mut c =
-        TestCluster::start_with(3, 1, "lease_ms = 8000\ndown_after_ms = 30000\n").await;
+    let mut c = TestCluster::start_with(3, 1, "lease_ms = 8000\ndown_after_ms = 30000\n").await;
     c.wait_voters_everywhere(3).await;
     let (id, owner) = on_a_follower(&c, "del").await;
     let others: Vec<usize> = (0..3).filter(|i| *i != owner).collect();
@@ -506,7 +516,11 @@ async fn a_delete_the_cluster_did_not_record_is_not_answered_as_done() {
             .sum::<u64>()
     };
     let view = c.view(others[0]).await.unwrap();
-    assert_eq!(placed(&view), 0, "a deleted sandbox is still placed: {view}");
+    assert_eq!(
+        placed(&view),
+        0,
+        "a deleted sandbox is still placed: {view}"
+    );
     c.restart(owner);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -580,4 +594,52 @@ async fn a_sandbox_whose_recovery_point_cannot_be_read_waits_for_it_instead_of_s
         }
     };
     assert_eq!(content.trim(), "kept");
+}
+
+/// A request for a sandbox whose owner died waits for the failover (bounded) and is
+/// answered by the new owner, with the sandbox's files, instead of failing while the
+/// failure detector has not caught up yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_for_a_dead_owners_sandbox_waits_for_the_failover() {
+    // A slow failure detector: the owner is unreachable for a while before it is called
+    // down and its sandboxes move.
+    let (mut c, id, owner) =
+        checkpointed_on_a_follower_with("waits", "lease_ms = 2000\ndown_after_ms = 15000\n").await;
+    let entry = c.leader().await;
+    let owner_name = c.nodes[owner].name.clone();
+    c.kill(owner);
+    // Long enough for the entry node's pooled connection to the dead owner to time out
+    // (6 s without an answer), short of the failure detector's 15 s.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let t = Instant::now();
+    let r = c.nodes[entry]
+        .client
+        .request(Method::POST, &format!("/v1/sandboxes/{id}/exec"))
+        .json(&ExecRequest {
+            command: Some("cat /workspace/log".into()),
+            ..Default::default()
+        })
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let node = r
+        .headers()
+        .get("x-warren-node")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let body: serde_json::Value = r.json().await.unwrap_or_default();
+    assert_eq!(
+        status,
+        200,
+        "the request failed instead of waiting for the failover ({:?}): {body}",
+        t.elapsed()
+    );
+    assert_ne!(node, owner_name);
+    assert_eq!(
+        body["stdout"].as_str().unwrap_or_default().trim(),
+        "kept",
+        "{body}"
+    );
 }
