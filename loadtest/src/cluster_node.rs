@@ -34,6 +34,11 @@ fn free_port(udp: bool) -> u16 {
 
 impl BenchCluster {
     pub async fn start(n: usize) -> anyhow::Result<Self> {
+        Self::start_with(n, "").await
+    }
+
+    /// Like [`start`](Self::start), with more settings (TOML lines) for every node.
+    pub async fn start_with(n: usize, extra: &str) -> anyhow::Result<Self> {
         let warren = std::env::current_exe()?.with_file_name("warren");
         let tag = hex::encode(rand::random::<[u8; 3]>());
         let dir = PathBuf::from(format!("/tmp/wbc-{tag}"));
@@ -58,11 +63,13 @@ impl BenchCluster {
                 &cfg,
                 format!(
                     "name = \"{name}\"\ndata_dir = \"{}\"\nlisten = \"127.0.0.1:{}\"\npeer_listen = \"127.0.0.1:{}\"\n\
-                     {join}join_token = \"wj_{tag}\"\napi_key_file = \"{}\"\nspare_networks = 1\n",
+                     {join}join_token = \"wj_{tag}\"\napi_key_file = \"{}\"\nspare_networks = 1\n\
+                     object_store = \"{}\"\n{extra}\n",
                     dir.join(&name).display(),
                     free_port(false),
                     free_port(true),
-                    dir.join("api-key").display()
+                    dir.join("api-key").display(),
+                    dir.join("objects").display(),
                 ),
             )?;
             let mut child = Command::new(&warren)
@@ -106,6 +113,29 @@ impl BenchCluster {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         Ok(me)
+    }
+}
+
+impl BenchCluster {
+    /// Kills node `i` with SIGKILL (its containers are left to the cleanup at the end).
+    pub fn kill(&mut self, i: usize) {
+        let _ = self.children[i].kill();
+        let _ = self.children[i].wait();
+    }
+
+    /// The index of the current leader, by node 0's view.
+    pub async fn leader(&self) -> anyhow::Result<usize> {
+        let v: serde_json::Value = self.clients[0]
+            .request(reqwest::Method::GET, "/v1/cluster")
+            .send()
+            .await?
+            .json()
+            .await?;
+        let name = v["leader"].as_str().context("no leader")?;
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .context("leader not a node of this cluster")
     }
 }
 

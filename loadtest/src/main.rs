@@ -6,14 +6,16 @@
 //! placement simulation, default 1 000 000), WARREN_BENCH_SNAPSHOT_ROUNDS (snapshot, restore
 //! and fork rounds on a ~200 MiB workspace, default 3), WARREN_BENCH_SURFACE (keystroke echo
 //! and watch samples, default 200), WARREN_BENCH_INTERP (interpreter round trips, default
-//! 200), WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`, `snapshots`,
-//! `watch`, `interpreter`, `userns`, `hostwork`, `cluster`, `commits`, `placement`; default
-//! all),
+//! 200), WARREN_BENCH_FAILOVER (sandboxes on the node killed in the failover scenario,
+//! default 10), WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`,
+//! `snapshots`, `watch`, `interpreter`, `userns`, `hostwork`, `cluster`, `failover`,
+//! `commits`, `placement`; default all),
 //! WARREN_BENCH_WORKDIR (where the snapshot baselines write, default /tmp).
 
 use warren_loadtest::{
-    cluster_node, commit_bench, host_work_bench, interpreter_bench, node::BenchNode,
-    placement_bench, report::Table, scenarios, snapshot_bench, surface_bench, userns_bench,
+    cluster_node, commit_bench, failover_bench, host_work_bench, interpreter_bench,
+    node::BenchNode, placement_bench, report::Table, scenarios, snapshot_bench, surface_bench,
+    userns_bench,
 };
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -32,6 +34,7 @@ async fn main() -> anyhow::Result<()> {
     let snap_rounds = env_usize("WARREN_BENCH_SNAPSHOT_ROUNDS", 3).clamp(1, 20);
     let surface_n = env_usize("WARREN_BENCH_SURFACE", 200).clamp(10, 5000);
     let interp_n = env_usize("WARREN_BENCH_INTERP", 200).clamp(10, 5000);
+    let failover_n = env_usize("WARREN_BENCH_FAILOVER", 10).clamp(1, 100);
     let sim_ids = env_usize("WARREN_BENCH_SIM_IDS", 1_000_000).clamp(1000, 5_000_000);
     let only = std::env::var("WARREN_BENCH_ONLY").unwrap_or_default();
     let run = |part: &str| only.is_empty() || only.split(',').any(|p| p.trim() == part);
@@ -75,6 +78,10 @@ async fn main() -> anyhow::Result<()> {
         let cluster = cluster_node::BenchCluster::start(3).await?;
         let owner = cluster_node::forwarding_overhead(&cluster, warm_n, &mut table).await?;
         surface_bench::terminal_echo(&cluster, owner, surface_n, &mut table).await?;
+    }
+    if run("failover") {
+        eprintln!("bench: failover of a killed node's sandboxes");
+        failover_bench::failover_time(failover_n, &mut table).await?;
     }
     if run("commits") {
         commit_bench::commit_latency(commits_n, &mut table).await?;

@@ -418,6 +418,11 @@ async fn serve_local(st: &AppState, id: &str, req: Request, serve: Serve) -> Res
     // second): do it now, so the request finds the sandbox. A delete need not bring it
     // back first: forgetting the placement is all that is left to do.
     if delete && st.mgr.get(id).is_none() {
+        // Still through the manager: it refuses a quarantined record and removes any
+        // container of the id left in Docker.
+        if let Err(e) = st.mgr.delete(id).await {
+            return err(e);
+        }
         return match unplace(st, id).await {
             Ok(()) => http::StatusCode::NO_CONTENT.into_response(),
             Err(e) => err(e),
