@@ -75,7 +75,10 @@ impl BenchCluster {
             let mut child = Command::new(&warren)
                 .args(["serve", "--config"])
                 .arg(&cfg)
-                .env("WARREN_LOG", "warn")
+                .env(
+                    "WARREN_LOG",
+                    std::env::var("WARREN_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+                )
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
                 // Stops with this benchmark, however it ends.

@@ -43,7 +43,14 @@ pub trait Handler: Send + Sync + 'static {
     ) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 }
 
-type Slot = Arc<tokio::sync::Mutex<Option<Connection>>>;
+/// One peer's pooled connection, and the last failed attempt to make one.
+#[derive(Default)]
+struct SlotState {
+    conn: Option<Connection>,
+    failed: Option<(std::time::Instant, String)>,
+}
+
+type Slot = Arc<tokio::sync::Mutex<SlotState>>;
 
 pub struct Peers {
     endpoint: Endpoint,
@@ -52,6 +59,11 @@ pub struct Peers {
 }
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// After a connection attempt failed, further opens to that peer fail at once for this long
+/// instead of each waiting out its own attempt: requests queued behind one attempt to a dead
+/// node would otherwise pay `CONNECT_TIMEOUT` one after the other.
+const FAIL_FAST: Duration = Duration::from_secs(1);
 
 fn transport_config() -> Arc<TransportConfig> {
     let mut t = TransportConfig::default();
@@ -109,7 +121,7 @@ impl Peers {
             .or_default()
             .clone();
         let mut guard = slot.lock().await;
-        if let Some(c) = guard.as_ref() {
+        if let Some(c) = guard.conn.as_ref() {
             if c.close_reason().is_none() {
                 return Ok(c.clone());
             }
@@ -118,16 +130,37 @@ impl Peers {
             addr: addr.to_string(),
             message: m,
         };
-        let connecting = self
-            .endpoint
-            .connect(addr, name)
-            .map_err(|e| err(e.to_string()))?;
-        let conn = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
-            .await
-            .map_err(|_| err("timed out".into()))?
-            .map_err(|e| err(e.to_string()))?;
-        *guard = Some(conn.clone());
-        Ok(conn)
+        if let Some((at, why)) = &guard.failed {
+            if at.elapsed() < FAIL_FAST {
+                return Err(err(format!(
+                    "{why} (an attempt {} ms ago)",
+                    at.elapsed().as_millis()
+                )));
+            }
+        }
+        let attempt = async {
+            let connecting = self
+                .endpoint
+                .connect(addr, name)
+                .map_err(|e| e.to_string())?;
+            tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+                .await
+                .map_err(|_| "timed out".to_string())?
+                .map_err(|e| e.to_string())
+        };
+        match attempt.await {
+            Ok(conn) => {
+                *guard = SlotState {
+                    conn: Some(conn.clone()),
+                    failed: None,
+                };
+                Ok(conn)
+            }
+            Err(why) => {
+                guard.failed = Some((std::time::Instant::now(), why.clone()));
+                Err(err(why))
+            }
+        }
     }
 
     /// Forgets the pooled connection to a peer (after an error on it).
@@ -294,5 +327,28 @@ mod tests {
         }
         .await;
         assert!(r.is_err(), "an intruder must not get an answer: {r:?}");
+    }
+
+    #[tokio::test]
+    async fn opens_queued_behind_a_failed_attempt_fail_with_it_instead_of_trying_again() {
+        let ca = tls::new_ca("t").unwrap();
+        let a = Peers::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            &tls::issue(&ca, "a", 1).unwrap(),
+        )
+        .unwrap();
+        // Nothing answers there.
+        let dead = std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let opens = (0..3).map(|_| a.open(dead, "b", StreamKind::Rpc));
+        let results = futures_util::future::join_all(opens).await;
+        let errors: Vec<String> = results
+            .into_iter()
+            .map(|r| r.expect_err("nothing answers").to_string())
+            .collect();
+        let attempts = errors.iter().filter(|e| !e.contains("an attempt")).count();
+        assert_eq!(attempts, 1, "one attempt for all three: {errors:?}");
     }
 }
