@@ -30,7 +30,8 @@ impl Handler for PeerServer {
             match kind {
                 StreamKind::Rpc => self.cluster.clone().serve_rpc(peer, send, recv).await,
                 StreamKind::Http => {
-                    // Forwarded requests skip the API key: only a current member sends them.
+                    // A forwarded request is taken as a member's (served here, one hop,
+                    // on the sender's view of the placement): only a current member sends one.
                     if let Err(refusal) = self.cluster.member_of(&peer) {
                         tracing::warn!(peer = %peer.name, node = ?peer.node, %refusal, "forwarded request refused");
                         return;
