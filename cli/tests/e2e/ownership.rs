@@ -300,18 +300,9 @@ async fn checkpointed_on_a_follower_with(
     let settings = format!("checkpoint_every_s = 1\n{extra}");
     let c = TestCluster::start_with(3, 1, &settings).await;
     c.wait_voters_everywhere(3).await;
-    let leader = c.leader().await;
-    for k in 0..20 {
-        let id = format!("{prefix}-{}-{k}", unique());
-        let node = append(&c, leader, &id, "kept").await.expect("write");
-        if node != c.nodes[leader].name {
-            wait_checkpoint(&c, &id).await;
-            let owner = c.index_of(&node);
-            return (c, id, owner);
-        }
-        c.nodes[leader].client.delete_sandbox(&id).await.unwrap();
-    }
-    panic!("no id was placed on a follower");
+    let (id, owner) = on_a_follower(&c, prefix).await;
+    wait_checkpoint(&c, &id).await;
+    (c, id, owner)
 }
 
 /// Reads `/workspace/log` entering node `entry` until the sandbox answers from a node other
