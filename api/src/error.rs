@@ -36,11 +36,12 @@ pub enum ErrorCode {
     Unavailable,
     CapacityExhausted,
     UpstreamTimeout,
+    EgressDenied,
 }
 
 impl ErrorCode {
     /// All codes, for exhaustive tests and documentation.
-    pub const ALL: [ErrorCode; 28] = [
+    pub const ALL: [ErrorCode; 29] = [
         ErrorCode::InvalidArgument,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -69,6 +70,7 @@ impl ErrorCode {
         ErrorCode::Unavailable,
         ErrorCode::CapacityExhausted,
         ErrorCode::UpstreamTimeout,
+        ErrorCode::EgressDenied,
     ];
 
     /// The HTTP status that `api.md` assigns to this code.
@@ -77,7 +79,7 @@ impl ErrorCode {
         match self {
             InvalidArgument => 400,
             Unauthorized => 401,
-            Forbidden => 403,
+            Forbidden | EgressDenied => 403,
             SandboxNotFound | FileNotFound | ProcessNotFound | ContextNotFound
             | SnapshotNotFound | InvalidToken | NotFound => 404,
             ReadyTimeout => 408,
@@ -137,6 +139,7 @@ impl ErrorCode {
             Unavailable => "UNAVAILABLE",
             CapacityExhausted => "CAPACITY_EXHAUSTED",
             UpstreamTimeout => "UPSTREAM_TIMEOUT",
+            EgressDenied => "EGRESS_DENIED",
         }
     }
 }

@@ -3,6 +3,7 @@
 //! agent. Pure data and validation: this crate must not depend on tokio, HTTP stacks or any
 //! other warren crate, so that the static guest binary and SDKs can use it cheaply.
 
+pub mod egress;
 pub mod error;
 pub mod exec;
 pub mod files;

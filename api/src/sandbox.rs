@@ -291,7 +291,7 @@ pub struct CreateSandboxRequest {
     pub region: Option<String>,
     pub persist: Option<Persist>,
     pub from_snapshot: Option<String>,
-    pub egress: Option<serde_json::Value>,
+    pub egress: Option<crate::egress::EgressPolicy>,
     pub isolation: Option<Isolation>,
 }
 
@@ -316,6 +316,9 @@ impl CreateSandboxRequest {
         }
         if let Some(p) = &self.persist {
             p.validate()?;
+        }
+        if let Some(e) = &self.egress {
+            e.validate()?;
         }
         Ok(())
     }

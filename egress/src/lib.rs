@@ -1,0 +1,56 @@
+//! The egress proxy of a warren node: each sandbox's only way out. It runs in the node,
+//! outside every sandbox, and applies the sandbox's policy (`decide`, pure) to every
+//! request: hosts allowed or denied by name and by the network they resolve to, per-host
+//! rules that set or remove headers (values from secrets, by sandbox id and labels), and
+//! the operator's fixed refusals (`guard`: private networks, the node's own endpoints).
+//! HTTP is proxied (also keep-alive, streamed bodies and WebSocket upgrades); HTTPS is
+//! tunnelled (`CONNECT`).
+//!
+//! What the proxy knows of a sandbox comes through one boundary, [`EgressContext`]: which
+//! sandbox a connection comes from (by its address on its own network) and secrets' values.
+
+pub mod decide;
+pub mod guard;
+pub mod proxy;
+pub mod usage;
+
+pub use decide::Compiled;
+pub use guard::Guard;
+pub use proxy::{Proxy, ProxyMetrics};
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// What the proxy needs to know of one sandbox, looked up for every request (so that a
+/// changed policy applies to the next request, also on a connection already open).
+#[derive(Debug, Clone)]
+pub struct SandboxEgress {
+    pub id: String,
+    pub labels: BTreeMap<String, String>,
+    pub policy: Arc<Compiled>,
+}
+
+/// The node's side of the proxy.
+pub trait EgressContext: Send + Sync + 'static {
+    /// The sandbox whose container has this address, if any of this node's does.
+    fn sandbox_at(&self, addr: IpAddr) -> Option<SandboxEgress>;
+    /// A secret's value (None: no such secret, or it cannot be read).
+    fn secret(&self, name: &str) -> Option<String>;
+}
+
+/// The environment variables that point a sandbox's programs at the proxy at `url`.
+pub fn proxy_env(url: &str) -> Vec<(String, String)> {
+    let no_proxy = "localhost,127.0.0.1,::1";
+    [
+        ("HTTP_PROXY", url),
+        ("http_proxy", url),
+        ("HTTPS_PROXY", url),
+        ("https_proxy", url),
+        ("NO_PROXY", no_proxy),
+        ("no_proxy", no_proxy),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}

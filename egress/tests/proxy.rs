@@ -1,0 +1,304 @@
+//! The proxy against real upstream servers on loopback, with real TCP clients; the node's
+//! side (which sandbox an address is, secrets' values) is the one fake here.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use warren_api::egress::EgressPolicy;
+use warren_egress::{Compiled, EgressContext, Guard, Proxy, SandboxEgress};
+
+#[derive(Default)]
+struct Node {
+    sandboxes: Mutex<HashMap<IpAddr, SandboxEgress>>,
+    secrets: Mutex<BTreeMap<String, String>>,
+}
+
+impl EgressContext for Node {
+    fn sandbox_at(&self, addr: IpAddr) -> Option<SandboxEgress> {
+        self.sandboxes.lock().unwrap().get(&addr).cloned()
+    }
+    fn secret(&self, name: &str) -> Option<String> {
+        self.secrets.lock().unwrap().get(name).cloned()
+    }
+}
+
+impl Node {
+    fn set(&self, ip: &str, id: &str, labels: &[(&str, &str)], policy: serde_json::Value) {
+        let p: EgressPolicy = serde_json::from_value(policy).unwrap();
+        self.sandboxes.lock().unwrap().insert(
+            ip.parse().unwrap(),
+            SandboxEgress {
+                id: id.into(),
+                labels: labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                policy: Arc::new(Compiled::new(p.normalized().unwrap())),
+            },
+        );
+    }
+}
+
+/// An upstream that answers every request with the request's head as its body.
+async fn echo_upstream() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                loop {
+                    let mut chunk = [0u8; 4096];
+                    let n = match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = find(&buf, b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                        buf.drain(..end + 4);
+                        let body = head.to_ascii_lowercase();
+                        let resp = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{}",
+                            body.len(),
+                            body
+                        );
+                        if s.write_all(resp.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w == n)
+}
+
+/// Reads one response (content-length bodies only): status and body.
+async fn read_response(s: &mut TcpStream) -> (u16, String) {
+    let mut buf = Vec::new();
+    loop {
+        if let Some(end) = find(&buf, b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let mut c = [0u8; 4096];
+                let n = s.read(&mut c).await.unwrap();
+                assert!(n > 0, "connection closed mid-body");
+                buf.extend_from_slice(&c[..n]);
+            }
+            let status = head[9..12].parse().unwrap();
+            return (
+                status,
+                String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).to_string(),
+            );
+        }
+        let mut c = [0u8; 4096];
+        let n = s.read(&mut c).await.unwrap();
+        assert!(n > 0, "connection closed before a response");
+        buf.extend_from_slice(&c[..n]);
+    }
+}
+
+struct Setup {
+    node: Arc<Node>,
+    proxy: SocketAddr,
+    upstream: SocketAddr,
+    proxy_obj: Arc<Proxy>,
+}
+
+/// A proxy listening on 127.0.0.2 (the "sandbox" connects from 127.0.0.1), with
+/// loopback opened as the operator would with `--egress-allow-net 127.0.0.0/8`.
+async fn setup(allow_loopback: bool) -> Setup {
+    let node = Arc::new(Node::default());
+    let nets = if allow_loopback {
+        vec!["127.0.0.0/8".parse().unwrap()]
+    } else {
+        vec![]
+    };
+    let l = TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let proxy_addr = l.local_addr().unwrap();
+    let mut guard = Guard::new(nets);
+    guard.own_ports = vec![proxy_addr.port()];
+    let proxy = Proxy::new(node.clone(), guard, None);
+    proxy.spawn(l, CancellationToken::new());
+    Setup {
+        node,
+        proxy: proxy_addr,
+        upstream: echo_upstream().await,
+        proxy_obj: proxy,
+    }
+}
+
+async fn get(s: &mut TcpStream, url: &str) -> (u16, String) {
+    let req = format!("GET {url} HTTP/1.1\r\nhost: ignored.example\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    read_response(s).await
+}
+
+#[tokio::test]
+async fn a_rule_injects_a_secret_per_label_and_a_change_applies_on_the_open_connection() {
+    let t = setup(true).await;
+    t.node
+        .secrets
+        .lock()
+        .unwrap()
+        .insert("tok-red".into(), "RED-SECRET".into());
+    let policy = serde_json::json!({"rules": [{"host": "127.0.0.1",
+        "set_headers": {"authorization": "Bearer ${secret:tok-${sandbox.label.team}}"},
+        "remove_headers": ["cookie"]}]});
+    t.node
+        .set("127.0.0.1", "sb-red", &[("team", "red")], policy);
+    let url = format!("http://{}/repo", t.upstream);
+    let mut c = TcpStream::connect(t.proxy).await.unwrap();
+    let req = format!(
+        "GET {url} HTTP/1.1\r\nhost: {}\r\ncookie: c=1\r\nproxy-authorization: x\r\n\r\n",
+        t.upstream
+    );
+    c.write_all(req.as_bytes()).await.unwrap();
+    let (status, seen) = read_response(&mut c).await;
+    assert_eq!(status, 200, "{seen}");
+    assert!(seen.contains("authorization: bearer red-secret"), "{seen}");
+    assert!(!seen.contains("cookie"), "{seen}");
+    assert!(!seen.contains("proxy-authorization"), "{seen}");
+    assert!(seen.starts_with("get /repo http/1.1"), "{seen}");
+
+    // The same connection, the policy changed meanwhile: denied now.
+    t.node.set(
+        "127.0.0.1",
+        "sb-red",
+        &[("team", "red")],
+        serde_json::json!({"deny_hosts": ["127.0.0.0/8"]}),
+    );
+    let (status, body) = get(&mut c, &url).await;
+    assert_eq!(status, 403, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["code"], "EGRESS_DENIED");
+    assert_eq!(v["sandbox"], "sb-red");
+    assert_eq!(v["host"], "127.0.0.1");
+
+    // And back, still on the same connection: the upstream sees no header any more.
+    t.node.set(
+        "127.0.0.1",
+        "sb-red",
+        &[("team", "red")],
+        serde_json::json!({}),
+    );
+    let (status, seen) = get(&mut c, &url).await;
+    assert_eq!(status, 200);
+    assert!(!seen.contains("authorization"), "{seen}");
+    let u = t.proxy_obj.usage.get("sb-red");
+    assert_eq!((u.requests, u.denied), (2, 1));
+    assert!(u.bytes_down > 0);
+}
+
+#[tokio::test]
+async fn a_missing_secret_refuses_the_request_instead_of_sending_an_empty_header() {
+    let t = setup(true).await;
+    t.node.set(
+        "127.0.0.1",
+        "sb",
+        &[],
+        serde_json::json!({"rules": [{"host": "127.0.0.1",
+        "set_headers": {"authorization": "Bearer ${secret:absent}"}}]}),
+    );
+    let mut c = TcpStream::connect(t.proxy).await.unwrap();
+    let (status, body) = get(&mut c, &format!("http://{}/", t.upstream)).await;
+    assert_eq!(status, 403);
+    assert!(
+        body.contains("EGRESS_DENIED") && body.contains("absent"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn private_destinations_are_refused_unless_opened_and_the_nodes_own_ports_always() {
+    // Loopback not opened: refused although the policy allows everything.
+    let t = setup(false).await;
+    t.node.set(
+        "127.0.0.1",
+        "sb",
+        &[],
+        serde_json::json!({"default": "allow"}),
+    );
+    let mut c = TcpStream::connect(t.proxy).await.unwrap();
+    let (status, body) = get(&mut c, &format!("http://{}/", t.upstream)).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("not the public internet"), "{body}");
+    // A name that resolves to loopback gets no further than the address does.
+    let (status, body) = get(&mut c, &format!("http://localhost:{}/", t.upstream.port())).await;
+    assert_eq!(status, 403, "{body}");
+
+    // Opened: the upstream answers, but the proxy's own port (the node's) stays refused.
+    let t = setup(true).await;
+    t.node.set("127.0.0.1", "sb", &[], serde_json::json!({}));
+    let mut c = TcpStream::connect(t.proxy).await.unwrap();
+    let (status, _) = get(&mut c, &format!("http://{}/", t.upstream)).await;
+    assert_eq!(status, 200);
+    let mut c = TcpStream::connect(t.proxy).await.unwrap();
+    let (status, body) = get(&mut c, &format!("http://127.0.0.1:{}/", t.proxy.port())).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("own endpoint"), "{body}");
+}
+
+#[tokio::test]
+async fn connect_tunnels_to_allowed_hosts_and_refuses_the_rest() {
+    let t = setup(true).await;
+    t.node.set(
+        "127.0.0.1",
+        "sb",
+        &[],
+        serde_json::json!({"default": "deny", "allow_hosts": ["127.0.0.1"]}),
+    );
+    let mut c = TcpStream::connect(t.proxy).await.unwrap();
+    c.write_all(format!("CONNECT {0} HTTP/1.1\r\nhost: {0}\r\n\r\n", t.upstream).as_bytes())
+        .await
+        .unwrap();
+    let (status, _) = read_response(&mut c).await;
+    assert_eq!(status, 200);
+    // The tunnel carries anything: a request straight to the upstream.
+    c.write_all(b"GET /through HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let (status, seen) = read_response(&mut c).await;
+    assert_eq!(status, 200);
+    assert!(seen.starts_with("get /through"), "{seen}");
+
+    let mut c = TcpStream::connect(t.proxy).await.unwrap();
+    c.write_all(
+        format!(
+            "CONNECT 127.0.0.3:{0} HTTP/1.1\r\nhost: 127.0.0.3\r\n\r\n",
+            t.upstream.port()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let (status, body) = read_response(&mut c).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("default is deny"), "{body}");
+}
+
+#[tokio::test]
+async fn a_client_that_is_no_sandbox_gets_nothing() {
+    let t = setup(true).await;
+    let mut c = TcpStream::connect(t.proxy).await.unwrap();
+    let (status, body) = get(&mut c, &format!("http://{}/", t.upstream)).await;
+    assert_eq!(status, 403);
+    assert!(body.contains("FORBIDDEN"), "{body}");
+}
