@@ -12,6 +12,24 @@ use crate::ApiError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Set in every container: the TCP port of its node's egress proxy on the container's
+/// gateway. The guest turns it into `HTTP_PROXY` and its siblings for every process.
+pub const PROXY_PORT_ENV: &str = "WARREN_EGRESS_PORT";
+
+/// The environment variables that point a sandbox's programs at the proxy at `url`
+/// (both spellings: curl reads the lowercase ones, others the uppercase).
+pub fn proxy_env(url: &str) -> Vec<(&'static str, String)> {
+    let no_proxy = "localhost,127.0.0.1,::1";
+    vec![
+        ("HTTP_PROXY", url.to_string()),
+        ("http_proxy", url.to_string()),
+        ("HTTPS_PROXY", url.to_string()),
+        ("https_proxy", url.to_string()),
+        ("NO_PROXY", no_proxy.to_string()),
+        ("no_proxy", no_proxy.to_string()),
+    ]
+}
+
 /// What a host that no list or rule names gets.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -250,6 +250,23 @@ pub struct NodeArgs {
     /// wake or fork takes one instead of waiting for Docker to start one (0: none).
     #[arg(long, default_value_t = 4)]
     pub warm_containers: usize,
+    /// File of the cluster's secrets keys (made at bootstrap, received when joining).
+    /// Default: DATA_DIR/cluster/secrets.key.
+    #[arg(long)]
+    pub secrets_key_file: Option<PathBuf>,
+    /// A network the egress proxy may connect to although it is not the public internet
+    /// (private, loopback, link-local, ...), as a CIDR; repeatable. The node's own API,
+    /// peer and proxy ports stay unreachable whatever is listed.
+    #[arg(
+        long = "egress-allow-net",
+        env = "WARREN_EGRESS_ALLOW_NETS",
+        value_delimiter = ','
+    )]
+    pub egress_allow_nets: Vec<String>,
+    /// TCP port of the egress proxy on this host (default: the one used before, else the
+    /// first free one from 47800 to 47899, the range the firewall opens to sandboxes).
+    #[arg(long)]
+    pub egress_port: Option<u16>,
 }
 
 impl NodeArgs {
@@ -297,6 +314,9 @@ impl NodeArgs {
             pack_in_guest: self.pack_in_guest,
             restore_after_start: self.restore_after_start,
             warm_containers: self.warm_containers,
+            secrets_key_file: self.secrets_key_file.clone(),
+            egress_allow_nets: self.egress_allow_nets.clone(),
+            egress_port: self.egress_port,
         };
         s.check()?;
         Ok(s)

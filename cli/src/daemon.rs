@@ -254,6 +254,10 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     let cluster_dir = data_dir.join("cluster");
     std::fs::create_dir_all(&cluster_dir)?;
     let id_path = cluster_dir.join("identity.json");
+    let secrets_key_path = s
+        .secrets_key_file
+        .clone()
+        .unwrap_or_else(|| cluster_dir.join("secrets.key"));
     let (stored, bootstrap_ca) = if id_path.exists() {
         let stored: StoredIdentity =
             serde_json::from_slice(&std::fs::read(&id_path)?).context("identity.json")?;
@@ -276,7 +280,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
             !peer_addr.ends_with(":0"),
             "a joining node needs a fixed peer port (peer_listen)"
         );
-        let stored = join(seed, &token, s, &api_addr, &peer_addr).await?;
+        let stored = join(seed, &token, s, &api_addr, &peer_addr, &secrets_key_path).await?;
         write_private(&id_path, &serde_json::to_string(&stored)?)?;
         (stored, None)
     } else {
@@ -297,6 +301,41 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         write_private(&id_path, &serde_json::to_string(&stored)?)?;
         (stored, Some(ca))
     };
+
+    // Made at bootstrap, received when joining, read back on a restart.
+    let secrets_key = warren_consensus::secrets::SecretsKey::load_or_create(&secrets_key_path)
+        .with_context(|| format!("secrets key {}", secrets_key_path.display()))?;
+    // The egress proxy's port is fixed before any container is made: containers are told
+    // it once, when they are made, and keep it across restarts of the node.
+    let egress_port_file = data_dir.join("egress-port");
+    let remembered = std::fs::read_to_string(&egress_port_file)
+        .ok()
+        .and_then(|p| p.trim().parse::<u16>().ok());
+    let egress_listener = match (s.egress_port, remembered) {
+        (Some(p), _) => warren_router::egress::bind(Some(p)).await,
+        (None, Some(p)) => match warren_router::egress::bind(Some(p)).await {
+            Ok(l) => Ok(l),
+            Err(e) => {
+                tracing::warn!(port = p, error = %e, "the egress port used before is taken; containers made before point at it");
+                warren_router::egress::bind(None).await
+            }
+        },
+        (None, None) => warren_router::egress::bind(None).await,
+    }
+    .context("cannot listen for the egress proxy")?;
+    let egress_port = egress_listener.local_addr()?.port();
+    write_private(&egress_port_file, &format!("{egress_port}\n"))?;
+    docker.use_egress_port(egress_port);
+    let egress_nets = s
+        .egress_allow_nets
+        .iter()
+        .map(|n| {
+            n.trim()
+                .parse::<ipnet::IpNet>()
+                .or_else(|_| n.trim().parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                .with_context(|| format!("egress_allow_nets: {n:?} is not a CIDR"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
 
     let peers = Peers::bind(
         s.peer_listen
@@ -386,8 +425,18 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     let ctx = Arc::new(warren_router::cluster::ClusterCtx {
         cluster: cluster.clone(),
         join_token: join_token.clone(),
+        secrets_key,
     });
-    let state = warren_router::AppState::new(mgr, ctx, &api_key, registry)?;
+    let own_ports = vec![listener.local_addr()?.port(), peers.local_addr()?.port()];
+    let state = warren_router::AppState::new(mgr, ctx, &api_key, registry.clone())?;
+    let (_proxy, egress_task) = warren_router::egress::spawn(
+        &state,
+        egress_listener,
+        own_ports,
+        egress_nets,
+        &registry,
+        tasks.clone(),
+    )?;
     warren_router::serve_peers(&state);
     warren_router::cluster::migrate::spawn(state.clone());
     warren_router::cluster::fence::spawn(state.clone());
@@ -416,7 +465,10 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     });
     warren_router::serve(listener, state, shutdown_signal()).await?;
     tasks.cancel();
-    for t in [firewall_keeper, peers_follower].into_iter().flatten() {
+    for t in [firewall_keeper, peers_follower, Some(egress_task)]
+        .into_iter()
+        .flatten()
+    {
         let _ = t.await;
     }
     docker.stop_warm_pool().await;
@@ -443,6 +495,7 @@ async fn join(
     s: &Settings,
     api_addr: &str,
     peer_addr: &str,
+    secrets_key_path: &Path,
 ) -> anyhow::Result<StoredIdentity> {
     let (key_pem, csr) = tls::new_key_and_csr(&s.name)?;
     let req = JoinRequest::new(
@@ -460,6 +513,13 @@ async fn join(
                     resp.verify(token),
                     "the answer from {seed} does not prove the join token"
                 );
+                let sealed = resp
+                    .secrets_key
+                    .as_ref()
+                    .context("the cluster sent no secrets key (a member of an older version?)")?;
+                warren_consensus::secrets::SecretsKey::open_from_join(token, sealed)
+                    .and_then(|k| k.write(secrets_key_path))
+                    .context("the secrets key from the join answer")?;
                 let identity = NodeIdentity {
                     name: s.name.clone(),
                     cert_pem: resp.cert_pem,

@@ -116,6 +116,17 @@ pub struct Settings {
     /// wake or fork takes one instead of waiting for Docker to start one (0: none).
     #[serde(default = "default_warm")]
     pub warm_containers: usize,
+    /// File of the cluster's secrets keys (default DATA_DIR/cluster/secrets.key).
+    #[serde(default)]
+    pub secrets_key_file: Option<PathBuf>,
+    /// Networks (CIDRs) the egress proxy may reach although they are not the public
+    /// internet.
+    #[serde(default)]
+    pub egress_allow_nets: Vec<String>,
+    /// TCP port of the egress proxy (default: the one used before, else the first free
+    /// one of `EGRESS_PORTS`).
+    #[serde(default)]
+    pub egress_port: Option<u16>,
 }
 
 fn default_region() -> String {

@@ -7,6 +7,7 @@ mod e2e {
     pub mod harness;
 
     mod cluster;
+    mod egress;
     mod errors;
     mod exec;
     mod files;

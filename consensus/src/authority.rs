@@ -93,7 +93,9 @@ pub fn authorize_command(
         Command::Register { .. }
         | Command::SetNodeState { .. }
         | Command::RemoveNode { .. }
-        | Command::Place { .. } => return Ok(()),
+        | Command::Place { .. }
+        | Command::PutSecret { .. }
+        | Command::DeleteSecret { .. } => return Ok(()),
     };
     match state.placements.get(sandbox) {
         Some(p) if p.node != caller => Err(Refusal::NotOwner {

@@ -42,6 +42,9 @@ pub struct JoinResponse {
     pub ca_pem: String,
     /// HMAC(token, node id, certificate, CA): the joiner checks it before trusting the CA.
     pub proof: String,
+    /// The cluster's secrets key, sealed under a key derived from the join token.
+    #[serde(default)]
+    pub secrets_key: Option<crate::secrets::Sealed>,
 }
 
 impl JoinRequest {
@@ -114,6 +117,7 @@ impl JoinResponse {
 pub async fn admit(
     cluster: &Cluster,
     token: &str,
+    secrets_key: &crate::secrets::SecretsKey,
     req: &JoinRequest,
 ) -> Result<JoinResponse, JoinError> {
     if !req.verify(token) {
@@ -147,6 +151,7 @@ pub async fn admit(
         cert_pem,
         ca_pem: ca.cert_pem,
         proof,
+        secrets_key: Some(secrets_key.seal_for_join(token)),
     })
 }
 

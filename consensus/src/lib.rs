@@ -12,6 +12,7 @@
 //!   node's sandboxes on.
 //! - `authority`: who may say what (pure): a peer speaks only as the node id its
 //!   certificate binds, removed nodes are refused, sandbox commands come from their owner.
+//! - `secrets`: sealing secrets' values with the cluster's secrets key (never in the log).
 //! - `join`: admission of a new node (join-token proof over every field, key-bound names).
 //!
 //! Must not depend on Docker, HTTP routing or sandbox code.
@@ -24,6 +25,7 @@ pub mod membership;
 pub mod network;
 pub mod placement;
 pub mod rpc;
+pub mod secrets;
 pub mod state;
 pub mod store;
 pub mod types;

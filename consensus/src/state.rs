@@ -130,6 +130,16 @@ pub enum Command {
         epoch: u64,
         handoff: Handoff,
     },
+    /// Creates or replaces a secret (`at`: when, as the proposer's clock said).
+    PutSecret {
+        name: String,
+        sealed: crate::secrets::Sealed,
+        at: String,
+    },
+    /// Forgets a secret (nothing when there is none).
+    DeleteSecret {
+        name: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,6 +167,17 @@ pub struct ClusterState {
     pub nodes: BTreeMap<NodeId, NodeRecord>,
     pub placements: BTreeMap<String, Placement>,
     pub next_node_id: NodeId,
+    /// Secrets by name, sealed with the cluster's secrets key (`secrets`).
+    #[serde(default)]
+    pub secrets: BTreeMap<String, SecretRecord>,
+}
+
+/// One secret: its sealed value and when it was set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretRecord {
+    pub sealed: crate::secrets::Sealed,
+    pub created_at: String,
+    pub updated_at: String,
 }
 
 impl ClusterState {
@@ -310,6 +331,25 @@ impl ClusterState {
                 epoch,
                 handoff,
             } => self.change(sandbox, *epoch, |p| p.handoff = Some(handoff.clone())),
+            Command::PutSecret { name, sealed, at } => {
+                let created_at = self
+                    .secrets
+                    .get(name)
+                    .map_or_else(|| at.clone(), |r| r.created_at.clone());
+                self.secrets.insert(
+                    name.clone(),
+                    SecretRecord {
+                        sealed: sealed.clone(),
+                        created_at,
+                        updated_at: at.clone(),
+                    },
+                );
+                CommandResult::Done
+            }
+            Command::DeleteSecret { name } => {
+                self.secrets.remove(name);
+                CommandResult::Done
+            }
         }
     }
 
@@ -518,5 +558,26 @@ mod tests {
             Some(&h),
             "the last checkpoint travels with it"
         );
+    }
+
+    #[test]
+    fn a_replaced_secret_keeps_its_creation_time_and_a_delete_is_idempotent() {
+        let key = crate::secrets::SecretsKey::generate();
+        let mut s = ClusterState::default();
+        let put = |v: &str, at: &str| Command::PutSecret {
+            name: "gh".into(),
+            sealed: key.seal("gh", v),
+            at: at.into(),
+        };
+        s.apply(&put("one", "2026-01-01T00:00:00Z"));
+        s.apply(&put("two", "2026-02-01T00:00:00Z"));
+        let r = &s.secrets["gh"];
+        assert_eq!(r.created_at, "2026-01-01T00:00:00Z");
+        assert_eq!(r.updated_at, "2026-02-01T00:00:00Z");
+        assert_eq!(key.open("gh", &r.sealed).unwrap(), "two");
+        let del = Command::DeleteSecret { name: "gh".into() };
+        assert_eq!(s.apply(&del), CommandResult::Done);
+        assert_eq!(s.apply(&del), CommandResult::Done);
+        assert!(s.secrets.is_empty());
     }
 }

@@ -38,19 +38,3 @@ pub trait EgressContext: Send + Sync + 'static {
     /// A secret's value (None: no such secret, or it cannot be read).
     fn secret(&self, name: &str) -> Option<String>;
 }
-
-/// The environment variables that point a sandbox's programs at the proxy at `url`.
-pub fn proxy_env(url: &str) -> Vec<(String, String)> {
-    let no_proxy = "localhost,127.0.0.1,::1";
-    [
-        ("HTTP_PROXY", url),
-        ("http_proxy", url),
-        ("HTTPS_PROXY", url),
-        ("https_proxy", url),
-        ("NO_PROXY", no_proxy),
-        ("no_proxy", no_proxy),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
-}

@@ -9,6 +9,7 @@
 //! through `warren-node`, and consensus through `warren-consensus`.
 
 pub mod cluster;
+pub mod egress;
 pub mod error;
 pub mod metrics;
 pub mod middleware;

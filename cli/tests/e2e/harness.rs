@@ -15,6 +15,8 @@ pub struct Node {
     pub client: Client,
     /// More `warren serve` flags.
     extra: Vec<String>,
+    /// Where the node's log goes (at level info), instead of the test's stderr.
+    pub log_file: Option<PathBuf>,
 }
 
 /// A container of warren's as `docker ps` lists it: its name and its node.
@@ -129,6 +131,26 @@ impl Node {
             listen: listen.into(),
             client: Client::new("http://127.0.0.1:1", "x").unwrap(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            log_file: None,
+        };
+        n.spawn();
+        n
+    }
+
+    /// Like `start_with`, with the node's whole log (level info) written to `log_file`.
+    pub async fn start_logged(extra: &[&str]) -> Node {
+        let node_id = format!("t{}", unique());
+        let data_dir = PathBuf::from(format!("/tmp/wt-{node_id}"));
+        let mut n = Node {
+            child: None,
+            url: String::new(),
+            key: String::new(),
+            log_file: Some(PathBuf::from(format!("/tmp/wt-{node_id}.log"))),
+            node_id,
+            data_dir,
+            listen: "127.0.0.1:0".into(),
+            client: Client::new("http://127.0.0.1:1", "x").unwrap(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
         };
         n.spawn();
         n
@@ -151,11 +173,23 @@ impl Node {
             ])
             .arg(guest_bin())
             .args(&self.extra)
-            .env("WARREN_LOG", "warn,warren_node=info")
             // Stops with this test process, however it ends.
             .env(warren_cli::daemon::EXIT_WITH_PARENT_ENV, "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stdout(Stdio::piped());
+        match &self.log_file {
+            Some(path) => {
+                let f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .expect("node log file");
+                cmd.env("WARREN_LOG", "info").stderr(f);
+            }
+            None => {
+                cmd.env("WARREN_LOG", "warn,warren_node=info")
+                    .stderr(Stdio::inherit());
+            }
+        }
         let mut child = cmd.spawn().expect("start warren serve");
         let stdout = child.stdout.take().expect("stdout");
         let mut line = String::new();
@@ -278,6 +312,9 @@ impl Drop for Node {
         warren_node::runtime::docker::remove_node_resources_blocking(&self.node_id);
         warren_node::runtime::host_work::remove_cgroup_of(&self.data_dir);
         let _ = std::fs::remove_dir_all(&self.data_dir);
+        if let Some(log) = &self.log_file {
+            let _ = std::fs::remove_file(log);
+        }
     }
 }
 

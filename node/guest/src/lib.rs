@@ -19,6 +19,7 @@ pub mod git;
 pub mod http;
 pub mod interpreter;
 pub mod logstore;
+pub mod net;
 pub mod processes;
 pub mod procs_api;
 pub mod proctree;

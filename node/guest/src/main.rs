@@ -66,6 +66,7 @@ fn main() {
             std::process::exit(1);
         }
     };
+    point_at_egress_proxy();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -94,6 +95,26 @@ fn take_secret() -> Result<Arc<str>, String> {
         ));
     }
     Ok(secret.into())
+}
+
+/// Sets `HTTP_PROXY` and its siblings for every process of the sandbox (all descend from
+/// this one) when the node named its egress proxy's port: the proxy listens on the
+/// container's gateway. Runs while this process has one thread.
+fn point_at_egress_proxy() {
+    let Some(port) = std::env::var(warren_api::egress::PROXY_PORT_ENV)
+        .ok()
+        .and_then(|p| p.parse::<u16>().ok())
+    else {
+        return;
+    };
+    let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+    let Some(gateway) = warren_guest::net::default_gateway(&routes) else {
+        eprintln!("warren-guest: no default route: the egress proxy cannot be named");
+        return;
+    };
+    for (k, v) in warren_api::egress::proxy_env(&format!("http://{gateway}:{port}")) {
+        std::env::set_var(k, v);
+    }
 }
 
 async fn run(run_dir: PathBuf, secret: Arc<str>) {

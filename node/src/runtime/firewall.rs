@@ -10,6 +10,7 @@ mod rules;
 pub use install::{install, remove_peers_chain, verify, FirewallError, Tools};
 pub use rules::{
     peers_chain, plan, Family, Options, Plan, BRIDGE_PREFIX, CHAIN_FORWARD, CHAIN_INPUT,
+    EGRESS_PORTS,
 };
 
 use crate::safety::{Guarantee, Safety};

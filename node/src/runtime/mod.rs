@@ -149,6 +149,8 @@ pub struct ContainerInfo {
     pub oom_killed: bool,
     /// The secret its guest proves it holds (`warren_api::guest_auth`), as it was made with.
     pub guest_secret: Option<crate::guest::connect::GuestSecret>,
+    /// Its address on its own network (what the egress proxy knows it by), when running.
+    pub addr: Option<std::net::IpAddr>,
 }
 
 impl ContainerInfo {

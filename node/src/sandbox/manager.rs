@@ -7,6 +7,7 @@
 //! sandbox take no lock and touch no Docker API: they go straight to the guest's socket.
 
 mod disk;
+mod egress;
 mod fork;
 mod freeze;
 mod idle;
@@ -78,6 +79,8 @@ pub struct SandboxManager {
     host_work: Arc<HostWork>,
     /// Where recovery points are recorded (the cluster's placements, or nowhere but here).
     recovery: Arc<dyn RecoveryPoints>,
+    /// Running sandboxes by their container's address: whom the egress proxy serves.
+    addrs: egress::AddrBook,
 }
 
 struct Slot {
@@ -191,6 +194,7 @@ impl SandboxManager {
         .map_err(|e| io("cannot open the chunk cache", e))?;
         let mgr = Arc::new(SandboxManager {
             guests: GuestClient::new(metrics.guest_refused.clone()),
+            addrs: egress::AddrBook::default(),
             create_permits: Semaphore::new(cfg.create_concurrency.max(1)),
             cfg,
             runtime,
@@ -438,6 +442,10 @@ impl SandboxManager {
 
     /// From now on the node talks to `c`'s guest for this sandbox, and to nothing else.
     fn know_guest(&self, rec: &SandboxRecord, c: &ContainerInfo) {
+        match c.addr.filter(|_| c.running) {
+            Some(addr) => self.addrs.set(&rec.id, addr),
+            None => self.addrs.remove(&rec.id),
+        }
         match c.guest_peer() {
             Some(peer) => self.guests.register(&rec.run_key(), peer),
             None => {
@@ -449,6 +457,7 @@ impl SandboxManager {
 
     /// The sandbox's container is gone: no connection to any guest of it any more.
     fn forget_guest(&self, id: &str) {
+        self.addrs.remove(id);
         self.guests.unregister(&super::record::run_key(id));
     }
 
@@ -492,11 +501,6 @@ impl SandboxManager {
         id: &str,
         req: &CreateSandboxRequest,
     ) -> Result<SandboxRecord, ApiError> {
-        if req.egress.is_some() {
-            return Err(ApiError::invalid(
-                "egress policies are not supported by this node yet",
-            ));
-        }
         self.safety.check()?;
         if let Some(i) = req.isolation.filter(|i| !ISOLATION_OFFERED.contains(i)) {
             return Err(ApiError::new(

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
+use warren_api::egress::EgressPolicy;
 use warren_api::sandbox::{
     CreateSandboxRequest, Isolation, Persist, Resources, Sandbox, SandboxState,
     DEFAULT_SLEEP_AFTER_S,
@@ -43,6 +44,10 @@ pub struct SandboxRecord {
     pub ports: BTreeMap<u16, PortExposure>,
     #[serde(default)]
     pub isolation: Isolation,
+    /// What its egress proxy lets through (none: the default policy). Travels with the
+    /// record through sleep, moves and forks; holds no secret value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressPolicy>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,6 +96,11 @@ impl SandboxRecord {
             generation: 0,
             ports: BTreeMap::new(),
             isolation: req.isolation.unwrap_or_default(),
+            egress: req
+                .egress
+                .clone()
+                .map(EgressPolicy::normalized)
+                .transpose()?,
         })
     }
 
@@ -143,6 +153,9 @@ impl SandboxRecord {
         }
         if let Some(p) = &req.persist {
             self.persist = p.clone();
+        }
+        if let Some(e) = &req.egress {
+            self.egress = Some(e.clone().normalized()?);
         }
         Ok(*self != before)
     }

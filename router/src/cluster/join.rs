@@ -20,7 +20,14 @@ pub async fn join(State(st): State<AppState>, body: Bytes) -> ApiResult<Json<Joi
         )
         .into());
     }
-    match admit(&st.cluster.cluster, &st.cluster.join_token, &req).await {
+    match admit(
+        &st.cluster.cluster,
+        &st.cluster.join_token,
+        &st.cluster.secrets_key,
+        &req,
+    )
+    .await
+    {
         Ok(r) => {
             tracing::info!(node = %req.name, id = r.node_id, "node admitted");
             Ok(Json(r))

@@ -21,6 +21,8 @@ pub struct ClusterCtx {
     pub cluster: Arc<Cluster>,
     /// Token that joining nodes must prove they know.
     pub join_token: String,
+    /// Seals secrets before they are proposed, opens them for the egress proxy.
+    pub secrets_key: warren_consensus::secrets::SecretsKey,
 }
 
 /// Marks a request that arrived from a peer over QUIC (never set by public clients).

@@ -1,10 +1,12 @@
 //! Route table of the public API.
 
 pub(crate) mod body;
+mod egress;
 mod health;
 mod ports;
 mod proxy;
 pub(crate) mod sandboxes;
+mod secrets;
 mod snapshots;
 mod terminals;
 mod tickets;
@@ -42,6 +44,10 @@ pub fn router(state: AppState) -> Router {
             post(ports::expose).get(ports::list),
         )
         .route("/v1/sandboxes/{id}/ports/{port}", delete(ports::unexpose))
+        .route(
+            "/v1/sandboxes/{id}/egress",
+            get(egress::get).put(egress::put),
+        )
         .route("/v1/sandboxes/{id}/{*rest}", any(proxy::forward))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -55,6 +61,11 @@ pub fn router(state: AppState) -> Router {
             get(snapshots::get).delete(snapshots::delete),
         )
         .route("/v1/tickets", post(tickets::create))
+        .route("/v1/secrets", get(secrets::list))
+        .route(
+            "/v1/secrets/{name}",
+            put(secrets::put).get(secrets::get).delete(secrets::delete),
+        )
         .route("/v1/cluster", get(cluster::api::get))
         .route("/v1/cluster/nodes/{node}/drain", post(cluster::api::drain))
         .route("/v1/cluster/nodes/{node}", delete(cluster::api::remove))

@@ -55,6 +55,9 @@ fn move_(b: &[u8]) -> Result<(), ApiError> {
     warren_api::files::validate_path(&m.from)?;
     warren_api::files::validate_path(&m.to)
 }
+fn egress_policy(b: &[u8]) -> Result<(), ApiError> {
+    parse_json::<warren_api::egress::EgressPolicy>(b)?.validate()
+}
 fn create_snapshot(b: &[u8]) -> Result<(), ApiError> {
     parse_json::<warren_api::snapshot::CreateSnapshotRequest>(b)?.validate()
 }
@@ -157,6 +160,8 @@ pub fn classify(method: &Method, rest: &str, query: Option<&str>) -> Result<Body
         (&Method::POST, ["restore"]) => Ok(BodyKind::Json(restore)),
         (&Method::POST, ["fork"]) => Ok(BodyKind::Json(fork)),
         (&Method::POST, ["sleep"]) => Ok(BodyKind::Empty),
+        (&Method::GET, ["egress"]) => Ok(BodyKind::Empty),
+        (&Method::PUT, ["egress"]) => Ok(BodyKind::Json(egress_policy)),
         (&Method::POST, ["ports"]) => Ok(BodyKind::Json(expose)),
         (&Method::GET, ["ports"]) => Ok(BodyKind::Empty),
         (&Method::DELETE, ["ports", port]) => {

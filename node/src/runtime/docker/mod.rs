@@ -58,6 +58,8 @@ pub struct DockerRuntime {
     host_work: std::sync::OnceLock<BlockingPool>,
     /// Docker's data root (where the overlay upper directories are).
     data_root: Option<PathBuf>,
+    /// The node's egress proxy port, given to every container it makes (0: none yet).
+    egress_port: std::sync::atomic::AtomicU16,
 }
 
 /// A container as Docker describes it.
@@ -121,6 +123,7 @@ impl DockerRuntime {
             }),
             disk_limits: AtomicBool::new(false),
             disk_probed: AtomicBool::new(false),
+            egress_port: std::sync::atomic::AtomicU16::new(0),
             warm: Default::default(),
             warm_setup: Default::default(),
             id_shift,
@@ -136,6 +139,12 @@ impl DockerRuntime {
     /// host work); set once, at the node's start.
     pub fn use_host_work(&self, pool: BlockingPool) {
         let _ = self.host_work.set(pool);
+    }
+
+    /// Containers made from now on point their programs at the egress proxy on `port` of
+    /// their network's gateway (`warren_api::egress::PROXY_PORT_ENV`, read by the guest).
+    pub fn use_egress_port(&self, port: u16) {
+        self.egress_port.store(port, Ordering::Relaxed);
     }
 
     fn host_pool(&self) -> BlockingPool {
@@ -293,6 +302,11 @@ impl DockerRuntime {
                     .iter()
                     .map(|(k, v)| format!("{k}={v}"))
                     .chain([format!("{SECRET_ENV}={}", secret.expose())])
+                    .chain(
+                        Some(self.egress_port.load(Ordering::Relaxed))
+                            .filter(|p| *p != 0)
+                            .map(|p| format!("{}={p}", warren_api::egress::PROXY_PORT_ENV)),
+                    )
                     .collect(),
             ),
             working_dir: Some(warren_api::exec::DEFAULT_CWD.into()),
@@ -392,6 +406,15 @@ impl DockerRuntime {
                     exit_code: state.exit_code,
                     oom_killed: state.oom_killed.unwrap_or(false),
                     guest_secret: guest_secret_of(c.config.as_ref()),
+                    addr: c
+                        .network_settings
+                        .as_ref()
+                        .and_then(|n| n.networks.as_ref())
+                        .and_then(|nets| {
+                            nets.values()
+                                .filter_map(|e| e.ip_address.as_deref())
+                                .find_map(|ip| ip.parse().ok())
+                        }),
                 };
                 Ok(Some(Found {
                     info,

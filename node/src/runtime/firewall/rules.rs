@@ -29,6 +29,10 @@ pub const BRIDGE_PREFIX: &str = "wrn";
 pub const CHAIN_INPUT: &str = "WARREN-INPUT";
 pub const CHAIN_FORWARD: &str = "WARREN-FORWARD";
 
+/// The TCP ports on this host that sandboxes may connect to: those of egress proxies (one
+/// per node on this host; each proxy serves only its own node's sandboxes).
+pub const EGRESS_PORTS: std::ops::RangeInclusive<u16> = 47800..=47899;
+
 /// IPv4 destinations a sandbox never reaches: every special-purpose range of RFC 6890 and
 /// its successors (none of them is the public internet), and the metadata services of
 /// clouds that answer on public addresses.
@@ -151,6 +155,10 @@ pub fn plan(family: Family, opts: &Options) -> Plan {
     let mut forward = vec![rule(&["-o", &bridges, "-j", "DROP"])];
     match family {
         Family::V4 => {
+            let range = format!("{}:{}", EGRESS_PORTS.start(), EGRESS_PORTS.end());
+            input.push(rule(&[
+                "-p", "tcp", "-m", "tcp", "--dport", &range, "-j", "ACCEPT",
+            ]));
             for port in &opts.open_ports {
                 // As `iptables -S` prints it (`-m tcp` made explicit), so that a check can
                 // compare the listing with this.
@@ -322,8 +330,22 @@ mod tests {
         let input = &p.chains[0].1;
         assert_eq!(
             input[0],
+            rule(&[
+                "-p",
+                "tcp",
+                "-m",
+                "tcp",
+                "--dport",
+                "47800:47899",
+                "-j",
+                "ACCEPT"
+            ])
+        );
+        assert_eq!(
+            input[1],
             rule(&["-p", "tcp", "-m", "tcp", "--dport", "3128", "-j", "ACCEPT"])
         );
+        assert_eq!(input.len(), 3);
         assert_eq!(input.last().unwrap()[1], "REJECT");
         let peers = chain_of(&p, &peers_chain("n1"));
         assert_eq!(peers, &vec![rule(&["-d", "203.0.114.7/32", "-j", "DROP"])]);

@@ -249,7 +249,7 @@ impl SandboxManager {
 }
 
 /// What creates one of a fork's sandboxes: the fork's snapshot (its files and image), with
-/// the source's settings (resources, env, labels, sleep, persistence, isolation). Its region is not
+/// the source's settings (resources, env, labels, sleep, persistence, isolation, egress). Its region is not
 /// kept: each new id is placed like any other.
 fn new_sandbox(source: &SandboxRecord, snapshot: &str) -> CreateSandboxRequest {
     let r = &source.resources;
@@ -268,6 +268,7 @@ fn new_sandbox(source: &SandboxRecord, snapshot: &str) -> CreateSandboxRequest {
         persist: Some(source.persist.clone()),
         from_snapshot: Some(snapshot.to_string()),
         isolation: Some(source.isolation),
+        egress: source.egress.clone(),
         ..Default::default()
     }
 }

@@ -1,0 +1,395 @@
+//! The egress proxy from inside real sandboxes, against upstream servers this test starts on
+//! loopback (opened to the proxy with `--egress-allow-net 127.0.0.0/8`, as an operator
+//! would open a private network): credentials injected per sandbox from secrets that no
+//! sandbox can find, policies that deny and change at once, the node's own ports and
+//! private networks refused, tunnels left untouched, and policies kept through sleep, a
+//! fork and a restart of the node.
+
+use super::harness::{api_err, create, fork, sh, unique, Node};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use warren_api::egress::EgressPolicy;
+use warren_api::ErrorCode;
+
+/// An HTTP upstream on loopback that answers `ok` to every request and keeps the request
+/// heads it saw (on the test's side: a sandbox never sees them echoed).
+struct Upstream {
+    addr: std::net::SocketAddr,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Upstream {
+    fn start(ip: &str) -> Upstream {
+        let l = TcpListener::bind((ip, 0)).unwrap();
+        let addr = l.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(conn) = conn else { return };
+                let seen = s2.clone();
+                std::thread::spawn(move || {
+                    let mut w = conn.try_clone().unwrap();
+                    let mut r = BufReader::new(conn);
+                    loop {
+                        let mut head = String::new();
+                        loop {
+                            let mut line = String::new();
+                            if r.read_line(&mut line).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if line == "\r\n" {
+                                break;
+                            }
+                            head.push_str(&line);
+                        }
+                        seen.lock().unwrap().push(head);
+                        if w.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Upstream { addr, seen }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The last request head seen, lowercased.
+    fn last(&self) -> String {
+        self.seen
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .unwrap_or_default()
+            .to_ascii_lowercase()
+    }
+
+    fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+}
+
+fn policy(v: serde_json::Value) -> EgressPolicy {
+    serde_json::from_value(v).unwrap()
+}
+
+/// A Python program that reads a value on stdin and lists every file (but /proc, /sys,
+/// /dev) and every process's environment and command line holding it: the value is never
+/// in its own command line.
+const SCAN: &str = r#"
+import os, sys
+v = sys.stdin.read().strip().encode()
+hits = []
+for root, dirs, files in os.walk('/'):
+    if root == '/':
+        dirs[:] = [d for d in dirs if d not in ('proc', 'sys', 'dev')]
+    for f in files:
+        p = os.path.join(root, f)
+        try:
+            if os.path.islink(p) or not os.path.isfile(p):
+                continue
+            with open(p, 'rb') as fh:
+                if v in fh.read():
+                    hits.append(p)
+        except Exception:
+            pass
+for pid in os.listdir('/proc'):
+    if pid.isdigit() and int(pid) != os.getpid():
+        for n in ('environ', 'cmdline'):
+            try:
+                with open('/proc/%s/%s' % (pid, n), 'rb') as fh:
+                    if v in fh.read():
+                        hits.append('/proc/%s/%s' % (pid, n))
+            except Exception:
+                pass
+print('HITS', ' '.join(hits))
+"#;
+
+/// Where in the sandbox `value` is found (handed to the scan reversed, through `rev`).
+async fn find_in_sandbox(node: &Node, id: &str, value: &str) -> String {
+    let reversed: String = value.chars().rev().collect();
+    let script = format!(
+        "printf %s '{reversed}' | rev | timeout 120 python3 -c \"$(cat <<'PY'\n{SCAN}\nPY\n)\""
+    );
+    let out = sh(&node.client, id, &script).await;
+    out.lines()
+        .find_map(|l| l.strip_prefix("HITS"))
+        .expect("the scan ran")
+        .trim()
+        .to_string()
+}
+
+/// Everything under `dir` (recursively) and the file `log` that holds `value`.
+fn find_on_host(dir: &std::path::Path, log: &std::path::Path, value: &str) -> Vec<String> {
+    let mut hits = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p);
+            } else if std::fs::read(&p)
+                .is_ok_and(|b| b.windows(value.len()).any(|w| w == value.as_bytes()))
+            {
+                hits.push(p.display().to_string());
+            }
+        }
+    }
+    if std::fs::read_to_string(log).is_ok_and(|l| l.contains(value)) {
+        hits.push(log.display().to_string());
+    }
+    hits
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_gives_each_sandbox_its_own_credential_and_no_sandbox_can_find_it() {
+    let node = Node::start_logged(&["--egress-allow-net", "127.0.0.0/8"]).await;
+    let c = &node.client;
+    let up = Upstream::start("127.0.0.5");
+    let (red, blue) = (format!("RED-{}", unique()), format!("BLUE-{}", unique()));
+    c.put_secret("tok-red", &red).await.unwrap();
+    c.put_secret("tok-blue", &blue).await.unwrap();
+
+    // Write-only: names and times, never values.
+    let list = serde_json::to_string(&c.secrets().await.unwrap()).unwrap();
+    assert!(
+        list.contains("tok-red") && list.contains("tok-blue"),
+        "{list}"
+    );
+    assert!(!list.contains(&red) && !list.contains(&blue), "{list}");
+    let one = c.secret("tok-red").await.unwrap();
+    assert_eq!(one.name, "tok-red");
+    let (status, code, _) = api_err(c.secret("absent").await.unwrap_err());
+    assert_eq!((status, code), (404, ErrorCode::NotFound));
+    let (status, code, _) = api_err(c.put_secret("bad name", "x").await.unwrap_err());
+    assert_eq!((status, code), (400, ErrorCode::InvalidArgument));
+    let (status, _, _) = api_err(c.put_secret("crlf", "a\r\nx-evil: 1").await.unwrap_err());
+    assert_eq!(status, 400);
+
+    // One policy, two sandboxes, two credentials: chosen by each sandbox's label.
+    let rule = serde_json::json!({"rules": [{"host": "127.0.0.5",
+        "set_headers": {"authorization": "Bearer ${secret:tok-${sandbox.label.team}}"}}]});
+    let (a, b) = (
+        format!("eg-red-{}", unique()),
+        format!("eg-blue-{}", unique()),
+    );
+    for (id, team) in [(&a, "red"), (&b, "blue")] {
+        c.put_sandbox(
+            id,
+            &create(serde_json::json!({"labels": {"team": team}, "egress": rule})),
+        )
+        .await
+        .unwrap();
+    }
+    let got = sh(c, &a, &format!("curl -sS -m 10 {}", up.url("/repo"))).await;
+    assert_eq!(got, "ok");
+    assert!(
+        up.last().contains(&format!(
+            "authorization: bearer {}",
+            red.to_ascii_lowercase()
+        )),
+        "{}",
+        up.last()
+    );
+    let got = sh(c, &b, &format!("curl -sS -m 10 {}", up.url("/repo"))).await;
+    assert_eq!(got, "ok");
+    assert!(
+        up.last().contains(&format!(
+            "authorization: bearer {}",
+            blue.to_ascii_lowercase()
+        )),
+        "{}",
+        up.last()
+    );
+    // Every sandbox program is pointed at the proxy.
+    let env = sh(c, &a, "env | sort").await;
+    for var in [
+        "HTTP_PROXY=",
+        "https_proxy=",
+        "NO_PROXY=localhost,127.0.0.1,::1",
+    ] {
+        assert!(env.contains(var), "{var} missing in {env}");
+    }
+
+    // The scan finds a value that is there (its control), and not the credentials.
+    let decoy = format!("DECOY-{}", unique());
+    sh(c, &a, &format!("echo {decoy} > /workspace/decoy")).await;
+    let hits = find_in_sandbox(&node, &a, &decoy).await;
+    assert!(
+        hits.contains("/workspace/decoy"),
+        "the scan missed a planted value: {hits}"
+    );
+    assert_eq!(
+        find_in_sandbox(&node, &a, &red).await,
+        "",
+        "the credential is in the sandbox"
+    );
+    assert_eq!(
+        find_in_sandbox(&node, &b, &blue).await,
+        "",
+        "the credential is in the sandbox"
+    );
+    // Nor in what Docker keeps of the containers, the node's files or its log.
+    for id in [&a, &b] {
+        let config = node.inspect(id, "{{json .Config}}");
+        assert!(
+            !config.contains(&red) && !config.contains(&blue),
+            "{config}"
+        );
+    }
+    let log = node.log_file.clone().unwrap();
+    for v in [&red, &blue] {
+        let hits = find_on_host(&node.data_dir, &log, v);
+        assert!(hits.is_empty(), "a secret's value is in {hits:?}");
+    }
+    // The log does say what was decided.
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("decision") && text.contains("127.0.0.5"),
+        "no decision logged"
+    );
+
+    // A deleted secret fails the request (403 naming it) instead of sending no header.
+    c.delete_secret("tok-red").await.unwrap();
+    c.delete_secret("tok-red").await.unwrap();
+    let before = up.count();
+    let out = sh(c, &a, &format!("curl -sS -m 10 {}", up.url("/repo"))).await;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["code"], "EGRESS_DENIED", "{out}");
+    assert!(v["message"].as_str().unwrap().contains("tok-red"), "{out}");
+    assert_eq!(up.count(), before, "the request reached the upstream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_denies_at_once_refuses_the_node_and_private_networks_and_travels_with_the_sandbox(
+) {
+    let mut node = Node::start_with("127.0.0.1:0", &["--egress-allow-net", "127.0.0.0/8"]).await;
+    let up = Upstream::start("127.0.0.6");
+    let id = format!("eg-{}", unique());
+    node.client
+        .put_sandbox(
+            &id,
+            &create(serde_json::json!({"egress": {"default": "deny"}})),
+        )
+        .await
+        .unwrap();
+    let c = node.client.clone();
+    let curl = |url: String| format!("curl -sS -m 10 {url}");
+
+    // Default deny: a 403 naming host and sandbox, and nothing reaches the upstream.
+    let out = sh(&c, &id, &curl(up.url("/"))).await;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["code"], "EGRESS_DENIED", "{out}");
+    assert_eq!(v["host"], "127.0.0.6");
+    assert_eq!(v["sandbox"], id.as_str());
+    assert_eq!(up.count(), 0);
+
+    // Allowed from the next request on, with a rule that tags it.
+    let p = policy(
+        serde_json::json!({"default": "deny", "allow_hosts": ["127.0.0.6"],
+        "rules": [{"host": "127.0.0.6", "path_prefix": "/tagged", "set_headers": {"x-sandbox": "${sandbox.id}"}}]}),
+    );
+    let set = c.put_egress(&id, &p).await.unwrap();
+    assert_eq!(c.egress(&id).await.unwrap(), set);
+    assert_eq!(sh(&c, &id, &curl(up.url("/plain"))).await, "ok");
+    assert!(!up.last().contains("x-sandbox"), "{}", up.last());
+    assert_eq!(sh(&c, &id, &curl(up.url("/tagged/1"))).await, "ok");
+    assert!(
+        up.last().contains(&format!("x-sandbox: {id}")),
+        "{}",
+        up.last()
+    );
+
+    // Through a tunnel (CONNECT), the request is the sandbox's own: nothing added.
+    let out = sh(
+        &c,
+        &id,
+        &format!(
+            "curl -sS -m 10 -p -x \"$HTTP_PROXY\" {}",
+            up.url("/tagged/2")
+        ),
+    )
+    .await;
+    assert_eq!(out, "ok");
+    assert!(up.last().starts_with("get /tagged/2"), "{}", up.last());
+    assert!(!up.last().contains("x-sandbox"), "{}", up.last());
+
+    // The node's own API port stays refused although all of loopback is open, and a
+    // private network the operator did not open is refused whatever the policy says.
+    c.put_egress(&id, &policy(serde_json::json!({})))
+        .await
+        .unwrap();
+    let api_port = node.url.rsplit(':').next().unwrap().to_string();
+    for target in [
+        format!("http://127.0.0.1:{api_port}/healthz"),
+        format!("http://127.0.0.2:{api_port}/healthz"),
+        "http://10.9.8.7/".into(),
+    ] {
+        let out = sh(
+            &c,
+            &id,
+            &format!("curl -sS -m 10 --noproxy '' -x \"$HTTP_PROXY\" {target}"),
+        )
+        .await;
+        let v: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|_| panic!("{target}: {out}"));
+        assert_eq!(v["code"], "EGRESS_DENIED", "{target}: {out}");
+    }
+
+    // A bad policy is refused, also for a new id, which it then does not create.
+    for target in [id.clone(), format!("eg-new-{}", unique())] {
+        let bad = c
+            .request(
+                reqwest::Method::PUT,
+                &format!("/v1/sandboxes/{target}/egress"),
+            )
+            .json(&serde_json::json!({"allow_hosts": ["not a host"]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(bad.status(), 400, "{target}");
+    }
+    assert_eq!(c.list_sandboxes(&[]).await.unwrap().sandboxes.len(), 1);
+
+    // Kept through sleep and wake, a fork, and a restart of the node.
+    c.put_egress(&id, &p).await.unwrap();
+    c.sleep(&id).await.unwrap();
+    assert_eq!(c.egress(&id).await.unwrap(), set);
+    assert_eq!(
+        sh(&c, &id, &curl(up.url("/tagged/3"))).await,
+        "ok",
+        "after a wake"
+    );
+    assert!(up.last().contains(&format!("x-sandbox: {id}")));
+    let forked = fork(&c, &id, 1).await;
+    let child = forked.sandboxes[0].id.clone();
+    assert_eq!(c.egress(&child).await.unwrap(), set);
+    assert_eq!(sh(&c, &child, &curl(up.url("/tagged/4"))).await, "ok");
+    assert!(
+        up.last().contains(&format!("x-sandbox: {child}")),
+        "{}",
+        up.last()
+    );
+    let denied = sh(&c, &child, "curl -sS -m 10 http://127.0.0.7:9/").await;
+    assert!(denied.contains("EGRESS_DENIED"), "{denied}");
+    node.restart().await;
+    let c = node.client.clone();
+    assert_eq!(c.egress(&id).await.unwrap(), set);
+    assert_eq!(
+        sh(&c, &id, &curl(up.url("/tagged/5"))).await,
+        "ok",
+        "after a restart"
+    );
+    assert!(up.last().contains(&format!("x-sandbox: {id}")));
+}

@@ -1,0 +1,25 @@
+//! `GET|PUT /v1/sandboxes/{id}/egress` (on the sandbox's owner).
+
+use crate::error::ApiResult;
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::Json;
+use warren_api::egress::EgressPolicy;
+
+pub async fn get(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<EgressPolicy>> {
+    warren_api::ids::validate_sandbox_id(&id)?;
+    Ok(Json(st.mgr.egress_policy(&id).await?))
+}
+
+pub async fn put(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    body: bytes::Bytes,
+) -> ApiResult<Json<EgressPolicy>> {
+    warren_api::ids::validate_sandbox_id(&id)?;
+    let policy: EgressPolicy = warren_api::error::parse_json(&body)?;
+    Ok(Json(st.mgr.set_egress(&id, policy).await?))
+}
