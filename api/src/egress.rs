@@ -30,6 +30,54 @@ pub fn proxy_env(url: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The system's trust bundle in the sandbox, to which the guest appends the sandbox's
+/// egress CA (between `CA_BEGIN` and `CA_END`, replaced on every configuration).
+pub const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+/// The sandbox's egress CA alone.
+pub const CA_FILE: &str = "/etc/ssl/certs/warren-egress-ca.pem";
+pub const CA_BEGIN: &str = "# BEGIN warren egress CA";
+pub const CA_END: &str = "# END warren egress CA";
+
+/// The variables that make curl, git, OpenSSL, Python (requests, pip, httpx) and Node trust
+/// the bundle with the sandbox's egress CA.
+pub fn ca_env() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("SSL_CERT_FILE", CA_BUNDLE),
+        ("REQUESTS_CA_BUNDLE", CA_BUNDLE),
+        ("CURL_CA_BUNDLE", CA_BUNDLE),
+        ("GIT_SSL_CAINFO", CA_BUNDLE),
+        ("PIP_CERT", CA_BUNDLE),
+        ("NODE_EXTRA_CA_CERTS", CA_FILE),
+    ]
+}
+
+/// `bundle` with `ca_pem` as its warren block (an earlier one replaced).
+pub fn with_ca(bundle: &str, ca_pem: &str) -> String {
+    let mut out = String::with_capacity(bundle.len() + ca_pem.len() + 64);
+    let mut skipping = false;
+    for line in bundle.lines() {
+        if line == CA_BEGIN {
+            skipping = true;
+            continue;
+        }
+        if line == CA_END {
+            skipping = false;
+            continue;
+        }
+        if !skipping {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.push_str(CA_BEGIN);
+    out.push('\n');
+    out.push_str(ca_pem.trim_end());
+    out.push('\n');
+    out.push_str(CA_END);
+    out.push('\n');
+    out
+}
+
 /// What a host that no list or rule names gets.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -415,6 +463,14 @@ mod tests {
             assert!(PutSecretRequest { value: bad.into() }.validate().is_err());
         }
         assert!(!format!("{ok:?}").contains("ghp_abc"));
+    }
+
+    #[test]
+    fn the_ca_block_of_a_bundle_is_replaced_not_repeated() {
+        let once = with_ca("A\nB\n", "CA1");
+        assert_eq!(once, format!("A\nB\n{CA_BEGIN}\nCA1\n{CA_END}\n"));
+        let twice = with_ca(&once, "CA2");
+        assert_eq!(twice, format!("A\nB\n{CA_BEGIN}\nCA2\n{CA_END}\n"));
     }
 
     #[test]

@@ -45,6 +45,10 @@ pub struct SessionInfo {
 pub struct GuestConfig {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The certificate of the sandbox's egress CA (`egress`): the guest adds it to the
+    /// system's trust store and points the usual variables at it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress_ca_pem: Option<String>,
 }
 
 /// The guest path of [`GuestConfig`].

@@ -267,6 +267,10 @@ pub struct NodeArgs {
     /// first free one from 47800 to 47899, the range the firewall opens to sandboxes).
     #[arg(long)]
     pub egress_port: Option<u16>,
+    /// PEM file of CAs the egress proxy trusts for upstream HTTPS besides the public roots
+    /// (an internal CA of private services).
+    #[arg(long)]
+    pub egress_ca_file: Option<PathBuf>,
 }
 
 impl NodeArgs {
@@ -317,6 +321,7 @@ impl NodeArgs {
             secrets_key_file: self.secrets_key_file.clone(),
             egress_allow_nets: self.egress_allow_nets.clone(),
             egress_port: self.egress_port,
+            egress_ca_file: self.egress_ca_file.clone(),
         };
         s.check()?;
         Ok(s)

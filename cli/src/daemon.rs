@@ -326,6 +326,14 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     let egress_port = egress_listener.local_addr()?.port();
     write_private(&egress_port_file, &format!("{egress_port}\n"))?;
     docker.use_egress_port(egress_port);
+    let egress_ca_seed = secrets_key.derive("egress-ca");
+    cfg.egress_ca_seed = Some(egress_ca_seed);
+    let extra_roots = match &s.egress_ca_file {
+        Some(f) => std::fs::read(f).with_context(|| format!("egress_ca_file {}", f.display()))?,
+        None => Vec::new(),
+    };
+    let egress_tls = warren_egress::ProxyTls::new(Some(egress_ca_seed), &extra_roots)
+        .map_err(anyhow::Error::msg)?;
     let egress_nets = s
         .egress_allow_nets
         .iter()
@@ -434,6 +442,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         egress_listener,
         own_ports,
         egress_nets,
+        egress_tls,
         &registry,
         tasks.clone(),
     )?;

@@ -127,6 +127,9 @@ pub struct Settings {
     /// one of `EGRESS_PORTS`).
     #[serde(default)]
     pub egress_port: Option<u16>,
+    /// PEM file of CAs trusted for upstream HTTPS besides the public roots.
+    #[serde(default)]
+    pub egress_ca_file: Option<PathBuf>,
 }
 
 fn default_region() -> String {

@@ -193,6 +193,25 @@ impl SecretsKey {
         String::from_utf8(plain.to_vec()).map_err(|_| SecretsError::Damaged)
     }
 
+    /// 32 bytes for another purpose (`label`), derived from the sealing key: the same on
+    /// every node that holds the same key file.
+    pub fn derive(&self, label: &str) -> [u8; 32] {
+        struct Len32;
+        impl ring::hkdf::KeyType for Len32 {
+            fn len(&self) -> usize {
+                32
+            }
+        }
+        let prk = ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, b"warren secrets key")
+            .extract(&self.keys[0].1);
+        let mut out = [0u8; 32];
+        prk.expand(&[label.as_bytes()], Len32)
+            .expect("32 bytes are in range")
+            .fill(&mut out)
+            .expect("32 bytes");
+        out
+    }
+
     /// The key file sealed for a joining node that proved `token`.
     pub fn seal_for_join(&self, token: &str) -> Sealed {
         let k = SecretsKey {

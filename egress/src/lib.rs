@@ -4,11 +4,14 @@
 //! rules that set or remove headers (values from secrets, by sandbox id and labels), and
 //! the operator's fixed refusals (`guard`: private networks, the node's own endpoints).
 //! HTTP is proxied (also keep-alive, streamed bodies and WebSocket upgrades); HTTPS is
-//! tunnelled (`CONNECT`).
+//! tunnelled (`CONNECT`), and intercepted for hosts with a rule: the proxy answers as the
+//! host with a certificate of the sandbox's own CA (`ca`) and forwards each request over
+//! TLS verified against the public roots and the operator's CA file.
 //!
 //! What the proxy knows of a sandbox comes through one boundary, [`EgressContext`]: which
 //! sandbox a connection comes from (by its address on its own network) and secrets' values.
 
+pub mod ca;
 pub mod decide;
 pub mod guard;
 pub mod proxy;
@@ -16,7 +19,7 @@ pub mod usage;
 
 pub use decide::Compiled;
 pub use guard::Guard;
-pub use proxy::{Proxy, ProxyMetrics};
+pub use proxy::{Proxy, ProxyMetrics, ProxyTls};
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

@@ -8,7 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use warren_api::egress::EgressPolicy;
-use warren_egress::{Compiled, EgressContext, Guard, Proxy, SandboxEgress};
+use warren_egress::{Compiled, EgressContext, Guard, Proxy, ProxyTls, SandboxEgress};
 
 #[derive(Default)]
 struct Node {
@@ -40,6 +40,234 @@ impl Node {
             },
         );
     }
+}
+
+/// The seed of the sandboxes' CAs in these tests.
+const SEED: [u8; 32] = [42u8; 32];
+
+/// The upstreams' own CA (what an operator gives with `--egress-ca-file`), made once.
+struct UpstreamCa {
+    cert_pem: String,
+    key_pem: String,
+}
+
+fn upstream_ca() -> &'static UpstreamCa {
+    static CA: std::sync::OnceLock<UpstreamCa> = std::sync::OnceLock::new();
+    CA.get_or_init(|| {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "test upstream CA");
+        let cert = p.self_signed(&key).unwrap();
+        UpstreamCa {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        }
+    })
+}
+
+/// An HTTPS upstream on `ip` with a certificate of the upstream CA; answers like the echo.
+async fn tls_upstream(ip: &str) -> SocketAddr {
+    let ca = upstream_ca();
+    let ca_key = rcgen::KeyPair::from_pem(&ca.key_pem).unwrap();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec![ip.to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![cert.der().clone()],
+        rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    let l = TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (s, _) = l.accept().await.unwrap();
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut s) = acceptor.accept(s).await else {
+                    return;
+                };
+                let mut buf = Vec::new();
+                loop {
+                    let mut chunk = [0u8; 4096];
+                    let n = match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = find(&buf, b"\r\n\r\n") {
+                        let body = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                        buf.drain(..end + 4);
+                        let resp = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{}",
+                            body.len(),
+                            body
+                        );
+                        if s.write_all(resp.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A TLS client to `name` over `s` that trusts only `ca_pem`.
+async fn tls_client(
+    s: TcpStream,
+    name: &str,
+    ca_pem: &str,
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(Arc::new(cfg))
+        .connect(
+            rustls::pki_types::ServerName::try_from(name.to_string()).unwrap(),
+            s,
+        )
+        .await
+}
+
+/// Reads one response from any stream (content-length bodies only).
+async fn read_any<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> (u16, String) {
+    let mut buf = Vec::new();
+    loop {
+        if let Some(end) = find(&buf, b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let mut c = [0u8; 4096];
+                let n = s.read(&mut c).await.unwrap();
+                assert!(n > 0);
+                buf.extend_from_slice(&c[..n]);
+            }
+            return (
+                head[9..12].parse().unwrap(),
+                String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).to_string(),
+            );
+        }
+        let mut c = [0u8; 4096];
+        let n = s.read(&mut c).await.unwrap();
+        assert!(n > 0, "closed before a response");
+        buf.extend_from_slice(&c[..n]);
+    }
+}
+
+/// Opens a CONNECT tunnel to `to` through the proxy.
+async fn tunnel(proxy: SocketAddr, to: SocketAddr) -> TcpStream {
+    let mut c = TcpStream::connect(proxy).await.unwrap();
+    c.write_all(format!("CONNECT {to} HTTP/1.1\r\nhost: {to}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let (status, body) = read_any(&mut c).await;
+    assert_eq!(status, 200, "{body}");
+    c
+}
+
+#[tokio::test]
+async fn https_to_a_host_with_a_rule_is_intercepted_with_the_sandboxes_ca_and_without_one_is_tunnelled_untouched(
+) {
+    let t = setup(true).await;
+    let up = tls_upstream("127.0.0.1").await;
+    t.node
+        .secrets
+        .lock()
+        .unwrap()
+        .insert("tok".into(), "TLS-SECRET".into());
+    t.node.set(
+        "127.0.0.1",
+        "sb-tls",
+        &[],
+        serde_json::json!({"rules": [{"host": "127.0.0.1",
+        "set_headers": {"authorization": "Bearer ${secret:tok}"}}]}),
+    );
+
+    // Intercepted: the sandbox's CA (and only it) vouches for the host.
+    let sandbox_ca = warren_egress::ca::SandboxCa::derive(&SEED, "sb-tls")
+        .unwrap()
+        .cert_pem;
+    let mut s = tls_client(tunnel(t.proxy, up).await, "127.0.0.1", &sandbox_ca)
+        .await
+        .unwrap();
+    s.write_all(b"GET /private HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let (status, seen) = read_any(&mut s).await;
+    assert_eq!(status, 200, "{seen}");
+    assert!(seen.contains("authorization: bearer tls-secret"), "{seen}");
+    // Another request on the same connection, after the policy dropped the header.
+    t.node.set(
+        "127.0.0.1",
+        "sb-tls",
+        &[],
+        serde_json::json!({"rules": [{"host": "127.0.0.1",
+        "set_headers": {"x-other": "1"}}]}),
+    );
+    s.write_all(b"GET /again HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let (_, seen) = read_any(&mut s).await;
+    assert!(
+        !seen.contains("authorization") && seen.contains("x-other: 1"),
+        "{seen}"
+    );
+    // Another sandbox's CA does not vouch for it.
+    let other_ca = warren_egress::ca::SandboxCa::derive(&SEED, "sb-other")
+        .unwrap()
+        .cert_pem;
+    assert!(
+        tls_client(tunnel(t.proxy, up).await, "127.0.0.1", &other_ca)
+            .await
+            .is_err()
+    );
+
+    // No rule: the tunnel is the upstream's own TLS (its CA verifies it), nothing added.
+    t.node
+        .set("127.0.0.1", "sb-tls", &[], serde_json::json!({}));
+    let mut s = tls_client(
+        tunnel(t.proxy, up).await,
+        "127.0.0.1",
+        &upstream_ca().cert_pem,
+    )
+    .await
+    .unwrap();
+    s.write_all(b"GET /plain HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let (status, seen) = read_any(&mut s).await;
+    assert_eq!(status, 200);
+    assert!(!seen.contains("authorization"), "{seen}");
 }
 
 /// An upstream that answers every request with the request's head as its body.
@@ -135,7 +363,8 @@ async fn setup(allow_loopback: bool) -> Setup {
     let proxy_addr = l.local_addr().unwrap();
     let mut guard = Guard::new(nets);
     guard.own_ports = vec![proxy_addr.port()];
-    let proxy = Proxy::new(node.clone(), guard, None);
+    let tls = ProxyTls::new(Some(SEED), upstream_ca().cert_pem.as_bytes()).unwrap();
+    let proxy = Proxy::new(node.clone(), guard, tls, None);
     proxy.spawn(l, CancellationToken::new());
     Setup {
         node,

@@ -64,6 +64,9 @@ pub struct NodeConfig {
     /// root filesystem while the engine starts it (where this process sees the engine's
     /// mount); false: once it runs, in its mount namespace.
     pub fill_while_starting: bool,
+    /// The seed of sandboxes' egress CAs (`warren_egress::ca`): their certificates are
+    /// given to their guests to trust. None: no interception, no CA in sandboxes.
+    pub egress_ca_seed: Option<[u8; 32]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,6 +107,7 @@ impl NodeConfig {
             checkpoint_every: Duration::from_secs(60),
             pack_in_node: true,
             fill_while_starting: true,
+            egress_ca_seed: None,
             node_id: node_id.into(),
             region: "local".into(),
             data_dir,

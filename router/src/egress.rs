@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use warren_egress::{EgressContext, Guard, Proxy, ProxyMetrics, SandboxEgress};
+use warren_egress::{EgressContext, Guard, Proxy, ProxyMetrics, ProxyTls, SandboxEgress};
 
 pub use warren_node::runtime::firewall::EGRESS_PORTS;
 
@@ -61,6 +61,7 @@ pub fn spawn(
     listener: tokio::net::TcpListener,
     own_ports: Vec<u16>,
     allow_nets: Vec<ipnet::IpNet>,
+    tls: ProxyTls,
     registry: &prometheus::Registry,
     cancel: CancellationToken,
 ) -> std::io::Result<(Arc<Proxy>, tokio::task::JoinHandle<()>)> {
@@ -74,6 +75,7 @@ pub fn spawn(
             state: state.clone(),
         }),
         guard,
+        tls,
         metrics,
     );
     let server = proxy.spawn(listener, cancel.clone());

@@ -19,8 +19,46 @@ struct Upstream {
     seen: Arc<Mutex<Vec<String>>>,
 }
 
+/// A CA of the test's for HTTPS upstreams (the operator's internal CA), and a server
+/// certificate of it for `ip`: (CA PEM, server config).
+fn upstream_tls(ip: &str) -> (String, Arc<rustls::ServerConfig>) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    p.distinguished_name
+        .push(rcgen::DnType::CommonName, "warren test upstream CA");
+    let ca = p.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca.pem(), ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec![ip.to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![cert.der().clone()],
+        rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )
+    .unwrap();
+    (ca.pem(), Arc::new(cfg))
+}
+
 impl Upstream {
     fn start(ip: &str) -> Upstream {
+        Upstream::serve(ip, None)
+    }
+
+    /// An HTTPS upstream with a certificate of its own CA.
+    fn start_tls(ip: &str, tls: Arc<rustls::ServerConfig>) -> Upstream {
+        Upstream::serve(ip, Some(tls))
+    }
+
+    fn serve(ip: &str, tls: Option<Arc<rustls::ServerConfig>>) -> Upstream {
         let l = TcpListener::bind((ip, 0)).unwrap();
         let addr = l.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -29,9 +67,16 @@ impl Upstream {
             for conn in l.incoming() {
                 let Ok(conn) = conn else { return };
                 let seen = s2.clone();
+                let tls = tls.clone();
                 std::thread::spawn(move || {
-                    let mut w = conn.try_clone().unwrap();
-                    let mut r = BufReader::new(conn);
+                    let stream: Box<dyn ReadWrite> = match tls {
+                        Some(cfg) => Box::new(rustls::StreamOwned::new(
+                            rustls::ServerConnection::new(cfg).unwrap(),
+                            conn,
+                        )),
+                        None => Box::new(conn),
+                    };
+                    let mut r = BufReader::new(stream);
                     loop {
                         let mut head = String::new();
                         loop {
@@ -45,7 +90,9 @@ impl Upstream {
                             head.push_str(&line);
                         }
                         seen.lock().unwrap().push(head);
+                        let w = r.get_mut();
                         if w.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                            .and_then(|_| w.flush())
                             .is_err()
                         {
                             return;
@@ -76,6 +123,9 @@ impl Upstream {
         self.seen.lock().unwrap().len()
     }
 }
+
+trait ReadWrite: std::io::Read + Write + Send {}
+impl<T: std::io::Read + Write + Send> ReadWrite for T {}
 
 fn policy(v: serde_json::Value) -> EgressPolicy {
     serde_json::from_value(v).unwrap()
@@ -311,7 +361,7 @@ async fn a_policy_denies_at_once_refuses_the_node_and_private_networks_and_trave
         up.last()
     );
 
-    // Through a tunnel (CONNECT), the request is the sandbox's own: nothing added.
+    // Through a tunnel (CONNECT) to a host with a rule, plain HTTP gets the rule too.
     let out = sh(
         &c,
         &id,
@@ -323,7 +373,11 @@ async fn a_policy_denies_at_once_refuses_the_node_and_private_networks_and_trave
     .await;
     assert_eq!(out, "ok");
     assert!(up.last().starts_with("get /tagged/2"), "{}", up.last());
-    assert!(!up.last().contains("x-sandbox"), "{}", up.last());
+    assert!(
+        up.last().contains(&format!("x-sandbox: {id}")),
+        "{}",
+        up.last()
+    );
 
     // The node's own API port stays refused although all of loopback is open, and a
     // private network the operator did not open is refused whatever the policy says.
@@ -392,4 +446,95 @@ async fn a_policy_denies_at_once_refuses_the_node_and_private_networks_and_trave
         "after a restart"
     );
     assert!(up.last().contains(&format!("x-sandbox: {id}")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_with_a_rule_is_intercepted_with_the_sandboxes_own_ca_and_without_one_is_tunnelled() {
+    let (up_ca, tls) = upstream_tls("127.0.0.9");
+    let ca_file = std::env::temp_dir().join(format!("wt-upstream-ca-{}.pem", unique()));
+    std::fs::write(&ca_file, &up_ca).unwrap();
+    let node = Node::start_with(
+        "127.0.0.1:0",
+        &[
+            "--egress-allow-net",
+            "127.0.0.0/8",
+            "--egress-ca-file",
+            ca_file.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let c = &node.client;
+    let up = Upstream::start_tls("127.0.0.9", tls);
+    let url = format!("https://{}", up.addr);
+    c.put_secret("vcs", "VCS-TOKEN-1").await.unwrap();
+    let id = format!("eg-tls-{}", unique());
+    c.put_sandbox(
+        &id,
+        &create(
+            serde_json::json!({"egress": {"rules": [{"host": "127.0.0.9",
+            "set_headers": {"authorization": "token ${secret:vcs}"}}]}}),
+        ),
+    )
+    .await
+    .unwrap();
+
+    // curl and Python's own HTTPS client, through HTTPS_PROXY, trust the sandbox's CA
+    // from the system bundle and the variables the guest set; the upstream gets the header.
+    assert_eq!(
+        sh(c, &id, &format!("curl -sS -m 10 {url}/curl")).await,
+        "ok"
+    );
+    assert!(
+        up.last().contains("authorization: token vcs-token-1"),
+        "{}",
+        up.last()
+    );
+    let py = format!(
+        "python3 -c \"import urllib.request; print(urllib.request.urlopen('{url}/py', timeout=10).read().decode())\""
+    );
+    assert_eq!(sh(c, &id, &py).await.trim(), "ok");
+    assert!(up.last().starts_with("get /py"), "{}", up.last());
+    assert!(
+        up.last().contains("authorization: token vcs-token-1"),
+        "{}",
+        up.last()
+    );
+    // The certificate the sandbox saw is its own CA's, not the upstream's.
+    let issuer = sh(
+        c,
+        &id,
+        &format!("curl -sS -m 10 -v -o /dev/null {url}/who 2>&1 | grep -i 'issuer:'"),
+    )
+    .await;
+    assert!(issuer.contains(&format!("sandbox {id}")), "{issuer}");
+
+    // Without a rule the tunnel is untouched: the sandbox sees the upstream's own
+    // certificate (it trusts that CA only when told to) and the upstream no header.
+    c.put_egress(&id, &policy(serde_json::json!({})))
+        .await
+        .unwrap();
+    let untrusted = c
+        .sh(&id, &format!("curl -sS -m 10 {url}/untrusted"))
+        .await
+        .unwrap();
+    assert_ne!(
+        untrusted.exit_code, 0,
+        "the upstream's CA is not the sandbox's"
+    );
+    sh(
+        c,
+        &id,
+        &format!("cat > /workspace/up-ca.pem <<'EOF'\n{up_ca}EOF"),
+    )
+    .await;
+    let out = sh(
+        c,
+        &id,
+        &format!("curl -sS -m 10 -v --cacert /workspace/up-ca.pem {url}/tunnelled 2>&1"),
+    )
+    .await;
+    assert!(out.contains("warren test upstream CA"), "{out}");
+    assert!(up.last().starts_with("get /tunnelled"), "{}", up.last());
+    assert!(!up.last().contains("authorization"), "{}", up.last());
+    let _ = std::fs::remove_file(&ca_file);
 }

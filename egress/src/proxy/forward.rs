@@ -126,10 +126,19 @@ fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     }
 }
 
+/// Where a forwarded request goes.
+pub(crate) struct Target {
+    pub host: String,
+    pub port: u16,
+    /// Over TLS (a request of an intercepted HTTPS connection).
+    pub tls: bool,
+}
+
+/// A plain HTTP request to the proxy: to its absolute URL or `Host`.
 pub(crate) async fn forward(
     proxy: &Arc<Proxy>,
     sandbox: &SandboxEgress,
-    mut req: Request<hyper::body::Incoming>,
+    req: Request<hyper::body::Incoming>,
     conn: &ClientConn,
     cancel: CancellationToken,
 ) -> Response<Body> {
@@ -137,6 +146,23 @@ pub(crate) async fn forward(
         Ok(t) => t,
         Err(m) => return bad_request(m),
     };
+    let to = Target {
+        host,
+        port,
+        tls: false,
+    };
+    forward_to(proxy, sandbox, to, req, conn, cancel).await
+}
+
+pub(crate) async fn forward_to(
+    proxy: &Arc<Proxy>,
+    sandbox: &SandboxEgress,
+    to: Target,
+    mut req: Request<hyper::body::Incoming>,
+    conn: &ClientConn,
+    cancel: CancellationToken,
+) -> Response<Body> {
+    let Target { host, port, tls } = to;
     let method = req.method().as_str().to_string();
     let path = req.uri().path().to_string();
     let rule = sandbox.policy.rule_for(&host, &method, &path).cloned();
@@ -237,21 +263,19 @@ pub(crate) async fn forward(
             Err(ConnectError::Failed(e)) => return bad_gateway(&host, e),
             Err(ConnectError::TimedOut) => return timeout(&host),
         };
-        let (sender, connection) = match hyper::client::conn::http1::Builder::new()
-            .preserve_header_case(true)
-            .handshake::<_, Body>(TokioIo::new(stream))
-            .await
-        {
-            Ok(h) => h,
+        let sender = if tls {
+            let stream = match upstream::tls(proxy, stream, &host).await {
+                Ok(s) => s,
+                Err(e) => return bad_gateway(&host, e),
+            };
+            handshake(proxy, stream, &cancel).await
+        } else {
+            handshake(proxy, stream, &cancel).await
+        };
+        let sender = match sender {
+            Ok(s) => s,
             Err(e) => return bad_gateway(&host, e),
         };
-        let c = cancel.clone();
-        proxy.tasks.spawn(async move {
-            tokio::select! {
-                _ = connection.with_upgrades() => {}
-                _ = c.cancelled() => {}
-            }
-        });
         *cached = Some(Cached {
             host: host.clone(),
             port,
@@ -316,4 +340,27 @@ pub(crate) async fn forward(
         })
         .boxed();
     Response::from_parts(parts, body)
+}
+
+/// An HTTP/1.1 client connection on `io`, driven by a task of the proxy's.
+async fn handshake<IO>(
+    proxy: &Proxy,
+    io: IO,
+    cancel: &CancellationToken,
+) -> Result<SendRequest<Body>, hyper::Error>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) = hyper::client::conn::http1::Builder::new()
+        .preserve_header_case(true)
+        .handshake::<_, Body>(TokioIo::new(io))
+        .await?;
+    let c = cancel.clone();
+    proxy.tasks.spawn(async move {
+        tokio::select! {
+            _ = connection.with_upgrades() => {}
+            _ = c.cancelled() => {}
+        }
+    });
+    Ok(sender)
 }

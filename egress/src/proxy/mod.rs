@@ -6,6 +6,7 @@
 
 mod answer;
 mod forward;
+mod intercept;
 mod tunnel;
 mod upstream;
 
@@ -66,9 +67,47 @@ impl ProxyMetrics {
     }
 }
 
+/// How the proxy speaks TLS: as each sandbox's CA toward the sandbox (for hosts with a
+/// rule), as a verifying client toward upstreams.
+pub struct ProxyTls {
+    /// The seed sandboxes' CAs are derived from (`ca`); None: nothing is intercepted, and
+    /// HTTPS to a host with a rule is refused rather than sent without its headers.
+    pub ca_seed: Option<[u8; 32]>,
+    pub client: Arc<rustls::ClientConfig>,
+}
+
+impl ProxyTls {
+    /// Upstreams verified against the public roots (Mozilla's) and `extra_roots` (PEM).
+    pub fn new(ca_seed: Option<[u8; 32]>, extra_roots_pem: &[u8]) -> Result<ProxyTls, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(extra_roots_pem) {
+            let cert: rustls::pki_types::CertificateDer<'static> =
+                cert.map_err(|e| format!("the egress CA file: {e}"))?;
+            roots
+                .add(cert)
+                .map_err(|e| format!("the egress CA file: {e}"))?;
+        }
+        let mut client = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        client.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(ProxyTls {
+            ca_seed,
+            client: Arc::new(client),
+        })
+    }
+}
+
 /// The proxy of one node.
 pub struct Proxy {
     ctx: Arc<dyn EgressContext>,
+    tls: ProxyTls,
+    leaves: crate::ca::LeafCache,
     guard: RwLock<Guard>,
     pub usage: UsageBook,
     metrics: ProxyMetrics,
@@ -79,10 +118,13 @@ impl Proxy {
     pub fn new(
         ctx: Arc<dyn EgressContext>,
         guard: Guard,
+        tls: ProxyTls,
         metrics: Option<ProxyMetrics>,
     ) -> Arc<Proxy> {
         Arc::new(Proxy {
             ctx,
+            tls,
+            leaves: crate::ca::LeafCache::default(),
             guard: RwLock::new(guard),
             usage: UsageBook::default(),
             metrics: metrics.unwrap_or_else(ProxyMetrics::unregistered),
@@ -178,7 +220,7 @@ impl Proxy {
             return answer::not_a_sandbox(peer);
         };
         if req.method() == Method::CONNECT {
-            return tunnel::connect(self, &sandbox, req, cancel).await;
+            return tunnel::connect(self, &sandbox, peer, req, cancel).await;
         }
         forward::forward(self, &sandbox, req, conn, cancel).await
     }

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) async fn connect(
     proxy: &Arc<Proxy>,
     sandbox: &SandboxEgress,
+    peer: std::net::SocketAddr,
     req: Request<hyper::body::Incoming>,
     cancel: CancellationToken,
 ) -> Response<Body> {
@@ -22,6 +23,9 @@ pub(crate) async fn connect(
         return bad_request("CONNECT needs host:port");
     };
     let host = auth.host().to_ascii_lowercase();
+    if sandbox.policy.has_rule_for(&host) {
+        return super::intercept::intercept(proxy, sandbox, peer, host, port, req, cancel).await;
+    }
     let (mut up, _addr) = match upstream::connect(proxy, sandbox, &host, port).await {
         Ok(c) => c,
         Err(ConnectError::Refused(why)) => return proxy.refused(sandbox, &host, &why),

@@ -67,3 +67,21 @@ pub(crate) async fn connect(
         (None, None) => Err(ConnectError::Failed(format!("{host} has no address"))),
     }
 }
+
+/// TLS to the upstream, verified against the proxy's roots (the public ones and those the
+/// operator added) for `host`.
+pub(crate) async fn tls(
+    proxy: &Proxy,
+    stream: TcpStream,
+    host: &str,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let name = rustls::pki_types::ServerName::try_from(bare.to_string())
+        .map_err(|e| format!("{host} is no TLS server name: {e}"))?;
+    let connector = tokio_rustls::TlsConnector::from(proxy.tls.client.clone());
+    match tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(name, stream)).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(format!("TLS with {host}: {e}")),
+        Err(_) => Err(format!("TLS with {host}: no answer in {CONNECT_TIMEOUT:?}")),
+    }
+}

@@ -31,6 +31,7 @@ pub mod shell;
 pub mod socket;
 pub mod terminal;
 pub mod terminal_api;
+pub mod trust;
 pub mod tunnel;
 pub mod waits;
 pub mod watch;

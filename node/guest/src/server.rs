@@ -74,7 +74,14 @@ async fn dispatch(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
         (&Method::PUT, ["config"]) => {
             let body: GuestConfig = http::read_json(req).await?;
             warren_api::sandbox::validate_env(body.env.keys())?;
-            g.env.set_sandbox(body.env);
+            let mut env = body.env;
+            if let Some(ca) = &body.egress_ca_pem {
+                crate::trust::install(ca)?;
+                for (k, v) in warren_api::egress::ca_env() {
+                    env.entry(k.to_string()).or_insert_with(|| v.to_string());
+                }
+            }
+            g.env.set_sandbox(env);
             Ok(http::empty(204))
         }
         (&Method::POST, ["exec"]) => exec::handle(g, req).await,

@@ -696,11 +696,20 @@ impl SandboxManager {
     /// container was started without them, and a container's run directory, where a
     /// guest keeps what it was told, starts empty after every restart.
     async fn configure_guest(&self, rec: &SandboxRecord) -> Result<(), ApiError> {
-        if rec.env.is_empty() {
+        let egress_ca_pem = match &self.cfg.egress_ca_seed {
+            Some(seed) => Some(
+                warren_egress::ca::SandboxCa::derive(seed, &rec.id)
+                    .map_err(|e| ApiError::internal(format!("the egress CA of {}: {e}", rec.id)))?
+                    .cert_pem,
+            ),
+            None => None,
+        };
+        if rec.env.is_empty() && egress_ca_pem.is_none() {
             return Ok(());
         }
         let body = serde_json::to_vec(&warren_api::session::GuestConfig {
             env: rec.env.clone(),
+            egress_ca_pem,
         })
         .map_err(|e| ApiError::internal(e.to_string()))?;
         let resp = self
