@@ -75,6 +75,36 @@ pub enum Command {
     Unexpose { id: String, port: u16 },
     /// List a sandbox's exposed ports.
     Ports { id: String },
+    /// Secrets for the egress proxy's header rules (write-only): set, list, rm.
+    #[command(subcommand)]
+    Secret(SecretCommand),
+    /// A sandbox's egress policy: get, set.
+    #[command(subcommand)]
+    Egress(EgressCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SecretCommand {
+    /// Create or replace a secret; its value is read from stdin (or --from-file), so that
+    /// it is in no shell history or process list.
+    Set {
+        name: String,
+        #[arg(long)]
+        from_file: Option<PathBuf>,
+    },
+    /// List secrets' names and times (never values).
+    #[command(alias = "ls")]
+    List,
+    #[command(alias = "delete")]
+    Rm { names: Vec<String> },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EgressCommand {
+    /// Print a sandbox's policy (JSON).
+    Get { id: String },
+    /// Replace a sandbox's policy with the JSON in FILE (`-`: stdin).
+    Set { id: String, file: String },
 }
 
 #[derive(Args, Debug)]

@@ -6,6 +6,7 @@
 pub mod cluster_node;
 pub mod commit_bench;
 pub mod cpu;
+pub mod egress_bench;
 pub mod failover_bench;
 pub mod host_work_bench;
 pub mod interpreter_bench;

@@ -7,13 +7,14 @@
 //! and fork rounds on a ~200 MiB workspace, default 3), WARREN_BENCH_SURFACE (keystroke echo
 //! and watch samples, default 200), WARREN_BENCH_INTERP (interpreter round trips, default
 //! 200), WARREN_BENCH_FAILOVER (sandboxes on the node killed in the failover scenario,
-//! default 10), WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`,
+//! default 10), WARREN_BENCH_EGRESS (requests per egress proxy scenario, default 2000),
+//! WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`,
 //! `snapshots`, `watch`, `interpreter`, `userns`, `hostwork`, `cluster`, `failover`,
-//! `commits`, `placement`; default all),
+//! `commits`, `placement`, `egress`; default all),
 //! WARREN_BENCH_WORKDIR (where the snapshot baselines write, default /tmp).
 
 use warren_loadtest::{
-    cluster_node, commit_bench, failover_bench, host_work_bench, interpreter_bench,
+    cluster_node, commit_bench, egress_bench, failover_bench, host_work_bench, interpreter_bench,
     node::BenchNode, placement_bench, report::Table, scenarios, snapshot_bench, surface_bench,
     userns_bench,
 };
@@ -35,6 +36,7 @@ async fn main() -> anyhow::Result<()> {
     let surface_n = env_usize("WARREN_BENCH_SURFACE", 200).clamp(10, 5000);
     let interp_n = env_usize("WARREN_BENCH_INTERP", 200).clamp(10, 5000);
     let failover_n = env_usize("WARREN_BENCH_FAILOVER", 10).clamp(1, 100);
+    let egress_n = env_usize("WARREN_BENCH_EGRESS", 2000).clamp(100, 100_000);
     let sim_ids = env_usize("WARREN_BENCH_SIM_IDS", 1_000_000).clamp(1000, 5_000_000);
     let only = std::env::var("WARREN_BENCH_ONLY").unwrap_or_default();
     let run = |part: &str| only.is_empty() || only.split(',').any(|p| p.trim() == part);
@@ -85,6 +87,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if run("commits") {
         commit_bench::commit_latency(commits_n, &mut table).await?;
+    }
+    if run("egress") {
+        egress_bench::proxy_cost(egress_n, &mut table).await?;
     }
     if run("placement") {
         placement_bench::lookup_cost(&mut table);

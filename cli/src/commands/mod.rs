@@ -2,6 +2,7 @@
 
 mod cluster;
 pub(crate) mod dev;
+mod egress;
 mod exec;
 mod files;
 mod ports;
@@ -37,6 +38,8 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Expose(a) => ports::expose(&conn, a).await,
         Command::Unexpose { id, port } => ports::unexpose(&conn, &id, port).await,
         Command::Ports { id } => ports::ports(&conn, &id).await,
+        Command::Secret(c) => egress::secret(&conn, c).await,
+        Command::Egress(c) => egress::egress(&conn, c).await,
     }
 }
 

@@ -5,6 +5,7 @@
 //! private networks refused, tunnels left untouched, and policies kept through sleep, a
 //! fork and a restart of the node.
 
+use super::cluster_harness::TestCluster;
 use super::harness::{api_err, create, fork, sh, unique, Node};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -537,4 +538,95 @@ async fn https_with_a_rule_is_intercepted_with_the_sandboxes_own_ca_and_without_
     assert!(up.last().starts_with("get /tunnelled"), "{}", up.last());
     assert!(!up.last().contains("authorization"), "{}", up.last());
     let _ = std::fs::remove_file(&ca_file);
+}
+
+/// The node that ran a call entering node `i`.
+async fn owner_of(c: &TestCluster, i: usize, sandbox: &str) -> String {
+    let r = c.nodes[i]
+        .client
+        .request(
+            reqwest::Method::POST,
+            &format!("/v1/sandboxes/{sandbox}/exec"),
+        )
+        .json(&serde_json::json!({"command": "true"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    r.headers()["x-warren-node"].to_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joined_node_opens_the_clusters_secrets_and_a_drained_sandbox_keeps_its_policy() {
+    let c = TestCluster::start_with(3, 1, "egress_allow_nets = [\"127.0.0.0/8\"]\n").await;
+    let up = Upstream::start("127.0.0.10");
+    let value = format!("SHARED-{}", unique());
+    c.nodes[0]
+        .client
+        .put_secret("shared", &value)
+        .await
+        .unwrap();
+    // Every node lists it once it applied the entry.
+    for n in &c.nodes {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while n.client.secret("shared").await.is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} never listed the secret",
+                n.name
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    // A sandbox owned by a node that joined (it got the secrets key in its join answer).
+    let joined = c.nodes[1].name.clone();
+    let mut id = None;
+    for _ in 0..60 {
+        let candidate = format!("eg-cl-{}", unique());
+        if owner_of(&c, 0, &candidate).await == joined {
+            id = Some(candidate);
+            break;
+        }
+        c.nodes[0].client.delete_sandbox(&candidate).await.unwrap();
+    }
+    let id = id.expect("no id landed on the joined node");
+    let p = policy(serde_json::json!({"rules": [{"host": "127.0.0.10",
+        "set_headers": {"authorization": "Bearer ${secret:shared}"}}]}));
+    // Set through another node: forwarded to the owner.
+    let set = c.nodes[2].client.put_egress(&id, &p).await.unwrap();
+    let curl = format!("curl -sS -m 10 {}", up.url("/c"));
+    assert_eq!(sh(&c.nodes[0].client, &id, &curl).await, "ok");
+    let want = format!("authorization: bearer {}", value.to_ascii_lowercase());
+    assert!(up.last().contains(&want), "{}", up.last());
+
+    // Drained away, it keeps its policy on its new node, which opens the secret too.
+    let r = c.nodes[0]
+        .client
+        .request(
+            reqwest::Method::POST,
+            &format!("/v1/cluster/nodes/{joined}/drain"),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let s = c.nodes[0].client.get_sandbox(&id).await;
+        if s.as_ref()
+            .is_ok_and(|s| s.node != joined && !s.node.is_empty())
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{id} did not leave {joined}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert_eq!(c.nodes[0].client.egress(&id).await.unwrap(), set);
+    let before = up.count();
+    assert_eq!(sh(&c.nodes[2].client, &id, &curl).await, "ok");
+    assert_eq!(up.count(), before + 1);
+    assert!(up.last().contains(&want), "{}", up.last());
 }
