@@ -531,3 +531,61 @@ async fn a_client_that_is_no_sandbox_gets_nothing() {
     assert_eq!(status, 403);
     assert!(body.contains("FORBIDDEN"), "{body}");
 }
+
+#[tokio::test]
+// tungstenite's handshake callback returns its (large) error response type.
+#[allow(clippy::result_large_err)]
+async fn a_websocket_upgrade_is_spliced_after_the_rule_set_its_headers() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::{handshake::server, Message};
+    let t = setup(true).await;
+    t.node
+        .secrets
+        .lock()
+        .unwrap()
+        .insert("ws".into(), "WS-SECRET".into());
+    t.node.set(
+        "127.0.0.1",
+        "sb-ws",
+        &[],
+        serde_json::json!({"rules": [{"host": "127.0.0.1",
+        "set_headers": {"authorization": "Bearer ${secret:ws}"}}]}),
+    );
+    // A WebSocket echo upstream that keeps the authorization header of its handshake.
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = l.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(String::new()));
+    let seen2 = seen.clone();
+    tokio::spawn(async move {
+        let (s, _) = l.accept().await.unwrap();
+        let cb = |req: &server::Request, resp: server::Response| {
+            let auth = req
+                .headers()
+                .get("authorization")
+                .map(|v| v.to_str().unwrap().to_string())
+                .unwrap_or_default();
+            *seen2.lock().unwrap() = auth;
+            Ok(resp)
+        };
+        let mut ws = tokio_tungstenite::accept_hdr_async(s, cb).await.unwrap();
+        while let Some(Ok(m)) = ws.next().await {
+            if m.is_text() && ws.send(m).await.is_err() {
+                return;
+            }
+        }
+    });
+    // The client talks to the proxy as to the upstream (a request with a Host header).
+    let s = TcpStream::connect(t.proxy).await.unwrap();
+    let (mut ws, resp) = tokio_tungstenite::client_async(format!("ws://{up}/chat"), s)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 101);
+    ws.send(Message::text("hello")).await.unwrap();
+    let back = tokio::time::timeout(std::time::Duration::from_secs(5), ws.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(back.into_text().unwrap().as_str(), "hello");
+    assert_eq!(seen.lock().unwrap().as_str(), "Bearer WS-SECRET");
+}
