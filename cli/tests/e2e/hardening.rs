@@ -540,19 +540,28 @@ async fn a_disk_filler_is_stopped_at_its_disk_limit() {
         "ok"
     );
     assert_neighbour_answers(&node, &neighbour).await;
-    let metrics = reqwest::get(format!("{}/metrics", node.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let kills: u64 = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("warren_sandbox_disk_limit_kills_total "))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    // The keeper counts a kill once the killed processes are gone, which can be after the
+    // sandbox already answered again (seen in CI): the count is waited for.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let kills = loop {
+        let metrics = reqwest::get(format!("{}/metrics", node.url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let kills: u64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("warren_sandbox_disk_limit_kills_total "))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        if kills >= 1 || std::time::Instant::now() > deadline {
+            break kills;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert!(kills >= 1, "{kills}");
     // Under its limit again, the sandbox works as before and is not killed.
     assert_eq!(
