@@ -252,7 +252,7 @@ pub(crate) async fn forward_to(
             && c.port == port
             && !c.sender.is_closed()
             && c.sender.is_ready()
-            && proxy.guard().refuse(c.addr).is_none()
+            && proxy.refuse(c.addr).is_none()
             && sandbox.policy.allows(&host, c.addr.ip()).is_ok()
     });
     if !reusable {

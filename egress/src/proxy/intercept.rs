@@ -34,6 +34,10 @@ pub(crate) async fn intercept(
             "its rule needs HTTPS interception, which this node cannot do (no CA seed)",
         );
     };
+    // The name alone can already be denied: say so before the tunnel opens.
+    if let Some(why) = sandbox.policy.denied_by_name(&host) {
+        return proxy.refused(sandbox, &host, &why);
+    }
     let server = match proxy.leaves.server_config(&seed, &sandbox.id, &host) {
         Ok(c) => c,
         Err(e) => {
@@ -42,10 +46,6 @@ pub(crate) async fn intercept(
             )))
         }
     };
-    // The name alone can already be denied: say so before the tunnel opens.
-    if let Some(why) = sandbox.policy.denied_by_name(&host) {
-        return proxy.refused(sandbox, &host, &why);
-    }
     let on_upgrade = hyper::upgrade::on(req);
     let p = proxy.clone();
     proxy.tasks.spawn(async move {
@@ -85,31 +85,28 @@ async fn serve<IO>(
 ) where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    {
-        let conn_state = Arc::new(ClientConn::default());
-        let (p2, c2) = (p.clone(), cancel.clone());
-        let service = service_fn(move |req| {
-            let (p, conn_state, c, host) =
-                (p2.clone(), conn_state.clone(), c2.clone(), host.clone());
-            async move {
-                let resp = match p.ctx.sandbox_at(peer.ip()) {
-                    Some(sb) => {
-                        let to = Target { host, port, tls };
-                        forward_to(&p, &sb, to, req, &conn_state, c).await
-                    }
-                    None => super::answer::not_a_sandbox(peer),
-                };
-                Ok::<_, std::convert::Infallible>(resp)
-            }
-        });
-        let conn = http1::Builder::new()
-            .preserve_header_case(true)
-            .serve_connection(TokioIo::new(io), service)
-            .with_upgrades();
-        tokio::select! {
-            _ = conn => {}
-            _ = cancel.cancelled() => {}
+    let conn_state = Arc::new(ClientConn::default());
+    let (p2, c2) = (p.clone(), cancel.clone());
+    let service = service_fn(move |req| {
+        let (p, conn_state, c, host) = (p2.clone(), conn_state.clone(), c2.clone(), host.clone());
+        async move {
+            let resp = match p.ctx.sandbox_at(peer.ip()) {
+                Some(sb) => {
+                    let to = Target { host, port, tls };
+                    forward_to(&p, &sb, to, req, &conn_state, c).await
+                }
+                None => super::answer::not_a_sandbox(peer),
+            };
+            Ok::<_, std::convert::Infallible>(resp)
         }
+    });
+    let conn = http1::Builder::new()
+        .preserve_header_case(true)
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades();
+    tokio::select! {
+        _ = conn => {}
+        _ = cancel.cancelled() => {}
     }
 }
 

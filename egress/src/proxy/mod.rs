@@ -137,8 +137,9 @@ impl Proxy {
         f(&mut self.guard.write().expect("guard lock"));
     }
 
-    fn guard(&self) -> Guard {
-        self.guard.read().expect("guard lock").clone()
+    /// Why the guard refuses `to`, read under its lock (no copy per request).
+    fn refuse(&self, to: SocketAddr) -> Option<String> {
+        self.guard.read().expect("guard lock").refuse(to)
     }
 
     /// Serves `listener` until `cancel`; the returned task ends once every connection and

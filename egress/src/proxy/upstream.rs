@@ -40,11 +40,10 @@ pub(crate) async fn connect(
             }
         }
     };
-    let guard = proxy.guard();
     let mut refused = None;
     let mut last_err = None;
     for addr in addrs {
-        if let Some(why) = guard.refuse(addr) {
+        if let Some(why) = proxy.refuse(addr) {
             refused.get_or_insert(why);
             continue;
         }
