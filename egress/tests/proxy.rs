@@ -312,35 +312,7 @@ fn find(h: &[u8], n: &[u8]) -> Option<usize> {
 
 /// Reads one response (content-length bodies only): status and body.
 async fn read_response(s: &mut TcpStream) -> (u16, String) {
-    let mut buf = Vec::new();
-    loop {
-        if let Some(end) = find(&buf, b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_string();
-            let len: usize = head
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse().ok())?
-                })
-                .unwrap_or(0);
-            while buf.len() < end + 4 + len {
-                let mut c = [0u8; 4096];
-                let n = s.read(&mut c).await.unwrap();
-                assert!(n > 0, "connection closed mid-body");
-                buf.extend_from_slice(&c[..n]);
-            }
-            let status = head[9..12].parse().unwrap();
-            return (
-                status,
-                String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).to_string(),
-            );
-        }
-        let mut c = [0u8; 4096];
-        let n = s.read(&mut c).await.unwrap();
-        assert!(n > 0, "connection closed before a response");
-        buf.extend_from_slice(&c[..n]);
-    }
+    read_any(s).await
 }
 
 struct Setup {
