@@ -191,12 +191,11 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     // does not hold keeps this node from starting sandboxes (and says so in /healthz).
     let safety = Arc::new(Safety::default());
     let tasks = CancellationToken::new();
-    // The cluster's node addresses join the rules once the cluster is open (below).
-    let firewall_base = firewall::Options {
+    // The egress proxy's port joins the rules once it is bound (below).
+    let (firewall_opts, firewall_rx) = tokio::sync::watch::channel(firewall::Options {
         node_id: cfg.node_id.clone(),
-        ..Default::default()
-    };
-    let (firewall_opts, firewall_rx) = tokio::sync::watch::channel(firewall_base.clone());
+        egress_port: None,
+    });
     let firewall_keeper = if cfg.firewall {
         let (task, first) = firewall::keep(
             cfg.firewall_tools.clone(),
@@ -323,9 +322,10 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         (None, None) => warren_router::egress::bind(None).await,
     }
     .context("cannot listen for the egress proxy")?;
-    let egress_port = egress_listener.local_addr()?.port();
+    let egress_port = egress_listener.port()?;
     write_private(&egress_port_file, &format!("{egress_port}\n"))?;
     docker.use_egress_port(egress_port);
+    firewall_opts.send_modify(|o| o.egress_port = Some(egress_port));
     let egress_ca_seed = secrets_key.derive("egress-ca");
     cfg.egress_ca_seed = Some(egress_ca_seed);
     let extra_roots = match &s.egress_ca_file {
@@ -371,33 +371,6 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;
 
-    // Before any sandbox starts: the other nodes' addresses are no target either (those in
-    // private ranges are dropped anyway), and they follow membership.
-    let peers_follower = cfg.firewall.then(|| {
-        let (cluster, cancel) = (cluster.clone(), tasks.clone());
-        let node_addrs = move || {
-            cluster.read(|s| {
-                let addrs: Vec<String> = s
-                    .nodes
-                    .values()
-                    .flat_map(|n| [n.api_addr.clone(), n.peer_addr.clone()])
-                    .collect();
-                firewall_base
-                    .clone()
-                    .with_peers(addrs.iter().map(String::as_str))
-            })
-        };
-        firewall_opts.send_if_modified(|o| replace_if_changed(o, node_addrs()));
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    _ = tokio::time::sleep(firewall::CHECK_EVERY) => {}
-                }
-                firewall_opts.send_if_modified(|o| replace_if_changed(o, node_addrs()));
-            }
-        })
-    });
     let registry = prometheus::Registry::new();
     let metrics = warren_node::metrics::NodeMetrics::register(&registry)?;
     // Adopted sandboxes stay frozen until this node knows they are still its own.
@@ -474,10 +447,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     });
     warren_router::serve(listener, state, shutdown_signal()).await?;
     tasks.cancel();
-    for t in [firewall_keeper, peers_follower, Some(egress_task)]
-        .into_iter()
-        .flatten()
-    {
+    for t in [firewall_keeper, Some(egress_task)].into_iter().flatten() {
         let _ = t.await;
     }
     docker.stop_warm_pool().await;
@@ -486,15 +456,6 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     peers.close();
     tracing::info!("stopped; sandboxes keep running and are re-adopted on the next start");
     Ok(())
-}
-
-/// Puts `new` in `slot` if it differs; whether it did.
-fn replace_if_changed(slot: &mut firewall::Options, new: firewall::Options) -> bool {
-    if *slot == new {
-        return false;
-    }
-    *slot = new;
-    true
 }
 
 /// Asks a member to admit this node; checks that the answer proves the same join token.

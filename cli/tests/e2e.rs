@@ -8,6 +8,7 @@ mod e2e {
 
     mod cluster;
     mod egress;
+    mod egress_transparent;
     mod errors;
     mod exec;
     mod files;

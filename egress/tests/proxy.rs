@@ -561,3 +561,105 @@ async fn a_websocket_upgrade_is_spliced_after_the_rule_set_its_headers() {
     assert_eq!(back.into_text().unwrap().as_str(), "hello");
     assert_eq!(seen.lock().unwrap().as_str(), "Bearer WS-SECRET");
 }
+
+/// One DNS query from `from` to the proxy's name server at `server`: (code, addresses).
+async fn dns(
+    from: &str,
+    server: SocketAddr,
+    name: &str,
+    kind: hickory_proto::rr::RecordType,
+) -> (hickory_proto::op::ResponseCode, Vec<IpAddr>) {
+    use hickory_proto::op::{Message, Query};
+    use hickory_proto::rr::Name;
+    let mut q = Message::new();
+    q.set_id(7).set_recursion_desired(true);
+    q.add_query(Query::query(Name::from_ascii(name).unwrap(), kind));
+    let s = tokio::net::UdpSocket::bind((from, 0)).await.unwrap();
+    s.send_to(&q.to_vec().unwrap(), server).await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(5), s.recv(&mut buf))
+        .await
+        .expect("an answer")
+        .unwrap();
+    let r = Message::from_vec(&buf[..n]).unwrap();
+    assert_eq!(r.id(), 7);
+    let addrs = r
+        .answers()
+        .iter()
+        .filter_map(|a| match a.data() {
+            hickory_proto::rr::RData::A(a) => Some(IpAddr::V4(a.0)),
+            _ => None,
+        })
+        .collect();
+    (r.response_code(), addrs)
+}
+
+#[tokio::test]
+async fn the_name_server_answers_per_policy_and_gives_no_address_the_sandbox_cannot_reach() {
+    use hickory_proto::op::ResponseCode;
+    use hickory_proto::rr::RecordType;
+    let t = setup(true).await;
+    let udp = tokio::net::UdpSocket::bind("127.0.0.2:0").await.unwrap();
+    let server = udp.local_addr().unwrap();
+    t.proxy_obj.spawn_dns(udp, CancellationToken::new());
+    t.node
+        .set("127.0.0.1", "sb-dns", &[], serde_json::json!({}));
+    let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+    assert_eq!(
+        dns("127.0.0.1", server, "localhost", RecordType::A).await,
+        (ResponseCode::NoError, vec![loopback])
+    );
+    assert_eq!(
+        dns("127.0.0.1", server, "localhost.", RecordType::AAAA).await,
+        (ResponseCode::NoError, vec![])
+    );
+    assert_eq!(
+        dns("127.0.0.1", server, "localhost", RecordType::MX)
+            .await
+            .0,
+        ResponseCode::NotImp
+    );
+    // Denied by name, or every address denied: refused, and counted as a refusal.
+    t.node.set(
+        "127.0.0.1",
+        "sb-dns",
+        &[],
+        serde_json::json!({"deny_hosts": ["localhost"]}),
+    );
+    assert_eq!(
+        dns("127.0.0.1", server, "LocalHost", RecordType::A).await,
+        (ResponseCode::Refused, vec![])
+    );
+    t.node.set(
+        "127.0.0.1",
+        "sb-dns",
+        &[],
+        serde_json::json!({"deny_hosts": ["127.0.0.0/8"]}),
+    );
+    assert_eq!(
+        dns("127.0.0.1", server, "localhost", RecordType::A).await.0,
+        ResponseCode::Refused
+    );
+    assert!(t.proxy_obj.usage.get("sb-dns").denied >= 2);
+    // An address that is no sandbox learns nothing.
+    assert_eq!(
+        dns("127.0.0.3", server, "localhost", RecordType::A).await.0,
+        ResponseCode::Refused
+    );
+}
+
+#[tokio::test]
+async fn the_name_server_refuses_loopback_unless_the_operator_opened_it() {
+    use hickory_proto::op::ResponseCode;
+    use hickory_proto::rr::RecordType;
+    let t = setup(false).await;
+    let udp = tokio::net::UdpSocket::bind("127.0.0.2:0").await.unwrap();
+    let server = udp.local_addr().unwrap();
+    t.proxy_obj.spawn_dns(udp, CancellationToken::new());
+    t.node
+        .set("127.0.0.1", "sb-dns2", &[], serde_json::json!({}));
+    assert_eq!(
+        dns("127.0.0.1", server, "localhost", RecordType::A).await,
+        (ResponseCode::Refused, vec![])
+    );
+}

@@ -39,14 +39,33 @@ impl EgressContext for NodeContext {
     }
 }
 
-/// Binds the proxy's port: `wanted`, else the first free one of `EGRESS_PORTS`.
-pub async fn bind(wanted: Option<u16>) -> std::io::Result<tokio::net::TcpListener> {
+/// The proxy's sockets: TCP for the proxy, UDP on the same port for its name server.
+pub struct Listeners {
+    pub tcp: tokio::net::TcpListener,
+    pub udp: tokio::net::UdpSocket,
+}
+
+impl Listeners {
+    pub fn port(&self) -> std::io::Result<u16> {
+        Ok(self.tcp.local_addr()?.port())
+    }
+}
+
+async fn bind_port(port: u16) -> std::io::Result<Listeners> {
+    let tcp = tokio::net::TcpListener::bind(("0.0.0.0", port)).await?;
+    let udp = tokio::net::UdpSocket::bind(("0.0.0.0", port)).await?;
+    Ok(Listeners { tcp, udp })
+}
+
+/// Binds the proxy's port (TCP and UDP): `wanted`, else the first of `EGRESS_PORTS` free
+/// for both.
+pub async fn bind(wanted: Option<u16>) -> std::io::Result<Listeners> {
     if let Some(p) = wanted {
-        return tokio::net::TcpListener::bind(("0.0.0.0", p)).await;
+        return bind_port(p).await;
     }
     let mut last = None;
     for p in EGRESS_PORTS {
-        match tokio::net::TcpListener::bind(("0.0.0.0", p)).await {
+        match bind_port(p).await {
             Ok(l) => return Ok(l),
             Err(e) => last = Some(e),
         }
@@ -54,18 +73,18 @@ pub async fn bind(wanted: Option<u16>) -> std::io::Result<tokio::net::TcpListene
     Err(last.unwrap_or_else(|| std::io::Error::other("no port in the egress range")))
 }
 
-/// Starts the proxy on `listener` until `cancel`. `own_ports`: this node's API, peer and
+/// Starts the proxy and its name server on `listeners` until `cancel`. `own_ports`: this node's API, peer and
 /// metrics ports (never reachable through it); `allow_nets`: what the operator opened.
 pub fn spawn(
     state: &AppState,
-    listener: tokio::net::TcpListener,
+    listeners: Listeners,
     own_ports: Vec<u16>,
     allow_nets: Vec<ipnet::IpNet>,
     tls: ProxyTls,
     registry: &prometheus::Registry,
     cancel: CancellationToken,
 ) -> std::io::Result<(Arc<Proxy>, tokio::task::JoinHandle<()>)> {
-    let port = listener.local_addr()?.port();
+    let port = listeners.port()?;
     let mut guard = Guard::new(allow_nets);
     guard.own_ports = own_ports;
     guard.own_ports.push(port);
@@ -78,7 +97,8 @@ pub fn spawn(
         tls,
         metrics,
     );
-    let server = proxy.spawn(listener, cancel.clone());
+    let server = proxy.spawn(listeners.tcp, cancel.clone());
+    let dns = proxy.spawn_dns(listeners.udp, cancel.clone());
     let (p, st) = (proxy.clone(), state.clone());
     let refresher = tokio::spawn(async move {
         loop {
@@ -102,8 +122,9 @@ pub fn spawn(
     });
     let task = tokio::spawn(async move {
         let _ = server.await;
+        let _ = dns.await;
         let _ = refresher.await;
     });
-    tracing::info!(port, "egress proxy listening");
+    tracing::info!(port, "egress proxy and name server listening");
     Ok((proxy, task))
 }

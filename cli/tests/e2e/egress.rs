@@ -15,14 +15,14 @@ use warren_api::ErrorCode;
 
 /// An HTTP upstream on loopback that answers `ok` to every request and keeps the request
 /// heads it saw (on the test's side: a sandbox never sees them echoed).
-struct Upstream {
-    addr: std::net::SocketAddr,
+pub(super) struct Upstream {
+    pub(super) addr: std::net::SocketAddr,
     seen: Arc<Mutex<Vec<String>>>,
 }
 
 /// A CA of the test's for HTTPS upstreams (the operator's internal CA), and a server
-/// certificate of it for `ip`: (CA PEM, server config).
-fn upstream_tls(ip: &str) -> (String, Arc<rustls::ServerConfig>) {
+/// certificate of it for `ip` (an address or a name): (CA PEM, server config).
+pub(super) fn upstream_tls(ip: &str) -> (String, Arc<rustls::ServerConfig>) {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -50,17 +50,20 @@ fn upstream_tls(ip: &str) -> (String, Arc<rustls::ServerConfig>) {
 }
 
 impl Upstream {
-    fn start(ip: &str) -> Upstream {
-        Upstream::serve(ip, None)
+    pub(super) fn start(ip: &str) -> Upstream {
+        Upstream::serve((ip, 0), None)
     }
 
     /// An HTTPS upstream with a certificate of its own CA.
-    fn start_tls(ip: &str, tls: Arc<rustls::ServerConfig>) -> Upstream {
-        Upstream::serve(ip, Some(tls))
+    pub(super) fn start_tls(ip: &str, tls: Arc<rustls::ServerConfig>) -> Upstream {
+        Upstream::serve((ip, 0), Some(tls))
     }
 
-    fn serve(ip: &str, tls: Option<Arc<rustls::ServerConfig>>) -> Upstream {
-        let l = TcpListener::bind((ip, 0)).unwrap();
+    pub(super) fn serve(
+        at: impl std::net::ToSocketAddrs,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> Upstream {
+        let l = TcpListener::bind(at).unwrap();
         let addr = l.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s2 = seen.clone();
@@ -110,7 +113,7 @@ impl Upstream {
     }
 
     /// The last request head seen, lowercased.
-    fn last(&self) -> String {
+    pub(super) fn last(&self) -> String {
         self.seen
             .lock()
             .unwrap()
@@ -120,7 +123,7 @@ impl Upstream {
             .to_ascii_lowercase()
     }
 
-    fn count(&self) -> usize {
+    pub(super) fn count(&self) -> usize {
         self.seen.lock().unwrap().len()
     }
 }
@@ -128,7 +131,7 @@ impl Upstream {
 trait ReadWrite: std::io::Read + Write + Send {}
 impl<T: std::io::Read + Write + Send> ReadWrite for T {}
 
-fn policy(v: serde_json::Value) -> EgressPolicy {
+pub(super) fn policy(v: serde_json::Value) -> EgressPolicy {
     serde_json::from_value(v).unwrap()
 }
 

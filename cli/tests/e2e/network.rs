@@ -1,9 +1,11 @@
 //! The sandbox firewall, tried from inside a sandbox against targets this test puts on this
 //! machine: the node's own ports on every host address, another sandbox, cloud metadata
-//! addresses and a private-range "other node" served from a network namespace the test
-//! creates, and IPv6. A route of the test's own sends the probes' destinations into that
-//! namespace, so that no probe can leave the machine even while a rule is missing; a public
-//! address served there too proves that the probes do arrive when nothing blocks them.
+//! addresses, a private-range "other node" and a public address served from a network
+//! namespace the test creates, and IPv6. A route of the test's own sends the probes'
+//! destinations into that namespace, so that no probe can leave the machine even while a
+//! rule is missing. Nothing is reached directly, not even the public address: the node's
+//! egress proxy is the only way out, and a tunnel through it to that public address proves
+//! that the probes would arrive if anything let them.
 
 use super::harness::{sh, unique, Node};
 use std::process::Command;
@@ -25,7 +27,8 @@ const TARGETS: &[(&str, &str)] = &[
     ("private-node", "10.251.7.9"),
     ("cgnat-node", "100.64.7.9"),
 ];
-/// A public address, served from the same namespace: the probes' control.
+/// A public address, served from the same namespace: reached through the proxy only (the
+/// probes' control).
 const PUBLIC: &str = "11.22.33.44";
 /// Another public address there, which the node advertises as its own API address: a
 /// cluster node on a public address is no target either.
@@ -96,6 +99,17 @@ impl FakeNetwork {
         }
         in_ns(&["ip", "link", "set", &ns_if, "up"]);
         in_ns(&["ip", "route", "add", "default", "via", &host_ip]);
+        // The host's own traffic (its egress proxy) reaches the public address there too.
+        run(&[
+            "ip",
+            "route",
+            "replace",
+            &format!("{PUBLIC}/32"),
+            "via",
+            &ns_ip,
+            "dev",
+            &host_if,
+        ]);
         run(&[
             "ip",
             "rule",
@@ -160,6 +174,9 @@ impl Drop for FakeNetwork {
             .output();
         let _ = Command::new("ip")
             .args(["route", "flush", "table", &self.table])
+            .output();
+        let _ = Command::new("ip")
+            .args(["route", "del", &format!("{PUBLIC}/32")])
             .output();
         let _ = Command::new("ip")
             .args(["link", "del", &self.host_if])
@@ -260,9 +277,25 @@ async fn a_sandbox_reaches_no_host_port_no_neighbour_no_metadata_and_no_private_
     let seen = probe(&node, &a, &targets).await;
     assert_eq!(seen.len(), targets.len(), "{seen:?}");
     for (name, open) in &seen {
-        let expected = name == "public-control";
-        assert_eq!(*open, expected, "{name}: open={open} ({seen:?})");
+        assert!(!open, "{name} is reachable without the proxy ({seen:?})");
     }
+    // The control: a tunnel through the node's proxy (HTTPS_PROXY, set in every sandbox)
+    // reaches the public address's listener; not the public address the node advertises.
+    let tunnel = |to: &str| {
+        format!(
+            "python3 - <<'EOF'\n\
+import os, socket, urllib.parse\n\
+p = urllib.parse.urlsplit(os.environ['HTTPS_PROXY'])\n\
+s = socket.create_connection((p.hostname, p.port), 5)\n\
+s.sendall(b'CONNECT {to}:{PORT} HTTP/1.1\\r\\nHost: {to}:{PORT}\\r\\n\\r\\n')\n\
+head = b''\n\
+while not head.endswith(b'\\r\\n\\r\\n'): head += s.recv(1)\n\
+print(head.split(b' ')[1].decode(), s.recv(3).decode() if b' 200 ' in head else '-')\n\
+EOF"
+        )
+    };
+    assert_eq!(sh(c, &a, &tunnel(PUBLIC)).await.trim(), "200 hit");
+    assert_eq!(sh(c, &a, &tunnel(PUBLIC_NODE)).await.trim(), "403 -");
 
     // UDP to the node's addresses (the QUIC peer port is UDP): nothing arrives.
     let sent = sh(
@@ -315,7 +348,7 @@ async fn a_sandbox_reaches_no_host_port_no_neighbour_no_metadata_and_no_private_
     // node is gone for good, so the test takes it away.
     let node_id = node.node_id.clone();
     drop(node);
-    warren_node::runtime::firewall::remove_peers_chain(std::path::Path::new("iptables"), &node_id);
+    warren_node::runtime::firewall::remove_egress_chain(std::path::Path::new("iptables"), &node_id);
     drop(fake);
 }
 

@@ -2,7 +2,8 @@
 //! certificate of the sandbox's CA, then serves the decrypted HTTP/1.1 requests one by one
 //! as it forwards plain ones (policy looked up again for each, headers set from secrets),
 //! over TLS to the upstream. A tunnel whose first byte is no TLS handshake carries plain
-//! HTTP, which gets the same rules (to the upstream in plain HTTP).
+//! HTTP, which gets the same rules (to the upstream in plain HTTP). A connection redirected
+//! to the proxy (`transparent`) is served the same way once its server name is read.
 
 use super::answer::{empty, error};
 use super::forward::{forward_to, ClientConn, Target};
@@ -27,24 +28,9 @@ pub(crate) async fn intercept(
     req: Request<hyper::body::Incoming>,
     cancel: CancellationToken,
 ) -> Response<Body> {
-    let Some(seed) = proxy.tls.ca_seed else {
-        return proxy.refused(
-            sandbox,
-            &host,
-            "its rule needs HTTPS interception, which this node cannot do (no CA seed)",
-        );
-    };
-    // The name alone can already be denied: say so before the tunnel opens.
-    if let Some(why) = sandbox.policy.denied_by_name(&host) {
-        return proxy.refused(sandbox, &host, &why);
-    }
-    let server = match proxy.leaves.server_config(&seed, &sandbox.id, &host) {
+    let server = match server_config(proxy, sandbox, &host) {
         Ok(c) => c,
-        Err(e) => {
-            return error(ApiError::internal(format!(
-                "cannot make a certificate for {host}: {e}"
-            )))
-        }
+        Err(refusal) => return *refusal,
     };
     let on_upgrade = hyper::upgrade::on(req);
     let p = proxy.clone();
@@ -59,18 +45,62 @@ pub(crate) async fn intercept(
         let client = Rewind::new(first[0], client);
         // 0x16: a TLS handshake record.
         if first[0] == 0x16 {
-            let acceptor = tokio_rustls::TlsAcceptor::from(server);
-            match acceptor.accept(client).await {
-                Ok(tls) => serve(p, peer, host, port, true, tls, cancel).await,
-                Err(e) => {
-                    tracing::info!(client = %peer, host, error = %e, "egress: the sandbox refused the intercepting certificate");
-                }
-            }
+            accept_and_serve(p, server, peer, host, port, client, cancel).await;
         } else {
             serve(p, peer, host, port, false, client, cancel).await;
         }
     });
     Response::new(empty())
+}
+
+/// The TLS server the proxy plays toward the sandbox for `host`: a certificate of the
+/// sandbox's CA. Refused (the answer to give) when the name alone is denied, or when this
+/// node has no CA seed (HTTPS to a host with a rule is not sent without its headers).
+pub(crate) fn server_config(
+    proxy: &Proxy,
+    sandbox: &SandboxEgress,
+    host: &str,
+) -> Result<Arc<rustls::ServerConfig>, Box<Response<Body>>> {
+    let Some(seed) = proxy.tls.ca_seed else {
+        return Err(Box::new(proxy.refused(
+            sandbox,
+            host,
+            "its rule needs HTTPS interception, which this node cannot do (no CA seed)",
+        )));
+    };
+    // The name alone can already be denied: say so before the tunnel opens.
+    if let Some(why) = sandbox.policy.denied_by_name(host) {
+        return Err(Box::new(proxy.refused(sandbox, host, &why)));
+    }
+    proxy
+        .leaves
+        .server_config(&seed, &sandbox.id, host)
+        .map_err(|e| {
+            Box::new(error(ApiError::internal(format!(
+                "cannot make a certificate for {host}: {e}"
+            ))))
+        })
+}
+
+/// Answers the sandbox's TLS handshake with `server`, then serves the requests inside.
+pub(crate) async fn accept_and_serve<IO>(
+    p: Arc<Proxy>,
+    server: Arc<rustls::ServerConfig>,
+    peer: SocketAddr,
+    host: String,
+    port: u16,
+    client: IO,
+    cancel: CancellationToken,
+) where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let acceptor = tokio_rustls::TlsAcceptor::from(server);
+    match acceptor.accept(client).await {
+        Ok(tls) => serve(p, peer, host, port, true, tls, cancel).await,
+        Err(e) => {
+            tracing::info!(client = %peer, host, error = %e, "egress: the sandbox refused the intercepting certificate");
+        }
+    }
 }
 
 /// Serves the requests of one intercepted tunnel.

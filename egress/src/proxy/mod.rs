@@ -2,11 +2,14 @@
 //! policy of the sandbox it comes from, looked up by the client's address for every
 //! request: `CONNECT` opens a tunnel (`tunnel`), an absolute `http://` URL (or an
 //! origin-form request with a `Host`) is forwarded (`forward`); both reach only what
-//! `upstream` connects to after the guard and the policy agreed.
+//! `upstream` connects to after the guard and the policy agreed. Connections the firewall
+//! redirected here are served by `transparent`, and the sandboxes' DNS by `dns`.
 
 mod answer;
+mod dns;
 mod forward;
 mod intercept;
+mod transparent;
 mod tunnel;
 mod upstream;
 
@@ -181,6 +184,12 @@ impl Proxy {
         peer: SocketAddr,
         cancel: CancellationToken,
     ) {
+        if let Some(original) = transparent::redirected_from(&stream) {
+            if transparent::starts_with_tls(&stream).await {
+                return transparent::serve_tls(self, stream, peer, original.port(), cancel).await;
+            }
+            // Plain HTTP: its Host header names the destination, as below.
+        }
         let conn_state = Arc::new(forward::ClientConn::default());
         let proxy = self.clone();
         let cancel_inner = cancel.clone();

@@ -1,16 +1,15 @@
-//! Host firewall rules that keep sandboxes away from the host, from each other and from
-//! every network that is not the public internet (`rules` says which), installed before
-//! the first sandbox starts and kept in place while the node runs (`keep`). When they
-//! cannot be installed, or vanish and cannot be put back, the node's `Safety` says so and
-//! no container is started until they are.
+//! Host firewall rules that leave a sandbox no way out but its node's egress proxy
+//! (`rules` says how), installed before the first sandbox starts and kept in place while
+//! the node runs (`keep`). When they cannot be installed, or vanish and cannot be put
+//! back, the node's `Safety` says so and no container is started until they are.
 
 mod install;
 mod rules;
 
-pub use install::{install, remove_peers_chain, verify, FirewallError, Tools};
+pub use install::{install, remove_egress_chain, verify, FirewallError, Tools};
 pub use rules::{
-    peers_chain, plan, Family, Options, Plan, BRIDGE_PREFIX, CHAIN_FORWARD, CHAIN_INPUT,
-    EGRESS_PORTS,
+    bridge_prefix, egress_chain, plan, Family, Options, Plan, Table, BRIDGE_PREFIX, CHAIN_FORWARD,
+    CHAIN_INPUT, EGRESS_PORTS, TRANSPARENT_PORTS,
 };
 
 use crate::safety::{Guarantee, Safety};
@@ -25,7 +24,7 @@ pub const CHECK_EVERY: Duration = Duration::from_secs(10);
 /// Installs the rules now (recording the outcome in `safety`), then checks them every
 /// `CHECK_EVERY` until `cancel`, putting back what went missing (another program flushed
 /// a chain, Docker reordered `DOCKER-USER`) or installing them when the first try failed,
-/// and installs them again at once whenever `opts` changes (the cluster's node addresses).
+/// and installs them again at once whenever `opts` changes (the proxy's port).
 /// Returns the checking task and the first installation's outcome.
 pub async fn keep(
     tools: Tools,

@@ -30,17 +30,43 @@ impl DockerRuntime {
         Ok(nets.into_iter().filter_map(|n| n.name).collect())
     }
 
-    /// Finds this node's networks; those no container uses are free.
+    /// Finds this node's networks; those no container uses are free. A free one whose
+    /// bridge is not named by this node (made by an earlier version) is removed: the
+    /// node's rules would not redirect its sandboxes to the proxy.
     pub(super) async fn load_networks(&self) -> Result<(), RuntimeError> {
-        let nets = self.node_networks().await?;
+        let nets = self
+            .docker
+            .list_networks(Some(
+                ListNetworksOptionsBuilder::default()
+                    .filters(&self.node_filter("net"))
+                    .build(),
+            ))
+            .await
+            .map_err(docker_err)?;
         let used: HashSet<String> = self
             .list_summaries()
             .await?
             .into_iter()
             .filter_map(|c| c.host_config.and_then(|h| h.network_mode))
             .collect();
-        let mut st = self.nets.lock().await;
-        st.free = nets.into_iter().filter(|n| !used.contains(n)).collect();
+        let prefix = firewall::bridge_prefix(&self.node_id);
+        let mut free = Vec::new();
+        for n in nets {
+            let Some(name) = n.name else { continue };
+            if used.contains(&name) {
+                continue;
+            }
+            let bridge = n
+                .options
+                .as_ref()
+                .and_then(|o| o.get("com.docker.network.bridge.name"));
+            if bridge.is_some_and(|b| b.starts_with(&prefix)) {
+                free.push(name);
+            } else if let Err(e) = self.docker.remove_network(&name).await {
+                tracing::warn!(network = name, error = %e, "cannot remove a network of an earlier version");
+            }
+        }
+        self.nets.lock().await.free = free;
         Ok(())
     }
 
@@ -68,7 +94,12 @@ impl DockerRuntime {
                 RuntimeError::Network(format!("the pool {} is full", self.pool.pool))
             })?;
             let name = format!("wrn-{}-n{index}", self.node_id);
-            let bridge = format!("{}{}", firewall::BRIDGE_PREFIX, short_hash(&name));
+            // Named by node, so that the node's rules redirect its own sandboxes to its own proxy.
+            let bridge = format!(
+                "{}{}",
+                firewall::bridge_prefix(&self.node_id),
+                short_hash(&name)
+            );
             let mut labels = self.labels("net");
             labels.insert("warren.subnet".into(), cidr.to_string());
             let req = NetworkCreateRequest {

@@ -1,7 +1,7 @@
 //! Putting the rules of `rules` in place with iptables and ip6tables, and checking that
 //! they still are.
 
-use super::rules::{plan, Family, Options, Place, Plan};
+use super::rules::{egress_chain, plan, Family, Jump, Options, Place, Plan, Table};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -124,7 +124,7 @@ impl Drop for Turn {
     }
 }
 
-/// Installs every chain (atomically, per family) and keeps each jump first in its parent.
+/// Installs every chain (atomically, per family) and keeps each jump in its place.
 pub fn install(tools: &Tools, opts: &Options) -> Result<(), FirewallError> {
     let _turn = Turn::take()?;
     for family in families() {
@@ -135,44 +135,75 @@ pub fn install(tools: &Tools, opts: &Options) -> Result<(), FirewallError> {
             &["-w", "--noflush"],
             Some(&p.restore_input()),
         )?;
-        for (parent, jump, place) in &p.jumps {
-            match place {
-                Place::First => keep_first(program, parent, jump)?,
-                Place::Present => keep_present(program, parent, jump)?,
+        for j in &p.jumps {
+            match j.place {
+                Place::First => keep_first(program, j)?,
+                Place::Present => keep_present(program, j)?,
             }
         }
-        if family == Family::V4 && !p.chains.iter().any(|(c, _)| c.starts_with("WARREN-PEERS-")) {
-            remove_peers_chain(program, &opts.node_id);
+        if family == Family::V4 {
+            remove_legacy_peers_chain(program, &opts.node_id);
+            if !p.chains.iter().any(|(t, _, _)| *t == Table::Nat) {
+                remove_egress_chain(program, &opts.node_id);
+            }
         }
     }
     Ok(())
 }
 
-/// Takes away this node's chain of peers and its jump, if an earlier run made them (its
-/// peers are all in the fixed ranges now).
-pub fn remove_peers_chain(program: &Path, node_id: &str) {
+/// Takes away a chain and every jump to it from `parents`, if there is such a chain.
+fn remove_chain(program: &Path, table: Table, chain: &str, parents: &[&str], iface: &str) {
+    let t = table.name();
+    if run(program, &["-w", "-t", t, "-S", chain], None).is_err() {
+        return;
+    }
+    for parent in parents {
+        let jump = ["-w", "-t", t, "-D", parent, "-i", iface, "-j", chain];
+        while run(program, &jump, None).is_ok() {}
+    }
+    let _ = run(program, &["-w", "-t", t, "-F", chain], None);
+    let _ = run(program, &["-w", "-t", t, "-X", chain], None);
+}
+
+/// Takes away a node's nat chain and its jump (the node is gone for good, or runs without
+/// a proxy now).
+pub fn remove_egress_chain(program: &Path, node_id: &str) {
     if node_id.is_empty() {
         return;
     }
-    let chain = super::rules::peers_chain(node_id);
-    if run(program, &["-w", "-S", &chain], None).is_err() {
-        return;
-    }
-    for parent in ["DOCKER-USER", "FORWARD"] {
-        let jump = ["-w", "-D", parent, "-i", "wrn+", "-j", chain.as_str()];
-        while run(program, &jump, None).is_ok() {}
-    }
-    let _ = run(program, &["-w", "-F", &chain], None);
-    let _ = run(program, &["-w", "-X", &chain], None);
+    let iface = format!("{}+", super::rules::bridge_prefix(node_id));
+    remove_chain(
+        program,
+        Table::Nat,
+        &egress_chain(node_id),
+        &["PREROUTING"],
+        &iface,
+    );
 }
 
-/// Checks that every chain holds exactly its rules and every jump is first in its parent.
+/// Takes away the chain of cluster members an earlier version kept per node (everything
+/// forwarded from a sandbox is dropped now, members included).
+fn remove_legacy_peers_chain(program: &Path, node_id: &str) {
+    if node_id.is_empty() {
+        return;
+    }
+    let legacy = egress_chain(node_id).replace("WARREN-EGRESS-", "WARREN-PEERS-");
+    remove_chain(
+        program,
+        Table::Filter,
+        &legacy,
+        &["DOCKER-USER", "FORWARD"],
+        "wrn+",
+    );
+}
+
+/// Checks that every chain holds exactly its rules and every jump is in its place.
 pub fn verify(tools: &Tools, opts: &Options) -> Result<(), FirewallError> {
     for family in families() {
         let p = effective_plan(tools, family, opts);
         let program = tools.of(family);
-        for (chain, rules) in &p.chains {
-            let listed = run(program, &["-w", "-S", chain], None)?;
+        for (table, chain, rules) in &p.chains {
+            let listed = run(program, &["-w", "-t", table.name(), "-S", chain], None)?;
             let have: Vec<&str> = listed.lines().filter(|l| l.starts_with("-A ")).collect();
             let want: Vec<String> = rules
                 .iter()
@@ -187,24 +218,23 @@ pub fn verify(tools: &Tools, opts: &Options) -> Result<(), FirewallError> {
                 )));
             }
         }
-        for (parent, jump, place) in &p.jumps {
-            if *place == Place::Present {
-                let mut check = vec!["-w", "-C", parent.as_str()];
-                check.extend(jump.iter().map(String::as_str));
-                if run(program, &check, None).is_err() {
+        for j in &p.jumps {
+            let target = j.rule.last().map(String::as_str).unwrap_or_default();
+            if j.place == Place::Present {
+                if run(program, &jump_args(j, "-C"), None).is_err() {
                     return Err(FirewallError(format!(
-                        "{} chain {parent} has no jump to {}",
+                        "{} chain {} has no jump to {target}",
                         program.display(),
-                        jump.last().map(String::as_str).unwrap_or_default()
+                        j.parent
                     )));
                 }
                 continue;
             }
-            if !sole_first(program, parent, jump)? {
+            if !sole_first(program, j)? {
                 return Err(FirewallError(format!(
-                    "{} chain {parent} does not start with the one jump to {}",
+                    "{} chain {} does not start with the one jump to {target}",
                     program.display(),
-                    jump.last().map(String::as_str).unwrap_or_default()
+                    j.parent
                 )));
             }
         }
@@ -217,72 +247,73 @@ pub fn verify(tools: &Tools, opts: &Options) -> Result<(), FirewallError> {
 fn effective_plan(tools: &Tools, family: Family, opts: &Options) -> Plan {
     let mut p = plan(family, opts);
     if family == Family::V4 && run(&tools.iptables, &["-w", "-S", "DOCKER-USER"], None).is_err() {
-        for (parent, _, _) in p.jumps.iter_mut() {
-            if *parent == "DOCKER-USER" {
-                *parent = "FORWARD".to_string();
+        for j in p.jumps.iter_mut() {
+            if j.parent == "DOCKER-USER" {
+                j.parent = "FORWARD".to_string();
             }
         }
         // The jumps kept in FORWARD beside Docker's hook are then the same rules: once.
         let mut seen = std::collections::HashSet::new();
         p.jumps
-            .retain(|(parent, jump, _)| seen.insert((parent.clone(), jump.clone())));
+            .retain(|j| seen.insert((j.table.name(), j.parent.clone(), j.rule.clone())));
     }
     p
 }
 
-fn format_jump(parent: &str, jump: &[String]) -> String {
-    format!("-A {parent} {}", jump.join(" "))
+/// `iptables -w -t TABLE OP PARENT RULE…` for `j`.
+fn jump_args<'a>(j: &'a Jump, op: &'a str) -> Vec<&'a str> {
+    let mut a = vec!["-w", "-t", j.table.name(), op, j.parent.as_str()];
+    a.extend(j.rule.iter().map(String::as_str));
+    a
 }
 
-/// Whether `jump` is the first rule of `parent`, and there only once.
-fn sole_first(program: &Path, parent: &str, jump: &[String]) -> Result<bool, FirewallError> {
-    let line = format_jump(parent, jump);
-    let listed = run(program, &["-w", "-S", parent], None)?;
-    let rules: Vec<&str> = listed.lines().filter(|l| l.starts_with("-A ")).collect();
-    Ok(rules.first() == Some(&line.as_str()) && rules.iter().filter(|l| **l == line).count() == 1)
+/// The rules of `j`'s parent chain, as `iptables -S` lists them.
+fn listed_rules(program: &Path, j: &Jump) -> Result<Vec<String>, FirewallError> {
+    Ok(run(
+        program,
+        &["-w", "-t", j.table.name(), "-S", &j.parent],
+        None,
+    )?
+    .lines()
+    .filter(|l| l.starts_with("-A "))
+    .map(str::to_string)
+    .collect())
 }
 
-fn first_rule(program: &Path, parent: &str) -> Result<Option<String>, FirewallError> {
-    Ok(run(program, &["-w", "-S", parent], None)?
-        .lines()
-        .find(|l| l.starts_with("-A "))
-        .map(str::to_string))
+/// Whether `j` is the first rule of its parent, and there only once.
+fn sole_first(program: &Path, j: &Jump) -> Result<bool, FirewallError> {
+    let line = format!("-A {} {}", j.parent, j.rule.join(" "));
+    let rules = listed_rules(program, j)?;
+    Ok(rules.first() == Some(&line) && rules.iter().filter(|l| **l == line).count() == 1)
 }
 
-/// Puts `jump` in `parent` when it is not there: second (the first is the jump kept first
+/// Puts `j` in its parent when it is not there: second (the first is the jump kept first
 /// there), so before Docker's own rules.
-fn keep_present(program: &Path, parent: &str, jump: &[String]) -> Result<(), FirewallError> {
-    let mut args = vec!["-w", "-C", parent];
-    args.extend(jump.iter().map(String::as_str));
-    if run(program, &args, None).is_ok() {
+fn keep_present(program: &Path, j: &Jump) -> Result<(), FirewallError> {
+    if run(program, &jump_args(j, "-C"), None).is_ok() {
         return Ok(());
     }
-    let at = if first_rule(program, parent)?.is_some() {
-        "2"
-    } else {
+    let at = if listed_rules(program, j)?.is_empty() {
         "1"
+    } else {
+        "2"
     };
-    let mut insert = vec!["-w", "-I", parent, at];
-    insert.extend(jump.iter().map(String::as_str));
+    let mut insert = jump_args(j, "-I");
+    insert.insert(5, at);
     run(program, &insert, None).map(|_| ())
 }
 
-/// Puts `jump` first in `parent`: inserted when missing, moved up when another rule (a
+/// Puts `j` first in its parent: inserted when missing, moved up when another rule (a
 /// host firewall's ACCEPT, say) came before it.
-fn keep_first(program: &Path, parent: &str, jump: &[String]) -> Result<(), FirewallError> {
-    if sole_first(program, parent, jump)? {
+fn keep_first(program: &Path, j: &Jump) -> Result<(), FirewallError> {
+    if sole_first(program, j)? {
         return Ok(());
     }
-    let args = |op: &'static str| {
-        let mut a = vec!["-w", op, parent];
-        a.extend(jump.iter().map(String::as_str));
-        a
-    };
     // Every copy of it goes, then one at the top.
-    while run(program, &args("-C"), None).is_ok() {
-        run(program, &args("-D"), None)?;
+    while run(program, &jump_args(j, "-C"), None).is_ok() {
+        run(program, &jump_args(j, "-D"), None)?;
     }
-    let mut insert = vec!["-w", "-I", parent, "1"];
-    insert.extend(jump.iter().map(String::as_str));
+    let mut insert = jump_args(j, "-I");
+    insert.insert(5, "1");
     run(program, &insert, None).map(|_| ())
 }

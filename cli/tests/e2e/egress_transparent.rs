@@ -1,0 +1,362 @@
+//! The proxy as a sandbox's only way out, tried by programs that ignore the proxy
+//! variables: TCP to ports 80 and 443 arrives at the proxy anyway (named by `Host` or the
+//! TLS server name) and gets the sandbox's rules; DNS sent to any server is answered by the
+//! node per policy; `git clone` over HTTPS through the proxy gets a private token it never
+//! sees. Every destination the sandbox names is in a documentation range (192.0.2.0/24,
+//! never routed) and every upstream is on this host's loopback, opened to the proxy with
+//! `--egress-allow-net 127.0.0.0/8`.
+
+use super::egress::{policy, upstream_tls, Upstream};
+use super::harness::{create, sh, unique, Node};
+
+/// An address no network routes: what a sandbox "connects to" when it bypasses the proxy.
+const NOWHERE: &str = "192.0.2.1";
+
+/// A Python program run in a sandbox: one DNS query for `name` of type `qtype` (1: A,
+/// 28: AAAA) sent straight to a server of its choosing (not the one in resolv.conf);
+/// prints the response code, the number of answers and the answers' IPv4 addresses.
+fn dns_query(name: &str, qtype: u16) -> String {
+    const SCRIPT: &str = r#"
+import socket, struct
+q = struct.pack('>HHHHHH', 0x4242, 0x0100, 1, 0, 0, 0)
+q += b''.join(bytes([len(p)]) + p.encode() for p in 'NAME'.split('.')) + b'\0'
+q += struct.pack('>HH', QTYPE, 1)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)
+s.sendto(q, ('192.0.2.53', 53))
+r = s.recv(4096)
+assert r[:2] == b'\x42\x42', 'another id'
+count = struct.unpack('>H', r[6:8])[0]
+addrs = []
+i = len(q)
+for _ in range(count):
+    i += 2 if r[i] & 0xc0 == 0xc0 else r.index(b'\0', i) - i + 1
+    kind, _, _, size = struct.unpack('>HHIH', r[i:i + 10]); i += 10
+    if kind == 1: addrs.append(socket.inet_ntoa(r[i:i + size]))
+    i += size
+print(r[3] & 15, count, ' '.join(addrs))
+"#;
+    format!(
+        "python3 - <<'EOF'\n{}\nEOF",
+        SCRIPT
+            .replace("NAME", name)
+            .replace("QTYPE", &qtype.to_string())
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_traffic_that_ignores_the_proxy_reaches_it_anyway_and_dns_is_answered_per_policy() {
+    let node = Node::start_with("127.0.0.1:0", &["--egress-allow-net", "127.0.0.0/8"]).await;
+    let c = &node.client;
+    let up = Upstream::start("127.0.0.9");
+    c.put_secret("api", "TRANSPARENT-TOKEN").await.unwrap();
+    let id = format!("eg-tp-{}", unique());
+    c.put_sandbox(
+        &id,
+        &create(
+            serde_json::json!({"egress": {"rules": [{"host": "127.0.0.9",
+            "set_headers": {"authorization": "Bearer ${secret:api}"}}]}}),
+        ),
+    )
+    .await
+    .unwrap();
+
+    // Plain HTTP to port 80 of an address that leads nowhere, proxy variables ignored: the
+    // firewall hands it to the proxy, which sends it where `Host` says, with the rule.
+    let bypass = format!(
+        "curl -sS -m 10 --noproxy '*' -H 'Host: {}' http://{NOWHERE}/bypass",
+        up.addr
+    );
+    assert_eq!(sh(c, &id, &bypass).await, "ok");
+    assert!(up.last().starts_with("get /bypass"), "{}", up.last());
+    assert!(
+        up.last()
+            .contains("authorization: bearer transparent-token"),
+        "{}",
+        up.last()
+    );
+    // Any other port leads nowhere at all.
+    let raw = c
+        .sh(
+            &id,
+            &format!(
+                "curl -sS -m 3 --noproxy '*' http://{NOWHERE}:{}/",
+                up.addr.port()
+            ),
+        )
+        .await
+        .unwrap();
+    assert_ne!(raw.exit_code, 0, "{raw:?}");
+
+    // DNS to a server of the sandbox's choosing is answered by the node: `localhost`
+    // resolves (on the node) to loopback, which this node's operator opened.
+    assert_eq!(
+        sh(c, &id, &dns_query("localhost", 1)).await.trim(),
+        "0 1 127.0.0.1"
+    );
+    assert_eq!(sh(c, &id, &dns_query("localhost", 28)).await.trim(), "0 0");
+    assert_eq!(
+        sh(c, &id, &dns_query("no-such-name.invalid", 1))
+            .await
+            .trim(),
+        "2 0",
+        "SERVFAIL for a name the node cannot resolve"
+    );
+    // A policy that denies the name, or every address it has: REFUSED (5), at once.
+    c.put_egress(
+        &id,
+        &policy(serde_json::json!({"deny_hosts": ["localhost"]})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(sh(c, &id, &dns_query("localhost", 1)).await.trim(), "5 0");
+    c.put_egress(
+        &id,
+        &policy(serde_json::json!({"deny_hosts": ["127.0.0.0/8"]})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(sh(c, &id, &dns_query("localhost", 1)).await.trim(), "5 0");
+
+    // Default deny: the bypassing request gets the proxy's refusal, naming the host.
+    c.put_egress(&id, &policy(serde_json::json!({"default": "deny"})))
+        .await
+        .unwrap();
+    let seen = up.count();
+    let denied = sh(
+        c,
+        &id,
+        &format!(
+            "curl -sS -m 10 --noproxy '*' -w ' %{{http_code}}' -H 'Host: {}' http://{NOWHERE}/denied",
+            up.addr
+        ),
+    )
+    .await;
+    assert!(denied.contains("EGRESS_DENIED"), "{denied}");
+    assert!(denied.ends_with(" 403"), "{denied}");
+    assert_eq!(up.count(), seen, "a denied request reached the upstream");
+}
+
+/// An HTTPS server of static files (a bare git repository) on `127.0.0.9`, run by Python,
+/// that answers 401 to any request without `authorization: token <token>`.
+struct GitServer {
+    child: std::process::Child,
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl GitServer {
+    fn start(token: &str, cert: &str, key: &str) -> GitServer {
+        let dir = std::env::temp_dir().join(format!("wt-git-{}", unique()));
+        let work = dir.join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let git = |args: &[&str], cwd: &std::path::Path| {
+            let out = std::process::Command::new("git")
+                .args(args)
+                .current_dir(cwd)
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@t")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@t")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        };
+        git(&["init", "-q", "-b", "main"], &work);
+        std::fs::write(work.join("README"), "private repository\n").unwrap();
+        git(&["add", "README"], &work);
+        git(&["commit", "-q", "-m", "first"], &work);
+        git(&["clone", "-q", "--bare", "work", "repo.git"], &dir);
+        git(&["update-server-info"], &dir.join("repo.git"));
+        std::fs::write(dir.join("cert.pem"), cert).unwrap();
+        std::fs::write(dir.join("key.pem"), key).unwrap();
+        const SCRIPT: &str = r#"
+import http.server, ssl, functools, sys
+class H(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self):
+        if self.headers.get('authorization') != 'token TOKEN':
+            self.send_response(401); self.send_header('content-length', '0'); self.end_headers(); return
+        super().do_GET()
+s = http.server.ThreadingHTTPServer(('127.0.0.9', 0), functools.partial(H, directory='DIR'))
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain('DIR/cert.pem', 'DIR/key.pem')
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+        let script = SCRIPT
+            .replace("TOKEN", token)
+            .replace("DIR", &dir.display().to_string());
+        let mut child = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let port = line.trim().parse().expect("the git server's port");
+        GitServer { child, port, dir }
+    }
+}
+
+impl Drop for GitServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A certificate of a fresh CA for `name`: (CA PEM, certificate PEM, key PEM).
+fn cert_for(name: &str) -> (String, String, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    p.distinguished_name
+        .push(rcgen::DnType::CommonName, "warren test VCS CA");
+    let ca = p.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca.pem(), ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec![name.to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    (ca.pem(), cert.pem(), key.serialize_pem())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_clones_a_private_repository_over_https_with_a_token_it_never_holds() {
+    let (ca, cert, key) = cert_for("127.0.0.9");
+    let server = GitServer::start("VCS-SECRET-7", &cert, &key);
+    let ca_file = std::env::temp_dir().join(format!("wt-vcs-ca-{}.pem", unique()));
+    std::fs::write(&ca_file, &ca).unwrap();
+    let node = Node::start_with(
+        "127.0.0.1:0",
+        &[
+            "--egress-allow-net",
+            "127.0.0.0/8",
+            "--egress-ca-file",
+            ca_file.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let c = &node.client;
+    c.put_secret("vcs", "VCS-SECRET-7").await.unwrap();
+    let id = format!("eg-git-{}", unique());
+    c.put_sandbox(
+        &id,
+        &create(
+            serde_json::json!({"egress": {"rules": [{"host": "127.0.0.9",
+            "set_headers": {"authorization": "token ${secret:vcs}"}}]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let url = format!("https://127.0.0.9:{}/repo.git", server.port);
+    // Through HTTPS_PROXY: git trusts the sandbox's CA (GIT_SSL_CAINFO), the proxy adds the
+    // token, the server (which answers 401 without it) serves the repository.
+    let out = sh(
+        c,
+        &id,
+        &format!("git clone -q {url} /workspace/repo && cat /workspace/repo/README"),
+    )
+    .await;
+    assert_eq!(out, "private repository\n");
+    let config = sh(c, &id, "cat /workspace/repo/.git/config; env").await;
+    assert!(!config.contains("VCS-SECRET-7"), "{config}");
+    // Without the rule, the server refuses the sandbox: the token came from the proxy.
+    c.put_egress(&id, &policy(serde_json::json!({})))
+        .await
+        .unwrap();
+    let refused = c
+        .sh(
+            &id,
+            &format!("GIT_SSL_NO_VERIFY=1 git clone -q {url} /workspace/again 2>&1; echo rc=$?"),
+        )
+        .await
+        .unwrap();
+    assert!(!refused.stdout.contains("rc=0"), "{}", refused.stdout);
+    let _ = std::fs::remove_file(&ca_file);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_port_443_that_ignores_the_proxy_is_intercepted_by_rule_or_tunnelled_by_name() {
+    // The upstream must listen on 443 (the port a bypassing client keeps) of the address
+    // its name resolves to on the node: `localhost`.
+    let (up_ca, tls) = upstream_tls("localhost");
+    let up = Upstream::serve(("127.0.0.1", 443), Some(tls));
+    let ca_file = std::env::temp_dir().join(format!("wt-tp-ca-{}.pem", unique()));
+    std::fs::write(&ca_file, &up_ca).unwrap();
+    let node = Node::start_with(
+        "127.0.0.1:0",
+        &[
+            "--egress-allow-net",
+            "127.0.0.0/8",
+            "--egress-ca-file",
+            ca_file.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let c = &node.client;
+    c.put_secret("tok", "SNI-TOKEN").await.unwrap();
+    let id = format!("eg-sni-{}", unique());
+    c.put_sandbox(
+        &id,
+        &create(
+            serde_json::json!({"egress": {"rules": [{"host": "localhost",
+            "set_headers": {"x-token": "${secret:tok}"}}]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    // `--resolve` makes curl connect to an address that leads nowhere while it names
+    // `localhost` in its TLS server name and Host header.
+    let bypass = |path: &str, extra: &str| {
+        format!(
+            "curl -sS -m 10 -v --noproxy '*' --resolve localhost:443:{NOWHERE} {extra} https://localhost{path} 2>&1"
+        )
+    };
+    let out = sh(c, &id, &bypass("/intercepted", "")).await;
+    assert!(out.contains(&format!("sandbox {id}")), "{out}");
+    assert!(up.last().starts_with("get /intercepted"), "{}", up.last());
+    assert!(up.last().contains("x-token: sni-token"), "{}", up.last());
+
+    // No rule: tunnelled untouched, the sandbox sees the upstream's own certificate.
+    c.put_egress(&id, &policy(serde_json::json!({})))
+        .await
+        .unwrap();
+    sh(
+        c,
+        &id,
+        &format!("cat > /workspace/up-ca.pem <<'EOF'\n{up_ca}EOF"),
+    )
+    .await;
+    let out = sh(
+        c,
+        &id,
+        &bypass("/tunnelled", "--cacert /workspace/up-ca.pem"),
+    )
+    .await;
+    assert!(out.contains("warren test upstream CA"), "{out}");
+    assert!(up.last().starts_with("get /tunnelled"), "{}", up.last());
+    assert!(!up.last().contains("x-token"), "{}", up.last());
+    // A denied name gets nowhere (the connection is closed, nothing reaches the upstream).
+    c.put_egress(
+        &id,
+        &policy(serde_json::json!({"deny_hosts": ["localhost"]})),
+    )
+    .await
+    .unwrap();
+    let seen = up.count();
+    let refused = c
+        .sh(&id, &bypass("/denied", "--cacert /workspace/up-ca.pem"))
+        .await
+        .unwrap();
+    assert_ne!(refused.exit_code, 0, "{refused:?}");
+    assert_eq!(up.count(), seen);
+    let _ = std::fs::remove_file(&ca_file);
+}
