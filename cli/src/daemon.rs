@@ -447,8 +447,16 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     });
     warren_router::serve(listener, state, shutdown_signal()).await?;
     tasks.cancel();
+    let firewall_kept = firewall_keeper.is_some();
     for t in [firewall_keeper, Some(egress_task)].into_iter().flatten() {
         let _ = t.await;
+    }
+    if firewall_kept {
+        // The proxy is gone: what was redirected to it is dropped until the next start.
+        let (iptables, node) = (cfg.firewall_tools.iptables.clone(), cfg.node_id.clone());
+        let _ =
+            tokio::task::spawn_blocking(move || firewall::remove_egress_chain(&iptables, &node))
+                .await;
     }
     docker.stop_warm_pool().await;
     host_work.shutdown().await;

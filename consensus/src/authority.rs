@@ -7,7 +7,7 @@
 //! * a removed node's certificate opens nothing any more (ids are never reused, so an id
 //!   below `next_node_id` without a record was removed), and a certificate whose key is not
 //!   the one the member registered with is refused;
-//! * commands that act on one sandbox (checkpoint, move, unplace) come from the node that
+//! * commands that act on one sandbox (checkpoint, egress, move, unplace) come from the node that
 //!   owns it; a peer can never propose the cluster's initialisation.
 //!
 //! Pure: the caller passes its applied state. A node that lags may not know a member that
@@ -87,6 +87,7 @@ pub fn authorize_command(
     let sandbox = match cmd {
         Command::Init { .. } => return Err(Refusal::Forbidden("the cluster's initialisation")),
         Command::Checkpoint { sandbox, .. }
+        | Command::SetEgress { sandbox, .. }
         | Command::BeginMove { sandbox, .. }
         | Command::Move { sandbox, .. }
         | Command::Unplace { sandbox, .. } => sandbox,
@@ -131,6 +132,7 @@ mod tests {
                 epoch: 3,
                 state: PlacementState::Active,
                 handoff: None,
+                egress: None,
             },
         );
         s

@@ -73,6 +73,10 @@ pub struct Placement {
     /// survivors can bring the sandbox back if its node fails.
     #[serde(default)]
     pub handoff: Option<Handoff>,
+    /// The sandbox's egress policy (JSON) as last set through the API: newer than the one
+    /// in `handoff`'s record (which is the checkpoint's), and what a new owner applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,6 +127,13 @@ pub enum Command {
         expected_epoch: u64,
         node: NodeId,
         handoff: Option<Handoff>,
+    },
+    /// The sandbox's egress policy changed on its owner (epoch must match; the epoch does
+    /// not change): a new owner applies it whatever its handoff's record says.
+    SetEgress {
+        sandbox: String,
+        epoch: u64,
+        policy: String,
     },
     /// The owner's latest recovery point (epoch must match; the epoch does not change).
     Checkpoint {
@@ -285,6 +296,7 @@ impl ClusterState {
                     epoch: current + 1,
                     state: PlacementState::Active,
                     handoff: None,
+                    egress: None,
                 };
                 self.placements.insert(sandbox.clone(), p.clone());
                 CommandResult::Placement {
@@ -331,6 +343,11 @@ impl ClusterState {
                 epoch,
                 handoff,
             } => self.change(sandbox, *epoch, |p| p.handoff = Some(handoff.clone())),
+            Command::SetEgress {
+                sandbox,
+                epoch,
+                policy,
+            } => self.change(sandbox, *epoch, |p| p.egress = Some(policy.clone())),
             Command::PutSecret { name, sealed, at } => {
                 let created_at = self
                     .secrets
@@ -462,6 +479,7 @@ mod tests {
                     epoch: 1,
                     state: PlacementState::Active,
                     handoff: None,
+                    egress: None,
                 }),
                 applied: true
             }
@@ -477,6 +495,7 @@ mod tests {
                     epoch: 1,
                     state: PlacementState::Active,
                     handoff: None,
+                    egress: None,
                 }),
                 applied: false
             }
@@ -532,6 +551,28 @@ mod tests {
             CommandResult::Placement { applied: true, .. }
         ));
         assert_eq!(s.placements["x"].epoch, 1, "a checkpoint does not fence");
+        // The policy set after the checkpoint: by the current owner's epoch only, kept by
+        // later checkpoints and moves.
+        let egress = |epoch, policy: &str| Command::SetEgress {
+            sandbox: "x".into(),
+            epoch,
+            policy: policy.into(),
+        };
+        assert!(matches!(
+            s.apply(&egress(0, "{}")),
+            CommandResult::Placement { applied: false, .. }
+        ));
+        assert_eq!(s.placements["x"].egress, None);
+        s.apply(&egress(1, r#"{"default":"deny"}"#));
+        s.apply(&cp(1));
+        assert_eq!(
+            s.placements["x"].epoch, 1,
+            "setting a policy does not fence"
+        );
+        assert_eq!(
+            s.placements["x"].egress.as_deref(),
+            Some(r#"{"default":"deny"}"#)
+        );
         s.apply(&Command::BeginMove {
             sandbox: "x".into(),
             epoch: 1,

@@ -249,6 +249,34 @@ async fn migration_after_kill_9_survivors_serve_the_last_checkpoint() {
     assert_eq!(r.stdout, "checkpointed\n");
 }
 
+/// A policy set after the sandbox's last recovery point was taken holds on the node that
+/// brings it back after its owner died (before, the new owner applied the checkpoint's).
+#[tokio::test]
+async fn migration_after_kill_9_the_new_owner_applies_the_policy_set_after_the_last_checkpoint() {
+    // No periodic checkpoint in the test's time: the recovery point is the record the owner
+    // publishes when the sandbox is new.
+    let mut c = TestCluster::start_with(3, 1, "checkpoint_every_s = 3600").await;
+    let leader = c.leader().await;
+    let victim = (leader + 1) % 3;
+    let x = c.nodes[victim].name.clone();
+    let via = (victim + 1) % 3;
+    let id = ids_on(&c, via, &x, 1).await.remove(0);
+    let client = c.nodes[via].client.clone();
+    // Published within a tick of the owner's loop (1 s).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let policy: warren_api::egress::EgressPolicy = serde_json::from_value(serde_json::json!({
+        "default": "deny", "allow_hosts": ["api.example.com"]
+    }))
+    .unwrap();
+    let set = client.put_egress(&id, &policy).await.unwrap();
+
+    c.kill(victim);
+    let other = (victim + 2) % 3;
+    wait_moved(&c, other, &id, &x).await;
+    let after = c.nodes[other].client.egress(&id).await.unwrap();
+    assert_eq!(after, set);
+}
+
 #[tokio::test]
 async fn migration_a_joining_node_takes_over_the_ids_it_wins() {
     joining_node_takes_over(TestCluster::start(2, 1).await).await;

@@ -344,11 +344,7 @@ EOF"
         .unwrap();
     let rules = String::from_utf8_lossy(&rules.stdout);
     assert!(rules.contains("-A WARREN-FORWARD -j DROP"), "{rules}");
-    // The node's chain of peers stays when it stops (its sandboxes run on); this test's
-    // node is gone for good, so the test takes it away.
-    let node_id = node.node_id.clone();
     drop(node);
-    warren_node::runtime::firewall::remove_egress_chain(std::path::Path::new("iptables"), &node_id);
     drop(fake);
 }
 
@@ -393,20 +389,32 @@ async fn a_rule_taken_away_while_the_node_runs_is_put_back() {
     let node = Node::start().await;
     sh(&node.client, &format!("fw-{}", unique()), "true").await;
     // As another program (a host firewall's reload) would: one rule of the node's goes.
-    // (One no other test probes: tests run side by side on this machine's one firewall.)
-    let rule = ["WARREN-FORWARD", "-d", "198.18.0.0/15", "-j", "DROP"];
+    // (One of the node's own chain: tests run side by side on this machine's one firewall.)
+    let chain = warren_node::runtime::firewall::egress_chain(&node.node_id);
+    let listed = Command::new("iptables")
+        .args(["-t", "nat", "-S", &chain])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    let rule: Vec<String> = listed
+        .lines()
+        .find(|l| l.starts_with("-A ") && l.contains("--dport 80 "))
+        .unwrap_or_else(|| panic!("the node installed its redirect: {listed}"))
+        .split_whitespace()
+        .skip(1)
+        .map(str::to_string)
+        .collect();
     let has = || {
-        let mut args = vec!["-C"];
-        args.extend_from_slice(&rule);
         Command::new("iptables")
-            .args(&args)
+            .args(["-t", "nat", "-C"])
+            .args(&rule)
             .status()
             .unwrap()
             .success()
     };
-    assert!(has(), "the node installed it");
-    let mut del = vec!["iptables", "-D"];
-    del.extend_from_slice(&rule);
+    assert!(has());
+    let mut del = vec!["iptables", "-t", "nat", "-D"];
+    del.extend(rule.iter().map(String::as_str));
     run(&del);
     assert!(!has());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(25);

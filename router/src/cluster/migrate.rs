@@ -38,14 +38,6 @@ fn to_raft(h: HandoffData) -> Handoff {
     }
 }
 
-fn from_raft(h: &Handoff) -> HandoffData {
-    HandoffData {
-        record: h.record.clone(),
-        snapshot: h.snapshot.clone(),
-        resume: h.resume,
-    }
-}
-
 /// Runs the loop until the process ends.
 pub fn spawn(st: AppState) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -90,8 +82,8 @@ async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) 
     // In: handed to this node.
     for (id, p) in &state.placements {
         if p.node == me && p.state == PlacementState::Active && !local.contains(id) {
-            if let Some(h) = &p.handoff {
-                if let Err(e) = st.mgr.take_over(id, &from_raft(h)).await {
+            if let Some(h) = super::policy::handoff_of(p) {
+                if let Err(e) = st.mgr.take_over(id, &h).await {
                     tracing::warn!(sandbox_id = %id, error = %e, "cannot take over a sandbox");
                 }
             }

@@ -1,7 +1,7 @@
 //! The cluster side of the API: which node owns a sandbox, forwarding to it over QUIC, the
 //! peer server that receives forwarded requests, the `/v1/cluster` and join endpoints,
-//! moves and failover (`migrate`), recovery points as cluster state (`recovery`), and the
-//! fence that freezes this node's sandboxes while it holds no lease (`fence`).
+//! moves and failover (`migrate`), recovery points and egress policies as cluster state
+//! (`recovery`, `policy`), and the fence that freezes this node's sandboxes while it holds no lease (`fence`).
 
 pub mod api;
 pub mod fence;
@@ -9,6 +9,7 @@ pub mod forward;
 pub mod join;
 pub mod migrate;
 pub mod peer_server;
+pub mod policy;
 pub mod recovery;
 pub mod route;
 

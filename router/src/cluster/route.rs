@@ -433,14 +433,9 @@ async fn serve_local(st: &AppState, id: &str, req: Request, serve: Serve) -> Res
             s.placements
                 .get(id)
                 .filter(|p| p.node == cl.id)
-                .and_then(|p| p.handoff.clone())
+                .and_then(super::policy::handoff_of)
         });
         if let Some(h) = handoff {
-            let h = warren_node::sandbox::manager::HandoffData {
-                record: h.record,
-                snapshot: h.snapshot,
-                resume: h.resume,
-            };
             if let Err(e) = st.mgr.take_over(id, &h).await {
                 return err(e);
             }

@@ -1,4 +1,5 @@
-//! `GET|PUT /v1/sandboxes/{id}/egress` (on the sandbox's owner).
+//! `GET|PUT /v1/sandboxes/{id}/egress` (on the sandbox's owner; a policy set is committed
+//! to the cluster too, `cluster::policy`).
 
 use crate::error::ApiResult;
 use crate::state::AppState;
@@ -21,5 +22,7 @@ pub async fn put(
 ) -> ApiResult<Json<EgressPolicy>> {
     warren_api::ids::validate_sandbox_id(&id)?;
     let policy: EgressPolicy = warren_api::error::parse_json(&body)?;
-    Ok(Json(st.mgr.set_egress(&id, policy).await?))
+    let set = st.mgr.set_egress(&id, policy).await?;
+    crate::cluster::policy::replicate(&st, &id, &set).await?;
+    Ok(Json(set))
 }

@@ -25,6 +25,10 @@ pub async fn put(
     warren_api::ids::validate_sandbox_id(&id)?;
     let req: CreateSandboxRequest = warren_api::error::parse_json(&body)?;
     let (sandbox, created) = state.mgr.put(&id, &req).await?;
+    if req.egress.is_some() {
+        let set = state.mgr.egress_policy(&id).await?;
+        crate::cluster::policy::replicate(&state, &id, &set).await?;
+    }
     let status = if created {
         http::StatusCode::CREATED
     } else {

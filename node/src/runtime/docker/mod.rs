@@ -744,9 +744,11 @@ pub async fn image_present(host: Option<&str>, image: &str) -> Result<bool, Runt
     Ok(docker.inspect_image(image).await.is_ok())
 }
 
-/// Removes every container and network of node `node_id` on the local Docker daemon, from
-/// any context (test and benchmark teardown, `Drop`): it runs on its own thread and runtime.
+/// Removes every container and network of node `node_id` on the local Docker daemon, and
+/// its redirects to its egress proxy, from any context (test and benchmark teardown,
+/// `Drop`): it runs on its own thread and runtime.
 pub fn remove_node_resources_blocking(node_id: &str) {
+    crate::runtime::firewall::remove_egress_chain(std::path::Path::new("iptables"), node_id);
     let node_id = node_id.to_string();
     let done = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
