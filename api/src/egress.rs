@@ -327,6 +327,10 @@ pub struct SecretInfo {
     pub name: String,
     pub created_at: String,
     pub updated_at: String,
+    /// The id of the secrets key its value is sealed under (after a key rotation, an old
+    /// key's line can leave the key files once no secret names it).
+    #[serde(default)]
+    pub key_id: String,
 }
 
 /// `GET /v1/secrets`.

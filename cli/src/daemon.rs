@@ -422,6 +422,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     warren_router::serve_peers(&state);
     warren_router::cluster::migrate::spawn(state.clone());
     warren_router::cluster::fence::spawn(state.clone());
+    let resealer = warren_router::cluster::reseal::spawn(state.clone(), tasks.clone());
     if let Some(ca) = bootstrap_ca {
         cluster
             .bootstrap(ca)
@@ -448,7 +449,10 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     warren_router::serve(listener, state, shutdown_signal()).await?;
     tasks.cancel();
     let firewall_kept = firewall_keeper.is_some();
-    for t in [firewall_keeper, Some(egress_task)].into_iter().flatten() {
+    for t in [firewall_keeper, Some(egress_task), Some(resealer)]
+        .into_iter()
+        .flatten()
+    {
         let _ = t.await;
     }
     if firewall_kept {

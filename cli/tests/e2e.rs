@@ -25,6 +25,7 @@ mod e2e {
     mod processes;
     mod runtime_fill;
     mod s3;
+    mod secrets_rotation;
     mod sessions;
     mod snapshots;
     mod terminals;

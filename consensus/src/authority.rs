@@ -86,6 +86,12 @@ pub fn authorize_command(
 ) -> Result<(), Refusal> {
     let sandbox = match cmd {
         Command::Init { .. } => return Err(Refusal::Forbidden("the cluster's initialisation")),
+        Command::SetSecretsKeys { node, .. } if *node != caller => {
+            return Err(Refusal::Impersonation {
+                caller,
+                claimed: *node,
+            })
+        }
         Command::Checkpoint { sandbox, .. }
         | Command::SetEgress { sandbox, .. }
         | Command::BeginMove { sandbox, .. }
@@ -96,6 +102,8 @@ pub fn authorize_command(
         | Command::RemoveNode { .. }
         | Command::Place { .. }
         | Command::PutSecret { .. }
+        | Command::ResealSecret { .. }
+        | Command::SetSecretsKeys { .. }
         | Command::DeleteSecret { .. } => return Ok(()),
     };
     match state.placements.get(sandbox) {
@@ -231,6 +239,20 @@ mod tests {
             expected_epoch: 0,
         });
         assert_eq!(authorize(&s, 3, &place), Ok(()));
+        let keys = |node| {
+            Request::Propose(Command::SetSecretsKeys {
+                node,
+                keys: vec!["k2".into()],
+            })
+        };
+        assert_eq!(authorize(&s, 3, &keys(3)), Ok(()));
+        assert!(
+            matches!(
+                authorize(&s, 3, &keys(2)),
+                Err(Refusal::Impersonation { .. })
+            ),
+            "speaking for another node's keys"
+        );
         let ca = warren_transport::tls::new_ca("t").unwrap();
         let init = Request::Propose(Command::Init {
             cluster: "x".into(),

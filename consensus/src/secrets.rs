@@ -5,7 +5,9 @@
 //! the join token (HKDF-SHA256), a restarted node reads it back.
 //!
 //! The file holds one key per line, `<id> <64 hex>`; the first seals, every one opens, so
-//! a key is rotated by putting a new line first on every node (and resealing). The
+//! a key is rotated by putting a new line first on every node; once every member says it
+//! holds the new key, the leader reseals the secrets under it (`router::cluster::reseal`),
+//! and the old line can go. The
 //! secret's name is the AEAD's associated data: a sealed value cannot be moved under
 //! another name.
 
@@ -151,6 +153,11 @@ impl SecretsKey {
     /// The id of the key that seals.
     pub fn current_id(&self) -> &str {
         &self.keys[0].0
+    }
+
+    /// The ids of every key held, the sealing one first.
+    pub fn ids(&self) -> Vec<String> {
+        self.keys.iter().map(|(id, _)| id.clone()).collect()
     }
 
     pub fn seal(&self, name: &str, value: &str) -> Sealed {

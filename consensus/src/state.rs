@@ -39,6 +39,10 @@ pub struct NodeRecord {
     /// made before keys were recorded.
     #[serde(default)]
     pub key_id: String,
+    /// The ids of the secrets keys the node holds (its key file), as it last said: a secret
+    /// is resealed under a new key only once every member holds that key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets_keys: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,6 +151,18 @@ pub enum Command {
         sealed: crate::secrets::Sealed,
         at: String,
     },
+    /// Replaces a secret's sealed value by the same value sealed under another key, if it
+    /// is still `from` (a value put meanwhile is not undone): timestamps stay.
+    ResealSecret {
+        name: String,
+        from: crate::secrets::Sealed,
+        sealed: crate::secrets::Sealed,
+    },
+    /// The secrets keys `node` holds (only the node itself says so).
+    SetSecretsKeys {
+        node: NodeId,
+        keys: Vec<String>,
+    },
     /// Forgets a secret (nothing when there is none).
     DeleteSecret {
         name: String,
@@ -192,6 +208,23 @@ pub struct SecretRecord {
 }
 
 impl ClusterState {
+    /// The secrets to reseal under key `current`: those sealed under another key, once
+    /// every member says it holds `current` (before, a member could not open them).
+    pub fn to_reseal(&self, current: &str) -> Vec<String> {
+        let all_hold = self
+            .nodes
+            .values()
+            .all(|n| n.secrets_keys.iter().any(|k| k == current));
+        if !all_hold {
+            return Vec::new();
+        }
+        self.secrets
+            .iter()
+            .filter(|(_, r)| r.sealed.key_id != current)
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
     pub fn node_by_name(&self, name: &str) -> Option<&NodeRecord> {
         self.nodes.values().find(|n| n.name == name)
     }
@@ -256,6 +289,7 @@ impl ClusterState {
                         state,
                         capacity: (*capacity).max(1),
                         key_id: key_id.clone(),
+                        secrets_keys: Vec::new(),
                     },
                 );
                 CommandResult::Registered { node: id }
@@ -363,6 +397,18 @@ impl ClusterState {
                 );
                 CommandResult::Done
             }
+            Command::ResealSecret { name, from, sealed } => {
+                if let Some(r) = self.secrets.get_mut(name).filter(|r| r.sealed == *from) {
+                    r.sealed = sealed.clone();
+                }
+                CommandResult::Done
+            }
+            Command::SetSecretsKeys { node, keys } => {
+                if let Some(n) = self.nodes.get_mut(node) {
+                    n.secrets_keys = keys.clone();
+                }
+                CommandResult::Done
+            }
             Command::DeleteSecret { name } => {
                 self.secrets.remove(name);
                 CommandResult::Done
@@ -397,6 +443,7 @@ impl ClusterState {
 #[cfg(test)]
 pub(crate) fn test_node(id: NodeId, region: &str, state: NodeState) -> NodeRecord {
     NodeRecord {
+        secrets_keys: Vec::new(),
         id,
         name: format!("n{id}"),
         region: region.into(),
@@ -620,5 +667,55 @@ mod tests {
         assert_eq!(s.apply(&del), CommandResult::Done);
         assert_eq!(s.apply(&del), CommandResult::Done);
         assert!(s.secrets.is_empty());
+    }
+
+    #[test]
+    fn secrets_are_resealed_only_once_every_member_holds_the_new_key_and_only_if_unchanged() {
+        let old = crate::secrets::SecretsKey::generate();
+        let new = crate::secrets::SecretsKey::generate();
+        let mut s = ClusterState::default();
+        s.apply(&reg("a"));
+        s.apply(&reg("b"));
+        s.apply(&Command::PutSecret {
+            name: "gh".into(),
+            sealed: old.seal("gh", "v1"),
+            at: "2026-01-01T00:00:00Z".into(),
+        });
+        let keys = |node, ids: &[&str]| Command::SetSecretsKeys {
+            node,
+            keys: ids.iter().map(|s| s.to_string()).collect(),
+        };
+        s.apply(&keys(1, &[new.current_id(), old.current_id()]));
+        assert!(s.to_reseal(new.current_id()).is_empty(), "b lacks the key");
+        s.apply(&keys(2, &[new.current_id(), old.current_id()]));
+        assert_eq!(s.to_reseal(new.current_id()), vec!["gh".to_string()]);
+        assert!(s.to_reseal(old.current_id()).is_empty(), "sealed under it");
+        // A reseal made from a value that was replaced meanwhile is not applied.
+        let from = s.secrets["gh"].sealed.clone();
+        s.apply(&Command::PutSecret {
+            name: "gh".into(),
+            sealed: old.seal("gh", "v2"),
+            at: "2026-02-01T00:00:00Z".into(),
+        });
+        s.apply(&Command::ResealSecret {
+            name: "gh".into(),
+            from: from.clone(),
+            sealed: new.seal("gh", "v1"),
+        });
+        assert_eq!(old.open("gh", &s.secrets["gh"].sealed).unwrap(), "v2");
+        let from = s.secrets["gh"].sealed.clone();
+        s.apply(&Command::ResealSecret {
+            name: "gh".into(),
+            from,
+            sealed: new.seal("gh", "v2"),
+        });
+        let r = &s.secrets["gh"];
+        assert_eq!(r.sealed.key_id, new.current_id());
+        assert_eq!(new.open("gh", &r.sealed).unwrap(), "v2");
+        assert_eq!(
+            r.updated_at, "2026-02-01T00:00:00Z",
+            "a reseal is no update"
+        );
+        assert!(s.to_reseal(new.current_id()).is_empty());
     }
 }

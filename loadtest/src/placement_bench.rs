@@ -17,6 +17,7 @@ fn nodes(n: usize, regions: usize) -> Vec<NodeRecord> {
             state: NodeState::Up,
             capacity: 1,
             key_id: String::new(),
+            secrets_keys: Vec::new(),
         })
         .collect()
 }

@@ -37,10 +37,17 @@ pub async fn secret(conn: &Conn, cmd: SecretCommand) -> anyhow::Result<i32> {
                 return Ok(0);
             }
             output::table(
-                &["NAME", "CREATED", "UPDATED"],
+                &["NAME", "CREATED", "UPDATED", "KEY"],
                 list.secrets
                     .iter()
-                    .map(|s| vec![s.name.clone(), s.created_at.clone(), s.updated_at.clone()])
+                    .map(|s| {
+                        vec![
+                            s.name.clone(),
+                            s.created_at.clone(),
+                            s.updated_at.clone(),
+                            s.key_id.clone(),
+                        ]
+                    })
                     .collect(),
             );
         }

@@ -108,7 +108,7 @@ impl Upstream {
         Upstream { addr, seen }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(super) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 

@@ -1,7 +1,7 @@
 //! The cluster side of the API: which node owns a sandbox, forwarding to it over QUIC, the
 //! peer server that receives forwarded requests, the `/v1/cluster` and join endpoints,
 //! moves and failover (`migrate`), recovery points and egress policies as cluster state
-//! (`recovery`, `policy`), and the fence that freezes this node's sandboxes while it holds no lease (`fence`).
+//! (`recovery`, `policy`), secrets resealed after a key rotation (`reseal`), and the fence that freezes this node's sandboxes while it holds no lease (`fence`).
 
 pub mod api;
 pub mod fence;
@@ -11,6 +11,7 @@ pub mod migrate;
 pub mod peer_server;
 pub mod policy;
 pub mod recovery;
+pub mod reseal;
 pub mod route;
 
 use std::sync::Arc;

@@ -18,6 +18,7 @@ fn info(name: &str, r: &SecretRecord) -> SecretInfo {
         name: name.to_string(),
         created_at: r.created_at.clone(),
         updated_at: r.updated_at.clone(),
+        key_id: r.sealed.key_id.clone(),
     }
 }
 
