@@ -67,8 +67,8 @@ fn upstream_ca() -> &'static UpstreamCa {
     })
 }
 
-/// An HTTPS upstream on `ip` with a certificate of the upstream CA; answers like the echo.
-async fn tls_upstream(ip: &str) -> SocketAddr {
+/// A server config for `ip` with a certificate of the upstream CA, offering `alpn`.
+fn upstream_server_config(ip: &str, alpn: &[&[u8]]) -> rustls::ServerConfig {
     let ca = upstream_ca();
     let ca_key = rcgen::KeyPair::from_pem(&ca.key_pem).unwrap();
     let issuer = rcgen::Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key).unwrap();
@@ -77,7 +77,7 @@ async fn tls_upstream(ip: &str) -> SocketAddr {
         .unwrap()
         .signed_by(&key, &issuer)
         .unwrap();
-    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+    let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
@@ -88,6 +88,13 @@ async fn tls_upstream(ip: &str) -> SocketAddr {
         rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
     )
     .unwrap();
+    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    cfg
+}
+
+/// An HTTPS upstream on `ip` with a certificate of the upstream CA; answers like the echo.
+async fn tls_upstream(ip: &str) -> SocketAddr {
+    let cfg = upstream_server_config(ip, &[]);
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
     let l = TcpListener::bind((ip, 0)).await.unwrap();
     let addr = l.local_addr().unwrap();
@@ -662,4 +669,78 @@ async fn the_name_server_refuses_loopback_unless_the_operator_opened_it() {
         dns("127.0.0.1", server, "localhost", RecordType::A).await,
         (ResponseCode::Refused, vec![])
     );
+}
+
+/// An HTTPS upstream on `ip` that speaks only HTTP/2 and answers each request with its
+/// version, path and headers; counts the connections it accepted.
+async fn h2_upstream(ip: &str) -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(upstream_server_config(ip, &[b"h2"])));
+    let l = TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let conns = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = conns.clone();
+    tokio::spawn(async move {
+        loop {
+            let (s, _) = l.accept().await.unwrap();
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(s).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(
+                    |req: hyper::Request<hyper::body::Incoming>| async move {
+                        let mut body = format!("{:?} {}\n", req.version(), req.uri().path());
+                        for (k, v) in req.headers() {
+                            body.push_str(&format!("{k}: {}\n", v.to_str().unwrap_or("")));
+                        }
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                            http_body_util::Full::new(bytes::Bytes::from(
+                                body.to_ascii_lowercase(),
+                            )),
+                        ))
+                    },
+                );
+                let _ =
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .await;
+            });
+        }
+    });
+    (addr, conns)
+}
+
+#[tokio::test]
+async fn an_intercepted_request_to_an_http2_upstream_goes_over_http2_on_one_connection() {
+    let t = setup(true).await;
+    let (up, conns) = h2_upstream("127.0.0.1").await;
+    t.node
+        .secrets
+        .lock()
+        .unwrap()
+        .insert("tok".into(), "H2-SECRET".into());
+    t.node.set(
+        "127.0.0.1",
+        "sb-h2",
+        &[],
+        serde_json::json!({"rules": [{"host": "127.0.0.1",
+        "set_headers": {"authorization": "Bearer ${secret:tok}"}}]}),
+    );
+    let sandbox_ca = warren_egress::ca::SandboxCa::derive(&SEED, "sb-h2")
+        .unwrap()
+        .cert_pem;
+    let mut s = tls_client(tunnel(t.proxy, up).await, "127.0.0.1", &sandbox_ca)
+        .await
+        .unwrap();
+    for path in ["/one", "/two"] {
+        s.write_all(format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let (status, seen) = read_any(&mut s).await;
+        assert_eq!(status, 200, "{seen}");
+        assert!(seen.starts_with(&format!("http/2.0 {path}\n")), "{seen}");
+        assert!(seen.contains("authorization: bearer h2-secret"), "{seen}");
+    }
+    assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 1);
 }

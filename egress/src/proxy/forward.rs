@@ -2,8 +2,9 @@
 //! headers (values expanded from secrets, id and labels; a missing secret refuses the
 //! request before anything is sent), hop-by-hop headers stay on their hop, and the
 //! client's keep-alive connection keeps one upstream connection while it names the same
-//! host (checked against the policy again for every request). WebSocket upgrades are
-//! spliced once the upstream agrees.
+//! host (checked against the policy again for every request); over TLS it is HTTP/2 when
+//! the upstream picks it (ALPN), HTTP/1.1 otherwise. WebSocket upgrades are spliced once
+//! the upstream agrees (always over HTTP/1.1).
 
 use super::answer::{bad_gateway, bad_request, timeout};
 use super::upstream::{self, ConnectError};
@@ -29,7 +30,32 @@ struct Cached {
     host: String,
     port: u16,
     addr: SocketAddr,
-    sender: SendRequest<Body>,
+    sender: Sender,
+}
+
+/// An upstream connection: HTTP/1.1, or HTTP/2 where a TLS upstream chose it.
+enum Sender {
+    H1(SendRequest<Body>),
+    H2(hyper::client::conn::http2::SendRequest<Body>),
+}
+
+impl Sender {
+    fn usable(&self) -> bool {
+        match self {
+            Sender::H1(s) => !s.is_closed() && s.is_ready(),
+            Sender::H2(s) => !s.is_closed() && s.is_ready(),
+        }
+    }
+
+    async fn send(
+        &mut self,
+        req: Request<Body>,
+    ) -> Result<Response<hyper::body::Incoming>, hyper::Error> {
+        match self {
+            Sender::H1(s) => s.send_request(req).await,
+            Sender::H2(s) => s.send_request(req).await,
+        }
+    }
 }
 
 const HOP_BY_HOP: &[&str] = &[
@@ -244,14 +270,15 @@ pub(crate) async fn forward_to(
             f
         })
         .boxed();
-    let upstream_req = Request::from_parts(parts, body);
+    let mut upstream_req = Request::from_parts(parts, body);
 
     let mut cached = conn.upstream.lock().await;
     let reusable = cached.as_ref().is_some_and(|c| {
         c.host == host
             && c.port == port
-            && !c.sender.is_closed()
-            && c.sender.is_ready()
+            && c.sender.usable()
+            // An upgrade needs HTTP/1.1.
+            && !(upgrade && matches!(c.sender, Sender::H2(_)))
             && proxy.refuse(c.addr).is_none()
             && sandbox.policy.allows(&host, c.addr.ip()).is_ok()
     });
@@ -264,11 +291,15 @@ pub(crate) async fn forward_to(
             Err(ConnectError::TimedOut) => return timeout(&host),
         };
         let sender = if tls {
-            let stream = match upstream::tls(proxy, stream, &host).await {
+            let stream = match upstream::tls(proxy, stream, &host, upgrade).await {
                 Ok(s) => s,
                 Err(e) => return bad_gateway(&host, e),
             };
-            handshake(proxy, stream, &cancel).await
+            if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+                handshake_h2(proxy, stream, &cancel).await
+            } else {
+                handshake(proxy, stream, &cancel).await
+            }
         } else {
             handshake(proxy, stream, &cancel).await
         };
@@ -284,13 +315,29 @@ pub(crate) async fn forward_to(
         });
     }
     let sender = &mut cached.as_mut().expect("set above").sender;
+    if let Sender::H2(_) = sender {
+        // HTTP/2 names the host in the URI (`:authority`), not in a header.
+        let (mut parts, body) = upstream_req.into_parts();
+        let authority = if port == 443 {
+            host.clone()
+        } else {
+            format!("{host}:{port}")
+        };
+        parts.uri = match format!("https://{authority}{origin}").parse() {
+            Ok(u) => u,
+            Err(_) => return bad_request("invalid request target"),
+        };
+        parts.version = http::Version::HTTP_2;
+        parts.headers.remove(HOST);
+        upstream_req = Request::from_parts(parts, body);
+    }
     proxy.allowed(
         sandbox,
         &host,
         rule.as_ref().map(|r| r.host.as_str()),
         "http",
     );
-    let sent = tokio::time::timeout(RESPONSE_TIMEOUT, sender.send_request(upstream_req)).await;
+    let sent = tokio::time::timeout(RESPONSE_TIMEOUT, sender.send(upstream_req)).await;
     let mut resp = match sent {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
@@ -330,6 +377,8 @@ pub(crate) async fn forward_to(
     drop(cached);
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers, false);
+    // Toward the sandbox, always HTTP/1.1.
+    parts.version = http::Version::HTTP_11;
     let (p, id) = (proxy.clone(), sandbox.id.clone());
     let body = body
         .map_frame(move |f| {
@@ -342,12 +391,36 @@ pub(crate) async fn forward_to(
     Response::from_parts(parts, body)
 }
 
+/// An HTTP/2 client connection on `io`, driven by a task of the proxy's.
+async fn handshake_h2<IO>(
+    proxy: &Proxy,
+    io: IO,
+    cancel: &CancellationToken,
+) -> Result<Sender, hyper::Error>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .timer(hyper_util::rt::TokioTimer::new())
+            .handshake::<_, Body>(TokioIo::new(io))
+            .await?;
+    let c = cancel.clone();
+    proxy.tasks.spawn(async move {
+        tokio::select! {
+            _ = connection => {}
+            _ = c.cancelled() => {}
+        }
+    });
+    Ok(Sender::H2(sender))
+}
+
 /// An HTTP/1.1 client connection on `io`, driven by a task of the proxy's.
 async fn handshake<IO>(
     proxy: &Proxy,
     io: IO,
     cancel: &CancellationToken,
-) -> Result<SendRequest<Body>, hyper::Error>
+) -> Result<Sender, hyper::Error>
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -362,5 +435,5 @@ where
             _ = c.cancelled() => {}
         }
     });
-    Ok(sender)
+    Ok(Sender::H1(sender))
 }

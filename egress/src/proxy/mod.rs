@@ -76,7 +76,10 @@ pub struct ProxyTls {
     /// The seed sandboxes' CAs are derived from (`ca`); None: nothing is intercepted, and
     /// HTTPS to a host with a rule is refused rather than sent without its headers.
     pub ca_seed: Option<[u8; 32]>,
+    /// Toward upstreams over HTTP/1.1 only (WebSocket upgrades).
     pub client: Arc<rustls::ClientConfig>,
+    /// Toward upstreams offering HTTP/2 first (what an upstream picks is used).
+    pub client_h2: Arc<rustls::ClientConfig>,
 }
 
 impl ProxyTls {
@@ -91,17 +94,22 @@ impl ProxyTls {
                 .add(cert)
                 .map_err(|e| format!("the egress CA file: {e}"))?;
         }
-        let mut client = rustls::ClientConfig::builder_with_provider(Arc::new(
+        let base = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_root_certificates(roots)
         .with_no_client_auth();
-        client.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let with_alpn = |protocols: &[&[u8]]| {
+            let mut c = base.clone();
+            c.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
+            Arc::new(c)
+        };
         Ok(ProxyTls {
             ca_seed,
-            client: Arc::new(client),
+            client: with_alpn(&[b"http/1.1"]),
+            client_h2: with_alpn(&[b"h2", b"http/1.1"]),
         })
     }
 }

@@ -68,16 +68,22 @@ pub(crate) async fn connect(
 }
 
 /// TLS to the upstream, verified against the proxy's roots (the public ones and those the
-/// operator added) for `host`.
+/// operator added) for `host`; offering HTTP/2 unless `h1_only`.
 pub(crate) async fn tls(
     proxy: &Proxy,
     stream: TcpStream,
     host: &str,
+    h1_only: bool,
 ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     let name = rustls::pki_types::ServerName::try_from(bare.to_string())
         .map_err(|e| format!("{host} is no TLS server name: {e}"))?;
-    let connector = tokio_rustls::TlsConnector::from(proxy.tls.client.clone());
+    let config = if h1_only {
+        &proxy.tls.client
+    } else {
+        &proxy.tls.client_h2
+    };
+    let connector = tokio_rustls::TlsConnector::from(config.clone());
     match tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(name, stream)).await {
         Ok(Ok(s)) => Ok(s),
         Ok(Err(e)) => Err(format!("TLS with {host}: {e}")),
