@@ -1,8 +1,8 @@
 //! The proxy as a sandbox's only way out, tried by programs that ignore the proxy
 //! variables: TCP to ports 80 and 443 arrives at the proxy anyway (named by `Host` or the
 //! TLS server name) and gets the sandbox's rules; DNS sent to any server is answered by the
-//! node per policy; `git clone` over HTTPS through the proxy gets a private token it never
-//! sees. Every destination the sandbox names is in a documentation range (192.0.2.0/24,
+//! node per policy; `git clone` and `pip install` over HTTPS through the proxy get a
+//! private token they never see. Every destination the sandbox names is in a documentation range (192.0.2.0/24,
 //! never routed) and every upstream is on this host's loopback, opened to the proxy with
 //! `--egress-allow-net 127.0.0.0/8`.
 
@@ -136,37 +136,75 @@ async fn web_traffic_that_ignores_the_proxy_reaches_it_anyway_and_dns_is_answere
     assert_eq!(up.count(), seen, "a denied request reached the upstream");
 }
 
-/// An HTTPS server of static files (a bare git repository) on `127.0.0.9`, run by Python,
-/// that answers 401 to any request without `authorization: token <token>`.
-struct GitServer {
+/// An HTTPS server of static files on `127.0.0.9`, run by Python, that answers 401 to any
+/// request without `authorization: token <token>` (and notes its path in `denied.log`).
+struct PrivateServer {
     child: std::process::Child,
     port: u16,
     dir: std::path::PathBuf,
 }
 
-impl GitServer {
-    fn start(token: &str, cert: &str, key: &str) -> GitServer {
-        let dir = std::env::temp_dir().join(format!("wt-git-{}", unique()));
-        let work = dir.join("work");
-        std::fs::create_dir_all(&work).unwrap();
-        let git = |args: &[&str], cwd: &std::path::Path| {
-            let out = std::process::Command::new("git")
-                .args(args)
-                .current_dir(cwd)
-                .env("GIT_AUTHOR_NAME", "t")
-                .env("GIT_AUTHOR_EMAIL", "t@t")
-                .env("GIT_COMMITTER_NAME", "t")
-                .env("GIT_COMMITTER_EMAIL", "t@t")
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "git {args:?}: {out:?}");
-        };
-        git(&["init", "-q", "-b", "main"], &work);
-        std::fs::write(work.join("README"), "private repository\n").unwrap();
-        git(&["add", "README"], &work);
-        git(&["commit", "-q", "-m", "first"], &work);
-        git(&["clone", "-q", "--bare", "work", "repo.git"], &dir);
-        git(&["update-server-info"], &dir.join("repo.git"));
+/// A bare git repository `repo.git` in `dir`, servable over "dumb" HTTP.
+fn git_repo(dir: &std::path::Path) {
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let git = |args: &[&str], cwd: &std::path::Path| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(cwd)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q", "-b", "main"], &work);
+    std::fs::write(work.join("README"), "private repository\n").unwrap();
+    git(&["add", "README"], &work);
+    git(&["commit", "-q", "-m", "first"], &work);
+    git(&["clone", "-q", "--bare", "work", "repo.git"], dir);
+    git(&["update-server-info"], &dir.join("repo.git"));
+}
+
+/// A package index (PEP 503 "simple") in `dir` with one wheel, `warren-probe` 1.0.
+fn pip_index(dir: &std::path::Path) {
+    const SCRIPT: &str = r#"
+import base64, hashlib, os, sys, zipfile
+d = sys.argv[1]
+os.makedirs(d + '/files'); os.makedirs(d + '/simple/warren-probe')
+files = {
+    'warren_probe/__init__.py': "VALUE = 'installed through the proxy'\n",
+    'warren_probe-1.0.dist-info/METADATA': 'Metadata-Version: 2.1\nName: warren-probe\nVersion: 1.0\n',
+    'warren_probe-1.0.dist-info/WHEEL': 'Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n',
+}
+record = ''
+with zipfile.ZipFile(d + '/files/warren_probe-1.0-py3-none-any.whl', 'w') as z:
+    for name, text in files.items():
+        data = text.encode()
+        z.writestr(name, data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()
+        record += name + ',sha256=' + digest + ',' + str(len(data)) + '\n'
+    record += 'warren_probe-1.0.dist-info/RECORD,,\n'
+    z.writestr('warren_probe-1.0.dist-info/RECORD', record)
+with open(d + '/simple/warren-probe/index.html', 'w') as f:
+    f.write('<html><body><a href="../../files/warren_probe-1.0-py3-none-any.whl">warren_probe-1.0-py3-none-any.whl</a></body></html>')
+"#;
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+impl PrivateServer {
+    fn start(token: &str, cert: &str, key: &str, fill: fn(&std::path::Path)) -> PrivateServer {
+        let dir = std::env::temp_dir().join(format!("wt-private-{}", unique()));
+        std::fs::create_dir_all(&dir).unwrap();
+        fill(&dir);
         std::fs::write(dir.join("cert.pem"), cert).unwrap();
         std::fs::write(dir.join("key.pem"), key).unwrap();
         const SCRIPT: &str = r#"
@@ -174,6 +212,7 @@ import http.server, ssl, functools, sys
 class H(http.server.SimpleHTTPRequestHandler):
     def do_GET(self):
         if self.headers.get('authorization') != 'token TOKEN':
+            open('DIR/denied.log', 'a').write(self.path + '\n')
             self.send_response(401); self.send_header('content-length', '0'); self.end_headers(); return
         super().do_GET()
 s = http.server.ThreadingHTTPServer(('127.0.0.9', 0), functools.partial(H, directory='DIR'))
@@ -198,12 +237,12 @@ s.serve_forever()
             &mut line,
         )
         .unwrap();
-        let port = line.trim().parse().expect("the git server's port");
-        GitServer { child, port, dir }
+        let port = line.trim().parse().expect("the server's port");
+        PrivateServer { child, port, dir }
     }
 }
 
-impl Drop for GitServer {
+impl Drop for PrivateServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -231,7 +270,7 @@ fn cert_for(name: &str) -> (String, String, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn git_clones_a_private_repository_over_https_with_a_token_it_never_holds() {
     let (ca, cert, key) = cert_for("127.0.0.9");
-    let server = GitServer::start("VCS-SECRET-7", &cert, &key);
+    let server = PrivateServer::start("VCS-SECRET-7", &cert, &key, git_repo);
     let ca_file = std::env::temp_dir().join(format!("wt-vcs-ca-{}.pem", unique()));
     std::fs::write(&ca_file, &ca).unwrap();
     let node = Node::start_with(
@@ -275,11 +314,15 @@ async fn git_clones_a_private_repository_over_https_with_a_token_it_never_holds(
     let refused = c
         .sh(
             &id,
-            &format!("GIT_SSL_NO_VERIFY=1 git clone -q {url} /workspace/again 2>&1; echo rc=$?"),
+            &format!(
+                "GIT_SSL_NO_VERIFY=1 GIT_TERMINAL_PROMPT=0 git clone -q {url} /workspace/again 2>&1; echo rc=$?"
+            ),
         )
         .await
         .unwrap();
     assert!(!refused.stdout.contains("rc=0"), "{}", refused.stdout);
+    // Git asks for credentials only when the server answered 401.
+    assert!(refused.stdout.contains("Username"), "{}", refused.stdout);
     let _ = std::fs::remove_file(&ca_file);
 }
 
@@ -358,5 +401,95 @@ async fn tls_to_port_443_that_ignores_the_proxy_is_intercepted_by_rule_or_tunnel
         .unwrap();
     assert_ne!(refused.exit_code, 0, "{refused:?}");
     assert_eq!(up.count(), seen);
+    let _ = std::fs::remove_file(&ca_file);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pip_installs_from_a_private_index_over_https_with_a_token_it_never_holds() {
+    // pip itself, run from its wheel (the sandbox image has Python, not pip): what Debian's
+    // python3-pip-whl puts on this machine (`make test` installs python3-venv, which needs it).
+    let wheel = std::fs::read_dir("/usr/share/python-wheels")
+        .expect("python3-pip-whl is installed")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("pip-"))
+        })
+        .expect("a pip wheel");
+    let (ca, cert, key) = cert_for("127.0.0.9");
+    let server = PrivateServer::start("PYPI-SECRET-3", &cert, &key, pip_index);
+    let ca_file = std::env::temp_dir().join(format!("wt-pypi-ca-{}.pem", unique()));
+    std::fs::write(&ca_file, &ca).unwrap();
+    let node = Node::start_with(
+        "127.0.0.1:0",
+        &[
+            "--egress-allow-net",
+            "127.0.0.0/8",
+            "--egress-ca-file",
+            ca_file.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let c = &node.client;
+    c.put_secret("pypi", "PYPI-SECRET-3").await.unwrap();
+    let id = format!("eg-pip-{}", unique());
+    c.put_sandbox(
+        &id,
+        &create(
+            serde_json::json!({"egress": {"rules": [{"host": "127.0.0.9",
+            "set_headers": {"authorization": "token ${secret:pypi}"}}]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    c.write_file(&id, "/tmp/pip.whl", std::fs::read(&wheel).unwrap(), None)
+        .await
+        .unwrap();
+    // Through HTTPS_PROXY; pip trusts the sandbox's CA (PIP_CERT), the proxy adds the token.
+    let install = format!(
+        "python3 /tmp/pip.whl/pip install -q --no-cache-dir --disable-pip-version-check \
+         --index-url https://127.0.0.9:{}/simple --target /workspace/lib warren-probe && \
+         PYTHONPATH=/workspace/lib python3 -c 'import warren_probe; print(warren_probe.VALUE)'",
+        server.port
+    );
+    assert_eq!(
+        sh(c, &id, &install).await.trim(),
+        "installed through the proxy"
+    );
+    // Without the rule (tunnelled, the index's own CA trusted) the index refuses the
+    // sandbox: the token came from the proxy.
+    c.put_egress(&id, &policy(serde_json::json!({})))
+        .await
+        .unwrap();
+    c.write_file(
+        &id,
+        "/workspace/index-ca.pem",
+        ca.clone().into_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    let refused = c
+        .sh(
+            &id,
+            &format!(
+                "CA=/workspace/index-ca.pem; PIP_CERT=$CA REQUESTS_CA_BUNDLE=$CA SSL_CERT_FILE=$CA \
+                 timeout 60 python3 /tmp/pip.whl/pip install --no-input --no-cache-dir \
+                 --disable-pip-version-check --retries 0 \
+                 --index-url https://127.0.0.9:{}/simple --target /workspace/again warren-probe \
+                 2>&1; echo rc=$?",
+                server.port
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(!refused.stdout.contains("rc=0"), "{}", refused.stdout);
+    let denied = std::fs::read_to_string(server.dir.join("denied.log")).unwrap_or_default();
+    assert!(
+        denied.contains("/simple/warren-probe/"),
+        "{denied:?} {}",
+        refused.stdout
+    );
     let _ = std::fs::remove_file(&ca_file);
 }
