@@ -20,21 +20,29 @@ pub(super) struct Upstream {
     seen: Arc<Mutex<Vec<String>>>,
 }
 
-/// A CA of the test's for HTTPS upstreams (the operator's internal CA), and a server
-/// certificate of it for `ip` (an address or a name): (CA PEM, server config).
-pub(super) fn upstream_tls(ip: &str) -> (String, Arc<rustls::ServerConfig>) {
+/// A fresh CA named `ca_name` and a certificate of it for `name` (an address or a name):
+/// (CA PEM, certificate PEM, key PEM).
+pub(super) fn ca_and_cert(ca_name: &str, name: &str) -> (String, String, String) {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     p.distinguished_name
-        .push(rcgen::DnType::CommonName, "warren test upstream CA");
+        .push(rcgen::DnType::CommonName, ca_name);
     let ca = p.self_signed(&ca_key).unwrap();
     let issuer = rcgen::Issuer::from_ca_cert_pem(&ca.pem(), ca_key).unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec![ip.to_string()])
+    let cert = rcgen::CertificateParams::new(vec![name.to_string()])
         .unwrap()
         .signed_by(&key, &issuer)
         .unwrap();
+    (ca.pem(), cert.pem(), key.serialize_pem())
+}
+
+/// A CA of the test's for HTTPS upstreams (the operator's internal CA), and a server
+/// certificate of it for `ip` (an address or a name): (CA PEM, server config).
+pub(super) fn upstream_tls(ip: &str) -> (String, Arc<rustls::ServerConfig>) {
+    use rustls::pki_types::pem::PemObject;
+    let (ca, cert, key) = ca_and_cert("warren test upstream CA", ip);
     let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -42,11 +50,58 @@ pub(super) fn upstream_tls(ip: &str) -> (String, Arc<rustls::ServerConfig>) {
     .unwrap()
     .with_no_client_auth()
     .with_single_cert(
-        vec![cert.der().clone()],
-        rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        vec![rustls::pki_types::CertificateDer::from_pem_slice(cert.as_bytes()).unwrap()],
+        rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
     )
     .unwrap();
-    (ca.pem(), Arc::new(cfg))
+    (ca, Arc::new(cfg))
+}
+
+/// A file of the test's, removed on drop.
+pub(super) struct TempFile(pub(super) std::path::PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A node whose proxy may reach loopback (as an operator opens a private network) and
+/// trusts `ca_pem` for upstream HTTPS (`--egress-ca-file`, which the returned file holds).
+pub(super) async fn node_trusting(ca_pem: &str) -> (Node, TempFile) {
+    let ca_file = TempFile(std::env::temp_dir().join(format!("wt-egress-ca-{}.pem", unique())));
+    std::fs::write(&ca_file.0, ca_pem).unwrap();
+    let node = Node::start_with(
+        "127.0.0.1:0",
+        &[
+            "--egress-allow-net",
+            "127.0.0.0/8",
+            "--egress-ca-file",
+            ca_file.0.to_str().unwrap(),
+        ],
+    )
+    .await;
+    (node, ca_file)
+}
+
+/// Creates sandbox `<prefix>-<unique>` with one rule: toward `host`, header `header` set to
+/// `template`. Returns its id.
+pub(super) async fn sandbox_with_rule(
+    c: &warren_client::Client,
+    prefix: &str,
+    host: &str,
+    header: &str,
+    template: &str,
+) -> String {
+    let id = format!("{prefix}-{}", unique());
+    c.put_sandbox(
+        &id,
+        &create(serde_json::json!({"egress": {"rules": [{"host": host,
+            "set_headers": {header: template}}]}})),
+    )
+    .await
+    .unwrap();
+    id
 }
 
 impl Upstream {
@@ -455,32 +510,19 @@ async fn a_policy_denies_at_once_refuses_the_node_and_private_networks_and_trave
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_with_a_rule_is_intercepted_with_the_sandboxes_own_ca_and_without_one_is_tunnelled() {
     let (up_ca, tls) = upstream_tls("127.0.0.9");
-    let ca_file = std::env::temp_dir().join(format!("wt-upstream-ca-{}.pem", unique()));
-    std::fs::write(&ca_file, &up_ca).unwrap();
-    let node = Node::start_with(
-        "127.0.0.1:0",
-        &[
-            "--egress-allow-net",
-            "127.0.0.0/8",
-            "--egress-ca-file",
-            ca_file.to_str().unwrap(),
-        ],
-    )
-    .await;
+    let (node, _ca_file) = node_trusting(&up_ca).await;
     let c = &node.client;
     let up = Upstream::start_tls("127.0.0.9", tls);
     let url = format!("https://{}", up.addr);
     c.put_secret("vcs", "VCS-TOKEN-1").await.unwrap();
-    let id = format!("eg-tls-{}", unique());
-    c.put_sandbox(
-        &id,
-        &create(
-            serde_json::json!({"egress": {"rules": [{"host": "127.0.0.9",
-            "set_headers": {"authorization": "token ${secret:vcs}"}}]}}),
-        ),
+    let id = sandbox_with_rule(
+        c,
+        "eg-tls",
+        "127.0.0.9",
+        "authorization",
+        "token ${secret:vcs}",
     )
-    .await
-    .unwrap();
+    .await;
 
     // curl and Python's own HTTPS client, through HTTPS_PROXY, trust the sandbox's CA
     // from the system bundle and the variables the guest set; the upstream gets the header.
@@ -540,7 +582,6 @@ async fn https_with_a_rule_is_intercepted_with_the_sandboxes_own_ca_and_without_
     assert!(out.contains("warren test upstream CA"), "{out}");
     assert!(up.last().starts_with("get /tunnelled"), "{}", up.last());
     assert!(!up.last().contains("authorization"), "{}", up.last());
-    let _ = std::fs::remove_file(&ca_file);
 }
 
 /// The node that ran a call entering node `i`.

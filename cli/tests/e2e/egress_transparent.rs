@@ -6,8 +6,10 @@
 //! never routed) and every upstream is on this host's loopback, opened to the proxy with
 //! `--egress-allow-net 127.0.0.0/8`.
 
-use super::egress::{policy, upstream_tls, Upstream};
-use super::harness::{create, sh, unique, Node};
+use super::egress::{
+    ca_and_cert, node_trusting, policy, sandbox_with_rule, upstream_tls, Upstream,
+};
+use super::harness::{sh, unique, Node};
 
 /// An address no network routes: what a sandbox "connects to" when it bypasses the proxy.
 const NOWHERE: &str = "192.0.2.1";
@@ -49,16 +51,14 @@ async fn web_traffic_that_ignores_the_proxy_reaches_it_anyway_and_dns_is_answere
     let c = &node.client;
     let up = Upstream::start("127.0.0.9");
     c.put_secret("api", "TRANSPARENT-TOKEN").await.unwrap();
-    let id = format!("eg-tp-{}", unique());
-    c.put_sandbox(
-        &id,
-        &create(
-            serde_json::json!({"egress": {"rules": [{"host": "127.0.0.9",
-            "set_headers": {"authorization": "Bearer ${secret:api}"}}]}}),
-        ),
+    let id = sandbox_with_rule(
+        c,
+        "eg-tp",
+        "127.0.0.9",
+        "authorization",
+        "Bearer ${secret:api}",
     )
-    .await
-    .unwrap();
+    .await;
 
     // Plain HTTP to port 80 of an address that leads nowhere, proxy variables ignored: the
     // firewall hands it to the proxy, which sends it where `Host` says, with the rule.
@@ -250,51 +250,21 @@ impl Drop for PrivateServer {
     }
 }
 
-/// A certificate of a fresh CA for `name`: (CA PEM, certificate PEM, key PEM).
-fn cert_for(name: &str) -> (String, String, String) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    p.distinguished_name
-        .push(rcgen::DnType::CommonName, "warren test VCS CA");
-    let ca = p.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca.pem(), ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec![name.to_string()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    (ca.pem(), cert.pem(), key.serialize_pem())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn git_clones_a_private_repository_over_https_with_a_token_it_never_holds() {
-    let (ca, cert, key) = cert_for("127.0.0.9");
+    let (ca, cert, key) = ca_and_cert("warren test VCS CA", "127.0.0.9");
     let server = PrivateServer::start("VCS-SECRET-7", &cert, &key, git_repo);
-    let ca_file = std::env::temp_dir().join(format!("wt-vcs-ca-{}.pem", unique()));
-    std::fs::write(&ca_file, &ca).unwrap();
-    let node = Node::start_with(
-        "127.0.0.1:0",
-        &[
-            "--egress-allow-net",
-            "127.0.0.0/8",
-            "--egress-ca-file",
-            ca_file.to_str().unwrap(),
-        ],
-    )
-    .await;
+    let (node, _ca_file) = node_trusting(&ca).await;
     let c = &node.client;
     c.put_secret("vcs", "VCS-SECRET-7").await.unwrap();
-    let id = format!("eg-git-{}", unique());
-    c.put_sandbox(
-        &id,
-        &create(
-            serde_json::json!({"egress": {"rules": [{"host": "127.0.0.9",
-            "set_headers": {"authorization": "token ${secret:vcs}"}}]}}),
-        ),
+    let id = sandbox_with_rule(
+        c,
+        "eg-git",
+        "127.0.0.9",
+        "authorization",
+        "token ${secret:vcs}",
     )
-    .await
-    .unwrap();
+    .await;
     let url = format!("https://127.0.0.9:{}/repo.git", server.port);
     // Through HTTPS_PROXY: git trusts the sandbox's CA (GIT_SSL_CAINFO), the proxy adds the
     // token, the server (which answers 401 without it) serves the repository.
@@ -323,7 +293,6 @@ async fn git_clones_a_private_repository_over_https_with_a_token_it_never_holds(
     assert!(!refused.stdout.contains("rc=0"), "{}", refused.stdout);
     // Git asks for credentials only when the server answered 401.
     assert!(refused.stdout.contains("Username"), "{}", refused.stdout);
-    let _ = std::fs::remove_file(&ca_file);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -332,30 +301,10 @@ async fn tls_to_port_443_that_ignores_the_proxy_is_intercepted_by_rule_or_tunnel
     // its name resolves to on the node: `localhost`.
     let (up_ca, tls) = upstream_tls("localhost");
     let up = Upstream::serve(("127.0.0.1", 443), Some(tls));
-    let ca_file = std::env::temp_dir().join(format!("wt-tp-ca-{}.pem", unique()));
-    std::fs::write(&ca_file, &up_ca).unwrap();
-    let node = Node::start_with(
-        "127.0.0.1:0",
-        &[
-            "--egress-allow-net",
-            "127.0.0.0/8",
-            "--egress-ca-file",
-            ca_file.to_str().unwrap(),
-        ],
-    )
-    .await;
+    let (node, _ca_file) = node_trusting(&up_ca).await;
     let c = &node.client;
     c.put_secret("tok", "SNI-TOKEN").await.unwrap();
-    let id = format!("eg-sni-{}", unique());
-    c.put_sandbox(
-        &id,
-        &create(
-            serde_json::json!({"egress": {"rules": [{"host": "localhost",
-            "set_headers": {"x-token": "${secret:tok}"}}]}}),
-        ),
-    )
-    .await
-    .unwrap();
+    let id = sandbox_with_rule(c, "eg-sni", "localhost", "x-token", "${secret:tok}").await;
     // `--resolve` makes curl connect to an address that leads nowhere while it names
     // `localhost` in its TLS server name and Host header.
     let bypass = |path: &str, extra: &str| {
@@ -401,7 +350,6 @@ async fn tls_to_port_443_that_ignores_the_proxy_is_intercepted_by_rule_or_tunnel
         .unwrap();
     assert_ne!(refused.exit_code, 0, "{refused:?}");
     assert_eq!(up.count(), seen);
-    let _ = std::fs::remove_file(&ca_file);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -417,32 +365,19 @@ async fn pip_installs_from_a_private_index_over_https_with_a_token_it_never_hold
                 .is_some_and(|n| n.to_string_lossy().starts_with("pip-"))
         })
         .expect("a pip wheel");
-    let (ca, cert, key) = cert_for("127.0.0.9");
+    let (ca, cert, key) = ca_and_cert("warren test VCS CA", "127.0.0.9");
     let server = PrivateServer::start("PYPI-SECRET-3", &cert, &key, pip_index);
-    let ca_file = std::env::temp_dir().join(format!("wt-pypi-ca-{}.pem", unique()));
-    std::fs::write(&ca_file, &ca).unwrap();
-    let node = Node::start_with(
-        "127.0.0.1:0",
-        &[
-            "--egress-allow-net",
-            "127.0.0.0/8",
-            "--egress-ca-file",
-            ca_file.to_str().unwrap(),
-        ],
-    )
-    .await;
+    let (node, _ca_file) = node_trusting(&ca).await;
     let c = &node.client;
     c.put_secret("pypi", "PYPI-SECRET-3").await.unwrap();
-    let id = format!("eg-pip-{}", unique());
-    c.put_sandbox(
-        &id,
-        &create(
-            serde_json::json!({"egress": {"rules": [{"host": "127.0.0.9",
-            "set_headers": {"authorization": "token ${secret:pypi}"}}]}}),
-        ),
+    let id = sandbox_with_rule(
+        c,
+        "eg-pip",
+        "127.0.0.9",
+        "authorization",
+        "token ${secret:pypi}",
     )
-    .await
-    .unwrap();
+    .await;
     c.write_file(&id, "/tmp/pip.whl", std::fs::read(&wheel).unwrap(), None)
         .await
         .unwrap();
@@ -491,5 +426,4 @@ async fn pip_installs_from_a_private_index_over_https_with_a_token_it_never_hold
         "{denied:?} {}",
         refused.stdout
     );
-    let _ = std::fs::remove_file(&ca_file);
 }

@@ -405,13 +405,7 @@ where
             .timer(hyper_util::rt::TokioTimer::new())
             .handshake::<_, Body>(TokioIo::new(io))
             .await?;
-    let c = cancel.clone();
-    proxy.tasks.spawn(async move {
-        tokio::select! {
-            _ = connection => {}
-            _ = c.cancelled() => {}
-        }
-    });
+    drive(proxy, connection, cancel);
     Ok(Sender::H2(sender))
 }
 
@@ -428,12 +422,20 @@ where
         .preserve_header_case(true)
         .handshake::<_, Body>(TokioIo::new(io))
         .await?;
+    drive(proxy, connection.with_upgrades(), cancel);
+    Ok(Sender::H1(sender))
+}
+
+/// Drives an upstream connection in a task of the proxy's until it ends or `cancel`.
+fn drive<F>(proxy: &Proxy, connection: F, cancel: &CancellationToken)
+where
+    F: std::future::Future + Send + 'static,
+{
     let c = cancel.clone();
     proxy.tasks.spawn(async move {
         tokio::select! {
-            _ = connection.with_upgrades() => {}
+            _ = connection => {}
             _ = c.cancelled() => {}
         }
     });
-    Ok(Sender::H1(sender))
 }

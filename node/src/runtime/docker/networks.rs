@@ -16,17 +16,21 @@ pub(super) struct NetState {
 }
 
 impl DockerRuntime {
-    /// The names of this node's networks.
-    pub(super) async fn node_networks(&self) -> Result<Vec<String>, RuntimeError> {
-        let nets = self
-            .docker
+    /// This node's networks, as Docker lists them.
+    async fn list_node_networks(&self) -> Result<Vec<bollard::models::Network>, RuntimeError> {
+        self.docker
             .list_networks(Some(
                 ListNetworksOptionsBuilder::default()
                     .filters(&self.node_filter("net"))
                     .build(),
             ))
             .await
-            .map_err(docker_err)?;
+            .map_err(docker_err)
+    }
+
+    /// The names of this node's networks.
+    pub(super) async fn node_networks(&self) -> Result<Vec<String>, RuntimeError> {
+        let nets = self.list_node_networks().await?;
         Ok(nets.into_iter().filter_map(|n| n.name).collect())
     }
 
@@ -34,15 +38,7 @@ impl DockerRuntime {
     /// bridge is not named by this node (made by an earlier version) is removed: the
     /// node's rules would not redirect its sandboxes to the proxy.
     pub(super) async fn load_networks(&self) -> Result<(), RuntimeError> {
-        let nets = self
-            .docker
-            .list_networks(Some(
-                ListNetworksOptionsBuilder::default()
-                    .filters(&self.node_filter("net"))
-                    .build(),
-            ))
-            .await
-            .map_err(docker_err)?;
+        let nets = self.list_node_networks().await?;
         let used: HashSet<String> = self
             .list_summaries()
             .await?
