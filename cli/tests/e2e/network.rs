@@ -537,3 +537,63 @@ async fn running_sandboxes_freeze_while_the_firewall_cannot_be_put_back() {
     );
     assert!(!paused(&node, &id));
 }
+
+/// Docker rearranges `FORWARD` whenever anyone on the machine makes a network (another
+/// node, another program): it deletes its jump into `DOCKER-USER` and inserts it again at
+/// the top, and puts the new network's `ACCEPT` rules above everything of ours. A sandbox
+/// that keeps trying the public address directly while networks come and go must never get
+/// a connection through. Before, the drop lived only in `filter`'s `FORWARD` (through
+/// `DOCKER-USER` and a jump kept first), and a sandbox on a network made since the last
+/// check got through in the moment between Docker's delete and insert.
+#[tokio::test]
+async fn networks_made_by_docker_meanwhile_never_open_a_way_out() {
+    let fake = FakeNetwork::start();
+    let node = Node::start().await;
+    let id = format!("race-{}", unique());
+    // Everything a node does at start is done (its spare networks are made).
+    sh(&node.client, &id, "true").await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let stop = stop.clone();
+        let u = unique();
+        std::thread::spawn(move || {
+            let mut made = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && made < 60 {
+                let name = format!("warren-test-churn-{u}-{made}");
+                run(&["docker", "network", "create", &name]);
+                run(&["docker", "network", "rm", &name]);
+                made += 1;
+            }
+            made
+        })
+    };
+    // Many direct attempts at once, for a while: any SYN that passes is a connection.
+    let hammer = r#"python3 - <<'EOF'
+import selectors, socket, time
+sel, hits, tries, end = selectors.DefaultSelector(), 0, 0, time.time() + 15
+while time.time() < end:
+    while len(sel.get_map()) < 64:
+        s = socket.socket(); s.setblocking(False); s.connect_ex(('ADDR', PORT)); tries += 1
+        sel.register(s, selectors.EVENT_WRITE, time.time())
+    for key, _ in sel.select(0.02):
+        if key.fileobj.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0: hits += 1
+        sel.unregister(key.fileobj); key.fileobj.close()
+    for key in list(sel.get_map().values()):
+        if time.time() - key.data > 0.2: sel.unregister(key.fileobj); key.fileobj.close()
+print(hits, tries)
+EOF"#
+        .replace("ADDR", PUBLIC)
+        .replace("PORT", &PORT.to_string());
+    let out = sh(&node.client, &id, &hammer).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let made = churn.join().unwrap();
+    let (hits, tries) = out.trim().split_once(' ').unwrap();
+    assert!(made >= 5, "only {made} networks were made meanwhile");
+    assert!(tries.parse::<u64>().unwrap() > 1000, "{out}");
+    assert_eq!(
+        hits, "0",
+        "direct connections got through ({out}, {made} networks made)"
+    );
+    drop(node);
+    drop(fake);
+}

@@ -141,6 +141,7 @@ pub fn install(tools: &Tools, opts: &Options) -> Result<(), FirewallError> {
                 Place::Present => keep_present(program, j)?,
             }
         }
+        remove_legacy_forward_jump(program, &p);
         if family == Family::V4 {
             remove_legacy_peers_chain(program, &opts.node_id);
             if !p.chains.iter().any(|(t, _, _)| *t == Table::Nat) {
@@ -195,6 +196,23 @@ fn remove_legacy_peers_chain(program: &Path, node_id: &str) {
         &["DOCKER-USER", "FORWARD"],
         "wrn+",
     );
+}
+
+/// Takes away the jump an earlier version kept first in `filter`'s own FORWARD beside
+/// Docker's hook, when the plan has it in the hook (the drop in `mangle` holds now).
+fn remove_legacy_forward_jump(program: &Path, p: &Plan) {
+    let Some(hooked) = p
+        .jumps
+        .iter()
+        .find(|j| j.table == Table::Filter && j.parent == "DOCKER-USER")
+    else {
+        return;
+    };
+    let legacy = Jump {
+        parent: "FORWARD".to_string(),
+        ..hooked.clone()
+    };
+    while run(program, &jump_args(&legacy, "-D"), None).is_ok() {}
 }
 
 /// Checks that every chain holds exactly its rules and every jump is in its place.

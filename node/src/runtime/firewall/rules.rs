@@ -7,9 +7,9 @@
 //!   (any of its addresses: the API, the QUIC peer port, metrics, sshd, ...): only the
 //!   egress proxies' ports (TCP for the proxy, UDP for its name server) are accepted,
 //!   everything else is rejected.
-//! - `WARREN-FORWARD`, jumped to from `DOCKER-USER` (Docker's hook at the top of
-//!   `FORWARD`) and from `FORWARD` itself for packets a sandbox sends through this host:
-//!   all dropped, whatever the destination (another sandbox, a private network, cloud
+//! - `WARREN-FORWARD`, in `mangle` jumped to first from its `FORWARD` (which Docker never
+//!   touches), and in `filter` from `DOCKER-USER` (Docker's hook at the top of `FORWARD`),
+//!   for packets a sandbox sends through this host: all dropped, whatever the destination (another sandbox, a private network, cloud
 //!   metadata, another node, the public internet). Nothing leaves a sandbox but through
 //!   the proxy.
 //! - `WARREN-EGRESS-<8 hex of the node's id>` in the `nat` table, jumped to from
@@ -72,6 +72,7 @@ pub enum Place {
 pub enum Table {
     Filter,
     Nat,
+    Mangle,
 }
 
 impl Table {
@@ -79,6 +80,7 @@ impl Table {
         match self {
             Table::Filter => "filter",
             Table::Nat => "nat",
+            Table::Mangle => "mangle",
         }
     }
 }
@@ -170,7 +172,8 @@ pub fn plan(family: Family, opts: &Options) -> Plan {
         family,
         chains: vec![
             (Table::Filter, CHAIN_INPUT.to_string(), input),
-            (Table::Filter, CHAIN_FORWARD.to_string(), forward),
+            (Table::Filter, CHAIN_FORWARD.to_string(), forward.clone()),
+            (Table::Mangle, CHAIN_FORWARD.to_string(), forward),
         ],
         jumps: vec![
             jump(
@@ -187,18 +190,17 @@ pub fn plan(family: Family, opts: &Options) -> Plan {
             ),
         ],
     };
-    if family == Family::V4 {
-        // Also first in FORWARD itself: Docker moves its jump into DOCKER-USER to the top of
-        // FORWARD by deleting and inserting it again whenever it makes a network (for that
-        // moment nothing in DOCKER-USER is seen), and networks made at once can leave a
-        // network's ACCEPT rules above that jump.
-        p.jumps.push(jump(
-            Table::Filter,
-            "FORWARD",
-            rule(&["-i", &bridges, "-j", CHAIN_FORWARD]),
-            Place::First,
-        ));
-    }
+    // The drop that holds whatever Docker does: `mangle`'s FORWARD, which every forwarded
+    // packet passes before `filter`'s and which Docker never touches. In `filter`, Docker
+    // deletes its jump into DOCKER-USER and inserts it again whenever anyone makes a
+    // network, and puts each new network's ACCEPT rules at the top of FORWARD: in between,
+    // a sandbox's packets passed (test `networks_made_by_docker_meanwhile_never_open_a_way_out`).
+    p.jumps.push(jump(
+        Table::Mangle,
+        "FORWARD",
+        rule(&["-i", &bridges, "-j", CHAIN_FORWARD]),
+        Place::First,
+    ));
     if let (Family::V4, Some(port), false) = (family, opts.egress_port, opts.node_id.is_empty()) {
         let chain = egress_chain(&opts.node_id);
         let to = port.to_string();
@@ -230,7 +232,7 @@ impl Plan {
     /// one transaction per table, so that no packet ever sees them half-written.
     pub fn restore_input(&self) -> String {
         let mut out = String::new();
-        for table in [Table::Filter, Table::Nat] {
+        for table in [Table::Filter, Table::Mangle, Table::Nat] {
             let chains: Vec<_> = self.chains.iter().filter(|(t, _, _)| *t == table).collect();
             if chains.is_empty() {
                 continue;
@@ -272,17 +274,28 @@ mod tests {
             let p = plan(family, &opts());
             assert_eq!(chain_of(&p, CHAIN_FORWARD), &vec![rule(&["-j", "DROP"])]);
         }
-        // Jumped to first from Docker's hook and from FORWARD itself (Docker takes its hook
-        // out and puts it back whenever it makes a network).
+        // Jumped to first from mangle's FORWARD (which Docker never touches) and from
+        // Docker's hook in filter.
         let p = plan(Family::V4, &opts());
-        let parents: Vec<&str> = p
+        let parents: Vec<(&str, &str)> = p
             .jumps
             .iter()
             .filter(|j| j.rule.last().map(String::as_str) == Some(CHAIN_FORWARD))
             .inspect(|j| assert_eq!(j.place, Place::First))
-            .map(|j| j.parent.as_str())
+            .map(|j| (j.table.name(), j.parent.as_str()))
             .collect();
-        assert_eq!(parents, vec!["DOCKER-USER", "FORWARD"]);
+        assert_eq!(
+            parents,
+            vec![("filter", "DOCKER-USER"), ("mangle", "FORWARD")]
+        );
+        let dropped: Vec<Table> = p
+            .chains
+            .iter()
+            .filter(|(_, c, _)| c == CHAIN_FORWARD)
+            .inspect(|(_, _, r)| assert_eq!(r, &vec![rule(&["-j", "DROP"])]))
+            .map(|(t, _, _)| *t)
+            .collect();
+        assert_eq!(dropped, vec![Table::Filter, Table::Mangle]);
     }
 
     #[test]
@@ -323,7 +336,10 @@ mod tests {
             1,
             "nothing is open over IPv6"
         );
-        assert_eq!(v6.chains.len(), 2, "nothing is redirected over IPv6");
+        assert!(
+            v6.chains.iter().all(|(t, _, _)| *t != Table::Nat),
+            "nothing is redirected over IPv6"
+        );
     }
 
     #[test]
@@ -388,7 +404,7 @@ mod tests {
             },
         );
         assert_ne!(bridge_prefix("n1"), bridge_prefix("n2"));
-        assert_eq!(p.chains[..2], other.chains[..2]);
+        assert_eq!(p.chains[..3], other.chains[..3]);
         // Without a proxy, nothing is redirected.
         let none = plan(
             Family::V4,
@@ -397,7 +413,7 @@ mod tests {
                 egress_port: None,
             },
         );
-        assert!(none.chains.iter().all(|(t, _, _)| *t == Table::Filter));
+        assert!(none.chains.iter().all(|(t, _, _)| *t != Table::Nat));
         assert!(chain.len() <= 28, "iptables chain names are short");
         assert_eq!(
             bridge_prefix("n1").len() + 8,
@@ -414,6 +430,9 @@ mod tests {
         assert_eq!(lines[1], ":WARREN-INPUT - [0:0]");
         assert_eq!(lines[3], "-F WARREN-INPUT");
         assert!(lines.contains(&"-A WARREN-FORWARD -j DROP"));
+        let mangle = lines.iter().position(|l| *l == "*mangle").unwrap();
+        assert_eq!(lines[mangle - 1], "COMMIT");
+        assert_eq!(lines[mangle + 1], ":WARREN-FORWARD - [0:0]");
         let nat = lines.iter().position(|l| *l == "*nat").unwrap();
         assert_eq!(lines[nat - 1], "COMMIT");
         assert_eq!(lines[nat + 1], format!(":{} - [0:0]", egress_chain("n1")));
