@@ -20,6 +20,7 @@ pub mod sse;
 pub mod terminal;
 pub mod ticket;
 pub mod time;
+pub mod usage;
 pub mod watch;
 
 pub use error::{ApiError, ErrorCode};

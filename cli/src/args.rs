@@ -81,6 +81,27 @@ pub enum Command {
     /// A sandbox's egress policy: get, set.
     #[command(subcommand)]
     Egress(EgressCommand),
+    /// What sandboxes used (CPU seconds, memory GiB-seconds, running seconds, egress bytes).
+    Usage(UsageArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct UsageArgs {
+    /// Only this sandbox.
+    #[arg(long)]
+    pub sandbox: Option<String>,
+    /// Only sandboxes with this label (KEY=VALUE, repeatable).
+    #[arg(long = "label")]
+    pub labels: Vec<String>,
+    /// Start of the range (RFC 3339; default: 24 h before --to).
+    #[arg(long)]
+    pub from: Option<String>,
+    /// End of the range (RFC 3339; default: now).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// sandbox, label:KEY or day.
+    #[arg(long, default_value = "sandbox")]
+    pub group_by: String,
 }
 
 #[derive(Subcommand, Debug)]

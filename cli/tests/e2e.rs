@@ -29,6 +29,7 @@ mod e2e {
     mod sessions;
     mod snapshots;
     mod terminals;
+    mod usage;
     mod warm;
     mod watch;
     mod web;

@@ -184,6 +184,12 @@ impl Client {
             .await
     }
 
+    /// `GET /v1/usage` with its query (`sandbox`, `label`, `from`, `to`, `group_by`).
+    pub async fn usage(&self, query: &[(&str, &str)]) -> Result<warren_api::usage::UsageReport> {
+        self.json(self.request(Method::GET, "/v1/usage").query(query))
+            .await
+    }
+
     pub async fn delete_sandbox(&self, id: &str) -> Result<()> {
         Self::check(
             self.request(Method::DELETE, &Self::sandbox_path(id, ""))

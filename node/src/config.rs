@@ -130,6 +130,11 @@ impl NodeConfig {
         self.data_dir.join("sandboxes")
     }
 
+    /// The usage ledger (`crate::usage`).
+    pub fn usage_dir(&self) -> PathBuf {
+        self.data_dir.join("usage")
+    }
+
     pub fn chunk_cache_dir(&self) -> PathBuf {
         self.data_dir.join("chunk-cache")
     }

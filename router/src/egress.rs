@@ -39,6 +39,16 @@ impl EgressContext for NodeContext {
     }
 }
 
+/// What the proxy counted, for the meter: bytes both ways.
+struct ProxyCounts(Arc<Proxy>);
+
+impl warren_node::usage::EgressCounts for ProxyCounts {
+    fn bytes(&self, sandbox: &str) -> u64 {
+        let u = self.0.usage.get(sandbox);
+        u.bytes_up + u.bytes_down
+    }
+}
+
 /// The proxy's sockets: TCP for the proxy, UDP on the same port for its name server.
 pub struct Listeners {
     pub tcp: tokio::net::TcpListener,
@@ -97,6 +107,10 @@ pub fn spawn(
         tls,
         metrics,
     );
+    state
+        .mgr
+        .meter()
+        .count_egress_with(Arc::new(ProxyCounts(proxy.clone())));
     let server = proxy.spawn(listeners.tcp, cancel.clone());
     let dns = proxy.spawn_dns(listeners.udp, cancel.clone());
     let (p, st) = (proxy.clone(), state.clone());

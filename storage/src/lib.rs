@@ -7,11 +7,13 @@
 //!   synced to the WAL before it returns.
 //! - `snapshots`: sandbox snapshots in object storage (chunked, deduplicated, compressed),
 //!   with a node-local chunk cache.
+//! - `ledger`: the usage ledger of a node (per-interval records and counter cursors).
 //! - `blocking`: the threads its CPU-heavy work runs on, chosen by the caller.
 //!
 //! It must not depend on the other warren crates.
 
 mod blocking;
+pub mod ledger;
 mod raftdb;
 pub mod snapshots;
 

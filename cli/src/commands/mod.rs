@@ -9,6 +9,7 @@ mod ports;
 mod procs;
 mod sandbox;
 mod snapshots;
+mod usage;
 
 use crate::args::{Cli, Command, Conn};
 use anyhow::Context;
@@ -40,6 +41,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Ports { id } => ports::ports(&conn, &id).await,
         Command::Secret(c) => egress::secret(&conn, c).await,
         Command::Egress(c) => egress::egress(&conn, c).await,
+        Command::Usage(a) => usage::usage(&conn, a).await,
     }
 }
 

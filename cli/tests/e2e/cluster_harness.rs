@@ -456,3 +456,50 @@ fn all_threads_stopped(pid: i32) -> bool {
             .is_some_and(|rest| rest.starts_with('T') || rest.starts_with('t'))
     })
 }
+
+/// The node that answers for `sandbox` (creating it through node `i` if needed).
+pub async fn owner_of(c: &TestCluster, i: usize, sandbox: &str) -> String {
+    let r = c.nodes[i]
+        .client
+        .request(
+            reqwest::Method::POST,
+            &format!("/v1/sandboxes/{sandbox}/exec"),
+        )
+        .json(&serde_json::json!({"command": "true"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    r.headers()["x-warren-node"].to_str().unwrap().to_string()
+}
+
+/// Ids owned by node `name`, created through node `via` (new ids until `n` land there).
+pub async fn ids_on(c: &TestCluster, via: usize, name: &str, n: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for _ in 0..60 {
+        let id = format!("mv-{}", unique());
+        if owner_of(c, via, &id).await == name {
+            out.push(id);
+            if out.len() == n {
+                return out;
+            }
+        } else {
+            c.nodes[via].client.delete_sandbox(&id).await.unwrap();
+        }
+    }
+    panic!("no ids landed on {name}");
+}
+
+/// Waits until `sandbox` is served by a node other than `from` (seen from node `via`).
+pub async fn wait_moved(c: &TestCluster, via: usize, sandbox: &str, from: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Ok(s) = c.nodes[via].client.get_sandbox(sandbox).await {
+            if s.node != from && !s.node.is_empty() {
+                return s.node;
+            }
+        }
+        assert!(Instant::now() < deadline, "{sandbox} did not leave {from}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

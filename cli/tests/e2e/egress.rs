@@ -5,7 +5,7 @@
 //! private networks refused, tunnels left untouched, and policies kept through sleep, a
 //! fork and a restart of the node.
 
-use super::cluster_harness::TestCluster;
+use super::cluster_harness::{owner_of, TestCluster};
 use super::harness::{api_err, create, fork, sh, unique, Node};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -582,22 +582,6 @@ async fn https_with_a_rule_is_intercepted_with_the_sandboxes_own_ca_and_without_
     assert!(out.contains("warren test upstream CA"), "{out}");
     assert!(up.last().starts_with("get /tunnelled"), "{}", up.last());
     assert!(!up.last().contains("authorization"), "{}", up.last());
-}
-
-/// The node that ran a call entering node `i`.
-async fn owner_of(c: &TestCluster, i: usize, sandbox: &str) -> String {
-    let r = c.nodes[i]
-        .client
-        .request(
-            reqwest::Method::POST,
-            &format!("/v1/sandboxes/{sandbox}/exec"),
-        )
-        .json(&serde_json::json!({"command": "true"}))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.status());
-    r.headers()["x-warren-node"].to_str().unwrap().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

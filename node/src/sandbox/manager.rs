@@ -11,6 +11,7 @@ mod egress;
 mod fork;
 mod freeze;
 mod idle;
+mod metering;
 mod migrate;
 mod persist;
 mod ports;
@@ -81,6 +82,8 @@ pub struct SandboxManager {
     recovery: Arc<dyn RecoveryPoints>,
     /// Running sandboxes by their container's address: whom the egress proxy serves.
     addrs: egress::AddrBook,
+    /// What each sandbox uses here (`crate::usage`).
+    meter: Arc<crate::usage::Meter>,
 }
 
 struct Slot {
@@ -192,7 +195,10 @@ impl SandboxManager {
             host_work.pool(),
         )
         .map_err(|e| io("cannot open the chunk cache", e))?;
+        let meter = crate::usage::Meter::open(&cfg.usage_dir(), &cfg.node_id)
+            .map_err(|e| ApiError::internal(format!("cannot open the usage ledger: {e}")))?;
         let mgr = Arc::new(SandboxManager {
+            meter: Arc::new(meter),
             guests: GuestClient::new(metrics.guest_refused.clone()),
             addrs: egress::AddrBook::default(),
             create_permits: Semaphore::new(cfg.create_concurrency.max(1)),
@@ -214,6 +220,7 @@ impl SandboxManager {
         mgr.adopt().await?;
         idle::spawn(&mgr);
         disk::spawn(&mgr);
+        metering::spawn(&mgr);
         freeze::spawn(&mgr);
         let sweeper = mgr.clone();
         tokio::spawn(async move { sweeper.sweep_recovery_points().await });
@@ -302,7 +309,7 @@ impl SandboxManager {
         }
         for c in containers.iter().filter(|c| !known.contains(&c.sandbox_id)) {
             tracing::warn!(sandbox_id = %c.sandbox_id, container = %c.name, "removing a container without a record");
-            let _ = self.runtime.remove(&c.sandbox_id).await;
+            let _ = self.remove_container(&c.sandbox_id).await;
         }
         self.update_gauge();
         tracing::info!(sandboxes = known.len(), "adopted sandboxes");
@@ -446,6 +453,9 @@ impl SandboxManager {
             Some(addr) => self.addrs.set(&rec.id, addr),
             None => self.addrs.remove(&rec.id),
         }
+        if c.running && c.pid != 0 {
+            self.meter.watch(&metering::metered(rec), c.pid);
+        }
         match c.guest_peer() {
             Some(peer) => self.guests.register(&rec.run_key(), peer),
             None => {
@@ -571,7 +581,7 @@ impl SandboxManager {
                 Ok(rec)
             }
             Err(e) => {
-                let _ = self.runtime.remove(id).await;
+                let _ = self.remove_container(id).await;
                 self.forget_guest(id);
                 let _ = self.store.delete(id);
                 slot.set(None);
@@ -795,11 +805,11 @@ impl SandboxManager {
         self.check_not_quarantined(id)?;
         let Some(slot) = self.existing_slot(id) else {
             // Not known here; still make sure nothing of it is left in Docker.
-            self.runtime.remove(id).await?;
+            self.remove_container(id).await?;
             return Ok(());
         };
         let _g = slot.lock.lock().await;
-        self.runtime.remove(id).await?;
+        self.remove_container(id).await?;
         self.forget_guest(id);
         // Its sleep snapshot goes with it; snapshots taken on purpose stay.
         if let Some(s) = slot.record().and_then(|r| r.snapshot) {
@@ -809,6 +819,7 @@ impl SandboxManager {
             .delete(id)
             .map_err(|e| ApiError::internal(format!("cannot delete record: {e}")))?;
         slot.set(None);
+        self.forget_meter(id).await;
         {
             let mut deleted = self.deleted.lock().expect("deleted lock");
             deleted.retain(|_, at| at.elapsed() < migrate::TOMBSTONE);

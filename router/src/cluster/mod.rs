@@ -6,6 +6,7 @@
 pub mod api;
 pub mod fence;
 pub mod forward;
+pub mod gather;
 pub mod join;
 pub mod migrate;
 pub mod peer_server;

@@ -11,6 +11,7 @@ mod snapshots;
 mod terminals;
 mod tickets;
 mod transfer;
+mod usage;
 pub(crate) mod validate;
 mod web;
 
@@ -66,6 +67,7 @@ pub fn router(state: AppState) -> Router {
             "/v1/secrets/{name}",
             put(secrets::put).get(secrets::get).delete(secrets::delete),
         )
+        .route("/v1/usage", get(usage::get))
         .route("/v1/cluster", get(cluster::api::get))
         .route("/v1/cluster/nodes/{node}/drain", post(cluster::api::drain))
         .route("/v1/cluster/nodes/{node}", delete(cluster::api::remove))

@@ -1,6 +1,6 @@
 //! `PUT/GET/DELETE /v1/sandboxes/{id}` and `GET /v1/sandboxes`.
 
-use crate::cluster::forward::forward;
+use crate::cluster::gather::from_other_nodes;
 use crate::cluster::FromPeer;
 use crate::error::ApiResult;
 use crate::state::AppState;
@@ -8,13 +8,11 @@ use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
-use http_body_util::BodyExt;
 use warren_api::sandbox::SandboxList;
 use warren_api::sandbox::{
     parse_label_filter, validate_region, CreateSandboxRequest, SandboxState,
 };
 use warren_api::{ApiError, ErrorCode};
-use warren_consensus::NodeState;
 use warren_node::sandbox::manager::ListFilter;
 
 pub async fn put(
@@ -65,44 +63,14 @@ pub async fn list(
     if req.extensions().get::<FromPeer>().is_some() {
         return Ok(Json(all).into_response());
     }
-    let cl = &state.cluster.cluster;
-    let others: Vec<_> = cl.read(|s| {
-        s.nodes
-            .values()
-            .filter(|n| n.id != cl.id && n.state != NodeState::Down)
-            .cloned()
-            .collect()
-    });
-    let auth = req.headers().get(http::header::AUTHORIZATION).cloned();
-    let calls = others.iter().map(|node| {
-        let mut r = http::Request::get(format!("/v1/sandboxes?{}", q.clone().unwrap_or_default()));
-        if let Some(a) = &auth {
-            r = r.header(http::header::AUTHORIZATION, a.clone());
-        }
-        let r = r.body(axum::body::Body::empty()).expect("valid request");
-        async move {
-            let resp = forward(cl.peers(), node, r).await;
-            if !resp.status().is_success() {
-                return Err(ApiError::new(
-                    ErrorCode::Unavailable,
-                    format!("node {} did not list its sandboxes", node.name),
-                ));
-            }
-            let bytes = resp
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| ApiError::internal(e.to_string()))?
-                .to_bytes();
-            serde_json::from_slice::<SandboxList>(&bytes)
-                .map_err(|e| ApiError::internal(e.to_string()))
-        }
-    });
+    let auth = req.headers().get(http::header::AUTHORIZATION);
+    let path = format!("/v1/sandboxes?{}", q.clone().unwrap_or_default());
+    let parts: Vec<SandboxList> =
+        from_other_nodes(&state, &path, auth, "its list of sandboxes").await?;
     // Each node returned its first `limit` ids after the cursor; the merged page is the first
     // `limit` of those, and there is more if the merge overflows or any node had more.
     let mut more = all.next_cursor.is_some();
-    for part in futures_util::future::join_all(calls).await {
-        let part = part?;
+    for part in parts {
         more |= part.next_cursor.is_some();
         all.sandboxes.extend(part.sandboxes);
     }

@@ -84,7 +84,7 @@ pub fn layout(mountinfo: &str) -> Option<Layout> {
 }
 
 /// mountinfo escapes spaces, tabs, newlines and backslashes as octal (`\040`).
-fn unescape(s: &str) -> String {
+pub(crate) fn unescape(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

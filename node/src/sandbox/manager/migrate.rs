@@ -105,7 +105,7 @@ impl SandboxManager {
         } else if rec.state != SandboxState::Sleeping {
             // Starting or failed: whatever container is left goes; the files come from
             // its last snapshot, if any.
-            self.runtime.remove(id).await?;
+            self.remove_container(id).await?;
         }
         let rec = slot.record().ok_or_else(|| super::not_found(id))?;
         Ok(HandoffData {
@@ -164,7 +164,7 @@ impl SandboxManager {
             return Ok(());
         };
         let _g = slot.lock.lock().await;
-        self.runtime.remove(id).await?;
+        self.remove_container(id).await?;
         if slot.record().is_none() {
             return Ok(());
         }

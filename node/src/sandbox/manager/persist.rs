@@ -434,7 +434,7 @@ impl SandboxManager {
                 if fill.is_some() {
                     // Its files may be half-written: never a half-restored sandbox.
                     tracing::warn!(sandbox_id = %rec.id, error = %e, "restoring files failed; removing the container");
-                    let _ = self.runtime.remove(&rec.id).await;
+                    let _ = self.remove_container(&rec.id).await;
                 }
                 return Err(e);
             }
@@ -474,7 +474,7 @@ impl SandboxManager {
             let logs = self.runtime.logs_tail(&rec.id, 20).await;
             tracing::warn!(sandbox_id = %rec.id, error = %e, running = ?info.map(|i| i.running), guest_output = %logs.trim(),
                 "restoring files failed; removing the container");
-            let _ = self.runtime.remove(&rec.id).await;
+            let _ = self.remove_container(&rec.id).await;
             return Err(e);
         }
         self.metrics
@@ -542,7 +542,7 @@ impl SandboxManager {
         slot.set(Some(rec.clone()));
         // The old container is set aside and frozen now, and removed in the background once
         // the new one has started: the new one neither waits for it nor shares CPU with it.
-        let old = self.runtime.remove_soon(id).await?;
+        let old = self.remove_container_soon(id).await?;
         let result = self.start_fresh(&mut rec, Some(prepared)).await;
         drop(old);
         self.finish_start(&slot, rec, &result)?;
@@ -621,7 +621,7 @@ impl SandboxManager {
             };
             self.recovery.record(&rec.id, &h).await?;
         }
-        self.runtime.remove(&rec.id).await?;
+        self.remove_container(&rec.id).await?;
         self.forget_guest(&rec.id);
         rec.state = lifecycle::next(rec.state, Event::Slept)?;
         self.save(&rec)?;

@@ -1,0 +1,170 @@
+//! Metering, tried on a real node: CPU from the sandbox's cgroup (what it used, not what it
+//! was allotted or what the node did for it), memory and running time, per sandbox, across
+//! sleep, wake and a node killed and started again.
+
+use super::harness::{sh, unique, Node};
+use warren_api::usage::UsageItem;
+use warren_client::Client;
+
+/// The sandbox's totals over the last day (sampled up to now by the query itself).
+async fn usage_of(c: &Client, id: &str) -> UsageItem {
+    let r = c.usage(&[("sandbox", id)]).await.unwrap();
+    assert!(r.items.len() <= 1, "{r:?}");
+    r.items.into_iter().next().unwrap_or_default()
+}
+
+/// Burns `secs` of CPU in the sandbox (its own process time, whatever else runs).
+fn burn(secs: f64) -> String {
+    format!(
+        "python3 -c 'import time\nt = time.process_time()\nwhile time.process_time() - t < {secs}: pass'"
+    )
+}
+
+#[tokio::test]
+async fn a_busy_sandbox_is_billed_its_cpu_and_an_idle_one_almost_nothing() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let (busy, idle) = (format!("busy-{}", unique()), format!("idle-{}", unique()));
+    sh(c, &idle, "true").await;
+    sh(c, &busy, "true").await;
+    let wall = std::time::Instant::now();
+    sh(c, &busy, &burn(2.0)).await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let (b, i) = (usage_of(c, &busy).await, usage_of(c, &idle).await);
+    let elapsed = wall.elapsed().as_secs_f64();
+    assert!(
+        (1.8..=2.2).contains(&b.cpu_seconds),
+        "the busy sandbox was billed {} s of CPU for 2 s ({b:?})",
+        b.cpu_seconds
+    );
+    assert!(
+        i.cpu_seconds < 0.1,
+        "the idle sandbox was billed {} s of CPU ({i:?})",
+        i.cpu_seconds
+    );
+    // Running the whole time, both: at least the time measured here, with their memory
+    // (the same instance type) provisioned for as long.
+    for u in [&b, &i] {
+        assert!(
+            u.running_seconds >= elapsed,
+            "{u:?} ran {elapsed} s at least"
+        );
+        assert!(u.running_seconds < elapsed + 30.0, "{u:?}");
+        assert!(u.memory_gib_seconds > 0.0, "{u:?}");
+    }
+    let ratio = |u: &UsageItem| u.memory_gib_seconds / u.running_seconds;
+    assert!((ratio(&b) - ratio(&i)).abs() < 1e-6, "{b:?} {i:?}");
+    // The report without a filter has both, by sandbox; by day, one day's sum.
+    let all = c.usage(&[]).await.unwrap();
+    assert!(all
+        .items
+        .iter()
+        .any(|x| x.sandbox.as_deref() == Some(&busy)));
+    assert!(all
+        .items
+        .iter()
+        .any(|x| x.sandbox.as_deref() == Some(&idle)));
+    let days = c.usage(&[("group_by", "day")]).await.unwrap();
+    assert!(!days.items.is_empty() && days.items.iter().all(|x| x.day.is_some()));
+}
+
+#[tokio::test]
+async fn packing_a_snapshot_is_not_billed_to_the_sandbox() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("snapbill-{}", unique());
+    sh(c, &id, "head -c 200M /dev/urandom > /workspace/big && sync").await;
+    let before = usage_of(c, &id).await;
+    let snap = c
+        .create_snapshot(&id, &serde_json::from_value(serde_json::json!({})).unwrap())
+        .await
+        .unwrap();
+    assert!(snap.size_bytes >= 200 << 20, "{snap:?}");
+    let after = usage_of(c, &id).await;
+    let added = after.cpu_seconds - before.cpu_seconds;
+    assert!(
+        added < 0.1,
+        "a 200 MiB snapshot added {added} s of CPU to the sandbox's bill"
+    );
+}
+
+#[tokio::test]
+async fn usage_goes_on_across_sleep_wake_and_a_node_restart_and_is_counted_once() {
+    let mut node = Node::start().await;
+    let id = format!("cont-{}", unique());
+    // Put to sleep right after it burned (no sample in between but the one taken as its
+    // container goes), woken by the next call: a new container, counted on its own.
+    sh(&node.client, &id, &burn(1.0)).await;
+    node.client.sleep(&id).await.unwrap();
+    sh(&node.client, &id, &burn(1.0)).await;
+    let woken = usage_of(&node.client, &id).await;
+    assert!(
+        (1.9..=2.5).contains(&woken.cpu_seconds),
+        "after sleep and wake {woken:?}"
+    );
+    // It burns, and the node dies before any sample (its containers run on) and starts
+    // again on the same disk: the count goes on from the cursor it wrote.
+    sh(&node.client, &id, &burn(1.0)).await;
+    node.restart().await;
+    sh(&node.client, &id, &burn(1.0)).await;
+    let last = usage_of(&node.client, &id).await;
+    assert!(
+        (3.8..=4.8).contains(&last.cpu_seconds),
+        "4 s burned, across a node restart: {last:?}"
+    );
+    assert!(
+        last.running_seconds > woken.running_seconds,
+        "{woken:?} {last:?}"
+    );
+    // Asked again: the same (nothing counted twice by asking).
+    let again = usage_of(&node.client, &id).await;
+    assert!(
+        again.cpu_seconds - last.cpu_seconds < 0.05,
+        "{last:?} then {again:?}"
+    );
+    // Deleted, it keeps its history.
+    node.client.delete_sandbox(&id).await.unwrap();
+    let gone = usage_of(&node.client, &id).await;
+    assert!(gone.cpu_seconds >= last.cpu_seconds, "{gone:?}");
+}
+
+/// A sandbox that ran on one node and was drained to another: both nodes' parts are
+/// counted, once each, and every node answers the same totals.
+#[tokio::test]
+async fn a_moved_sandbox_is_billed_once_and_every_node_answers_the_same() {
+    use super::cluster_harness::{ids_on, wait_moved, TestCluster};
+    let c = TestCluster::start(3, 1).await;
+    let x = c.nodes[0].name.clone();
+    let id = ids_on(&c, 1, &x, 1).await.remove(0);
+    sh(&c.nodes[1].client, &id, &burn(1.0)).await;
+    let r = c.nodes[1]
+        .client
+        .request(
+            reqwest::Method::POST,
+            &format!("/v1/cluster/nodes/{x}/drain"),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    wait_moved(&c, 2, &id, &x).await;
+    sh(&c.nodes[2].client, &id, &burn(1.0)).await;
+    let mut seen = Vec::new();
+    for n in &c.nodes {
+        seen.push(usage_of(&n.client, &id).await);
+    }
+    for u in &seen {
+        assert!(
+            (1.8..=2.6).contains(&u.cpu_seconds),
+            "2 s burned on two nodes: {seen:?}"
+        );
+        assert!(
+            (u.cpu_seconds - seen[0].cpu_seconds).abs() < 0.05,
+            "{seen:?}"
+        );
+        assert!(
+            (u.running_seconds - seen[0].running_seconds).abs() < 5.0,
+            "{seen:?}"
+        );
+    }
+}

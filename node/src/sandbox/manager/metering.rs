@@ -1,0 +1,104 @@
+//! The manager's side of metering: which sandboxes run (and with what memory and labels),
+//! a sample of them all every `SAMPLE_EVERY`, and a last sample of a container before it is
+//! removed (sleep, move, delete, restore, failed start), so that nothing between samples
+//! is lost. The sampling itself is `crate::usage`.
+
+use super::SandboxManager;
+use crate::runtime::{RemoveAfter, RuntimeError};
+use crate::sandbox::record::SandboxRecord;
+use crate::usage::{report::UsageQuery, Meter, Metered, SAMPLE_EVERY};
+use std::sync::{Arc, Weak};
+use warren_api::sandbox::SandboxState;
+use warren_api::usage::UsageItem;
+use warren_api::ApiError;
+
+pub(super) fn metered(rec: &SandboxRecord) -> Metered {
+    Metered {
+        id: rec.id.clone(),
+        memory_mb: rec.resources.memory_mb,
+        labels: rec.labels.clone(),
+    }
+}
+
+/// Runs the meter's blocking work (cgroup reads, a synced write) off the async threads.
+async fn blocking(meter: &Arc<Meter>, f: impl FnOnce(&Meter) + Send + 'static) {
+    let meter = meter.clone();
+    let _ = tokio::task::spawn_blocking(move || f(&meter)).await;
+}
+
+/// Samples every running sandbox until the manager is dropped.
+pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
+    let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(SAMPLE_EVERY).await;
+            let Some(mgr) = weak.upgrade() else { return };
+            mgr.sample_running().await;
+        }
+    });
+}
+
+impl SandboxManager {
+    /// The meter (egress counts are connected to it once the proxy runs).
+    pub fn meter(&self) -> &Arc<Meter> {
+        &self.meter
+    }
+
+    fn running_metered(&self) -> Vec<Metered> {
+        self.slots
+            .lock()
+            .expect("slots lock")
+            .values()
+            .filter_map(|s| s.record())
+            .filter(|r| r.state == SandboxState::Running)
+            .map(|r| metered(&r))
+            .collect()
+    }
+
+    /// Samples every running sandbox now.
+    pub async fn sample_running(&self) {
+        let running = self.running_metered();
+        blocking(&self.meter, move |m| m.sample(&running)).await;
+    }
+
+    /// This node's part of a usage report, sampled up to now.
+    pub async fn usage_report(&self, q: UsageQuery) -> Result<Vec<UsageItem>, ApiError> {
+        self.sample_running().await;
+        let meter = self.meter.clone();
+        tokio::task::spawn_blocking(move || meter.report(&q))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .map_err(|e| ApiError::internal(format!("the usage ledger: {e}")))
+    }
+
+    /// A last sample of the sandbox's container, which is about to go.
+    async fn close_meter(&self, id: &str) {
+        let Some(rec) = self.existing_slot(id).and_then(|s| s.record()) else {
+            return;
+        };
+        let m = metered(&rec);
+        blocking(&self.meter, move |meter| meter.close(&m)).await;
+    }
+
+    /// Removes the sandbox's container, sampled first. Every removal of a container that
+    /// may have run goes through here.
+    pub(super) async fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
+        self.close_meter(id).await;
+        self.runtime.remove(id).await
+    }
+
+    /// Sets the sandbox's container aside for removal, sampled first.
+    pub(super) async fn remove_container_soon(
+        &self,
+        id: &str,
+    ) -> Result<RemoveAfter, RuntimeError> {
+        self.close_meter(id).await;
+        self.runtime.remove_soon(id).await
+    }
+
+    /// The sandbox is deleted: its usage cursor goes, its records stay.
+    pub(super) async fn forget_meter(&self, id: &str) {
+        let id = id.to_string();
+        blocking(&self.meter, move |m| m.forget(&id)).await;
+    }
+}
