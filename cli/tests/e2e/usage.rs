@@ -30,8 +30,9 @@ async fn a_busy_sandbox_is_billed_its_cpu_and_an_idle_one_almost_nothing() {
     let wall = std::time::Instant::now();
     sh(c, &busy, &burn(2.0)).await;
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    let (b, i) = (usage_of(c, &busy).await, usage_of(c, &idle).await);
+    // Both ran at least from before `wall` to the query (which samples them then).
     let elapsed = wall.elapsed().as_secs_f64();
+    let (b, i) = (usage_of(c, &busy).await, usage_of(c, &idle).await);
     assert!(
         (1.8..=2.2).contains(&b.cpu_seconds),
         "the busy sandbox was billed {} s of CPU for 2 s ({b:?})",
