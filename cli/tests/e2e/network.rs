@@ -45,15 +45,29 @@ struct FakeNetwork {
     /// into the namespace.
     table: String,
     listener: std::process::Child,
+    /// Whether the host's own traffic to the public address goes there too (one test at a
+    /// time may have that route of the main table).
+    host_route: bool,
 }
 
 impl FakeNetwork {
+    /// With the host's route to the public address (for the proxy's control).
     fn start() -> FakeNetwork {
+        FakeNetwork::start_as(true)
+    }
+
+    /// For sandboxes' traffic only: beside another test's `start()` (a /30 out of another
+    /// range, and no route of the main table).
+    fn start_for_sandboxes_only() -> FakeNetwork {
+        FakeNetwork::start_as(false)
+    }
+
+    fn start_as(host_route: bool) -> FakeNetwork {
         let u = unique();
         let ns = format!("wt-{u}");
         let (host_if, ns_if) = (format!("wth{u}"), format!("wtn{u}"));
         // A /30 of its own between the host and the namespace.
-        let octet = u8::from_str_radix(&u[..2], 16).unwrap() % 64;
+        let octet = u8::from_str_radix(&u[..2], 16).unwrap() % 64 + if host_route { 0 } else { 64 };
         let table = (5000 + u16::from_str_radix(&u[..3], 16).unwrap()).to_string();
         let host_ip = format!("10.252.{octet}.1");
         let ns_ip = format!("10.252.{octet}.2");
@@ -100,16 +114,18 @@ impl FakeNetwork {
         in_ns(&["ip", "link", "set", &ns_if, "up"]);
         in_ns(&["ip", "route", "add", "default", "via", &host_ip]);
         // The host's own traffic (its egress proxy) reaches the public address there too.
-        run(&[
-            "ip",
-            "route",
-            "replace",
-            &format!("{PUBLIC}/32"),
-            "via",
-            &ns_ip,
-            "dev",
-            &host_if,
-        ]);
+        if host_route {
+            run(&[
+                "ip",
+                "route",
+                "replace",
+                &format!("{PUBLIC}/32"),
+                "via",
+                &ns_ip,
+                "dev",
+                &host_if,
+            ]);
+        }
         run(&[
             "ip",
             "rule",
@@ -136,6 +152,7 @@ impl FakeNetwork {
             host_if,
             table,
             listener,
+            host_route,
         };
         // The host itself reaches every target (the listener is up, the addresses exist).
         for (_, addr) in TARGETS
@@ -175,9 +192,11 @@ impl Drop for FakeNetwork {
         let _ = Command::new("ip")
             .args(["route", "flush", "table", &self.table])
             .output();
-        let _ = Command::new("ip")
-            .args(["route", "del", &format!("{PUBLIC}/32")])
-            .output();
+        if self.host_route {
+            let _ = Command::new("ip")
+                .args(["route", "del", &format!("{PUBLIC}/32")])
+                .output();
+        }
         let _ = Command::new("ip")
             .args(["link", "del", &self.host_if])
             .output();
@@ -547,7 +566,7 @@ async fn running_sandboxes_freeze_while_the_firewall_cannot_be_put_back() {
 /// check got through in the moment between Docker's delete and insert.
 #[tokio::test]
 async fn networks_made_by_docker_meanwhile_never_open_a_way_out() {
-    let fake = FakeNetwork::start();
+    let fake = FakeNetwork::start_for_sandboxes_only();
     let node = Node::start().await;
     let id = format!("race-{}", unique());
     // Everything a node does at start is done (its spare networks are made).
