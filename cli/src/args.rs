@@ -255,6 +255,9 @@ pub struct NodeArgs {
     /// killed. 0: never.
     #[arg(long, default_value_t = 2000)]
     pub disk_check_ms: u64,
+    /// How often this node's usage ledger is copied to the object store, ms; 0: never.
+    #[arg(long, default_value_t = 60_000)]
+    pub usage_export_ms: u64,
     #[arg(long, default_value_t = 2000)]
     pub max_sandboxes: usize,
     /// Relative placement weight of this node.
@@ -354,6 +357,7 @@ impl NodeArgs {
             host_work_cpus: self.host_work_cpus,
             host_work_io_mbps: self.host_work_io_mbps,
             disk_check_ms: self.disk_check_ms,
+            usage_export_ms: self.usage_export_ms,
             max_sandboxes: self.max_sandboxes,
             capacity: self.capacity,
             heartbeat_ms: self.heartbeat_ms,

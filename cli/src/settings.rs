@@ -64,6 +64,10 @@ pub struct Settings {
     /// where Docker enforces no quota, ms; 0: never.
     #[serde(default = "default_disk_check_ms")]
     pub disk_check_ms: u64,
+    /// How often this node's usage ledger is copied to the object store, ms (what a node
+    /// recorded survives it by this much at most); 0: never.
+    #[serde(default = "default_usage_export_ms")]
+    pub usage_export_ms: u64,
     #[serde(default = "default_max")]
     pub max_sandboxes: usize,
     /// Relative placement weight.
@@ -161,6 +165,9 @@ fn default_ip6tables() -> PathBuf {
 }
 fn default_disk_check_ms() -> u64 {
     2000
+}
+fn default_usage_export_ms() -> u64 {
+    60_000
 }
 fn default_run_dir_mb() -> u64 {
     256

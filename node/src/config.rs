@@ -51,6 +51,8 @@ pub struct NodeConfig {
     /// How often running sandboxes' writable layers are measured against their `disk_mb`
     /// where the storage driver enforces no quota (zero: never).
     pub disk_check_every: Duration,
+    /// How often the usage ledger is exported to the object store (zero: never).
+    pub usage_export_every: Duration,
     /// Preview URLs: `{scheme}://{port}-{id}-{token}.{domain}[:{public port}]/`.
     pub preview: PreviewConfig,
     /// Running sandboxes active since their last checkpoint are snapshotted this often (the
@@ -103,6 +105,7 @@ impl NodeConfig {
             snapshot_gc_grace: Duration::from_secs(3600),
             idle_check_every: Duration::from_secs(1),
             disk_check_every: Duration::from_secs(2),
+            usage_export_every: Duration::from_secs(60),
             preview: PreviewConfig::default(),
             checkpoint_every: Duration::from_secs(60),
             pack_in_node: true,

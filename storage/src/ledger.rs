@@ -14,6 +14,8 @@ use std::path::Path;
 
 const CF_RECORDS: &str = "records";
 const CF_CURSORS: &str = "cursors";
+const CF_META: &str = "meta";
+const KEY_EXPORTED: &[u8] = b"exported_from";
 
 /// The totals of one sandbox on one node in one interval.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,8 +108,8 @@ impl UsageLedger {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
-        let cfs =
-            [CF_RECORDS, CF_CURSORS].map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
+        let cfs = [CF_RECORDS, CF_CURSORS, CF_META]
+            .map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
         Ok(UsageLedger {
             db: DB::open_cf_descriptors(&opts, path, cfs)?,
         })
@@ -147,6 +149,25 @@ impl UsageLedger {
             .get_cf(self.cf(CF_CURSORS), sandbox.as_bytes())?
             .map(|b| parse("usage cursor", &b))
             .transpose()
+    }
+
+    /// The first interval the next export must write (all before it are exported and can no
+    /// longer change).
+    pub fn exported_from(&self) -> Result<u64, StorageError> {
+        match self.db.get_cf(self.cf(CF_META), KEY_EXPORTED)? {
+            None => Ok(0),
+            Some(v) => {
+                Ok(u64::from_be_bytes(v.as_slice().try_into().map_err(
+                    |_| StorageError::Corrupt("usage export mark".into()),
+                )?))
+            }
+        }
+    }
+
+    pub fn set_exported_from(&self, interval_ms: u64) -> Result<(), StorageError> {
+        self.db
+            .put_cf(self.cf(CF_META), KEY_EXPORTED, interval_ms.to_be_bytes())?;
+        Ok(())
     }
 
     /// Every record of an interval starting in `[from_ms, to_ms)`, in key order.
@@ -234,6 +255,9 @@ mod tests {
         b.cursor("a", None);
         l.apply(b).unwrap();
         assert_eq!(l.cursor("a").unwrap(), None);
+        assert_eq!(l.exported_from().unwrap(), 0);
+        l.set_exported_from(120_000).unwrap();
+        assert_eq!(l.exported_from().unwrap(), 120_000);
     }
 
     #[test]

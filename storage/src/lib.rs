@@ -7,7 +7,8 @@
 //!   synced to the WAL before it returns.
 //! - `snapshots`: sandbox snapshots in object storage (chunked, deduplicated, compressed),
 //!   with a node-local chunk cache.
-//! - `ledger`: the usage ledger of a node (per-interval records and counter cursors).
+//! - `ledger`: the usage ledger of a node (per-interval records and counter cursors), and
+//!   `usage_export`: its copy in the object store.
 //! - `blocking`: the threads its CPU-heavy work runs on, chosen by the caller.
 //!
 //! It must not depend on the other warren crates.
@@ -16,6 +17,7 @@ mod blocking;
 pub mod ledger;
 mod raftdb;
 pub mod snapshots;
+pub mod usage_export;
 
 pub use blocking::BlockingPool;
 

@@ -27,21 +27,30 @@ async fn a_busy_sandbox_is_billed_its_cpu_and_an_idle_one_almost_nothing() {
     let (busy, idle) = (format!("busy-{}", unique()), format!("idle-{}", unique()));
     sh(c, &idle, "true").await;
     sh(c, &busy, "true").await;
+    // What starting them cost (their guest's start and first call) is theirs too; the bill
+    // compared is what came after.
+    let (b0, i0) = (usage_of(c, &busy).await, usage_of(c, &idle).await);
     let wall = std::time::Instant::now();
     sh(c, &busy, &burn(2.0)).await;
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     // Both ran at least from before `wall` to the query (which samples them then).
     let elapsed = wall.elapsed().as_secs_f64();
     let (b, i) = (usage_of(c, &busy).await, usage_of(c, &idle).await);
-    assert!(
-        (1.8..=2.2).contains(&b.cpu_seconds),
-        "the busy sandbox was billed {} s of CPU for 2 s ({b:?})",
-        b.cpu_seconds
+    let (busy_cpu, idle_cpu) = (
+        b.cpu_seconds - b0.cpu_seconds,
+        i.cpu_seconds - i0.cpu_seconds,
     );
     assert!(
-        i.cpu_seconds < 0.1,
-        "the idle sandbox was billed {} s of CPU ({i:?})",
-        i.cpu_seconds
+        (1.8..=2.2).contains(&busy_cpu),
+        "the busy sandbox was billed {busy_cpu} s of CPU for 2 s ({b0:?} then {b:?})"
+    );
+    assert!(
+        idle_cpu < 0.1,
+        "the idle sandbox was billed {idle_cpu} s of CPU meanwhile ({i0:?} then {i:?})"
+    );
+    assert!(
+        b0.cpu_seconds < 0.5 && i0.cpu_seconds < 0.5,
+        "{b0:?} {i0:?}"
     );
     // Running the whole time, both: at least the time measured here, with their memory
     // (the same instance type) provisioned for as long.
@@ -166,6 +175,69 @@ async fn a_moved_sandbox_is_billed_once_and_every_node_answers_the_same() {
         assert!(
             (u.running_seconds - seen[0].running_seconds).abs() < 5.0,
             "{seen:?}"
+        );
+    }
+}
+
+/// What a node recorded is counted after the node is gone for good, from what it exported
+/// to the object store (every second here; every minute by default).
+#[tokio::test]
+async fn a_removed_nodes_usage_is_still_counted_from_its_export() {
+    use super::cluster_harness::{ids_on, wait_moved, TestCluster};
+    let mut c = TestCluster::start_with(3, 1, "usage_export_ms = 1000\n").await;
+    let x = c.nodes[0].name.clone();
+    let id = ids_on(&c, 1, &x, 1).await.remove(0);
+    sh(&c.nodes[1].client, &id, &burn(1.0)).await;
+    let r = c.nodes[1]
+        .client
+        .request(
+            reqwest::Method::POST,
+            &format!("/v1/cluster/nodes/{x}/drain"),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    wait_moved(&c, 1, &id, &x).await;
+    // Its last sample (as the container went) is exported within a second or two.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    c.kill(0);
+    let r = c.nodes[1]
+        .client
+        .request(reqwest::Method::DELETE, &format!("/v1/cluster/nodes/{x}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204, "{}", r.text().await.unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let view = c.nodes[1]
+            .client
+            .request(reqwest::Method::GET, "/v1/cluster")
+            .send()
+            .await
+            .unwrap();
+        let v: serde_json::Value = view.json().await.unwrap();
+        let names: Vec<&str> = v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| n["id"].as_str())
+            .collect();
+        if !names.contains(&x.as_str()) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{x} is still a member: {v}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    for i in [1, 2] {
+        let u = usage_of(&c.nodes[i].client, &id).await;
+        assert!(
+            (0.9..=1.5).contains(&u.cpu_seconds),
+            "the 1 s burned on the removed node {x}, asked of node {i}: {u:?}"
         );
     }
 }

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use warren_api::usage::UsageItem;
-use warren_storage::ledger::{LedgerBatch, RecordKey, UsageLedger};
+use warren_storage::ledger::{LedgerBatch, RecordKey, UsageLedger, UsageRecord};
 use warren_storage::StorageError;
 
 /// How often running sandboxes are sampled.
@@ -137,7 +137,7 @@ impl Meter {
         };
         let egress = self.egress.get();
         let mut batch = LedgerBatch::default();
-        let mut records: HashMap<RecordKey, warren_storage::ledger::UsageRecord> = HashMap::new();
+        let mut records: HashMap<RecordKey, UsageRecord> = HashMap::new();
         for (m, pid, seen_ms, cpu) in reads {
             let cpu_ns = match cpu {
                 Ok(n) => n,
@@ -191,6 +191,25 @@ impl Meter {
         if let Err(e) = self.ledger.apply(batch) {
             tracing::error!(error = %e, "cannot write usage: this sample is counted at the next one");
         }
+    }
+
+    /// What the next export writes: the records of every interval from the export mark on,
+    /// and the interval the mark moves to once they are written (the current one, which can
+    /// still grow and is written again next time).
+    pub fn pending_export(&self) -> Result<(u64, Vec<(RecordKey, UsageRecord)>), StorageError> {
+        let next_mark = interval_of(now_ms());
+        let records = self.ledger.range(self.ledger.exported_from()?, u64::MAX)?;
+        Ok((next_mark, records))
+    }
+
+    /// The records before `mark` are exported.
+    pub fn exported(&self, mark: u64) -> Result<(), StorageError> {
+        self.ledger.set_exported_from(mark)
+    }
+
+    /// This node's name in its records.
+    pub fn node(&self) -> &str {
+        &self.node
     }
 
     /// This node's part of a usage report.

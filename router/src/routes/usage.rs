@@ -8,11 +8,13 @@ use crate::state::AppState;
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 use warren_api::sandbox::parse_label_filter;
 use warren_api::time::{parse_rfc3339, rfc3339, unix_millis};
 use warren_api::usage::{UsageGroup, UsageReport};
 use warren_api::ApiError;
+use warren_consensus::NodeState;
 use warren_node::usage::report::{merge, UsageQuery};
 
 /// The range when none is given: the last day.
@@ -84,7 +86,7 @@ pub async fn get(
     let at = |ms: u64| rfc3339(SystemTime::UNIX_EPOCH + Duration::from_millis(ms));
     let (from, to) = (at(q.from_ms), at(q.to_ms));
     let path = format!("/v1/usage?{}", to_query(&q));
-    let mine = state.mgr.usage_report(q).await?;
+    let mine = state.mgr.usage_report(q.clone()).await?;
     if req.extensions().get::<FromPeer>().is_some() {
         return Ok(Json(UsageReport {
             items: mine,
@@ -93,10 +95,23 @@ pub async fn get(
         })
         .into_response());
     }
+    // The nodes asked (every one not down) answer from their ledgers; the others' part is
+    // what they exported to the object store.
+    let cl = &state.cluster.cluster;
+    let mut live: HashSet<String> = cl.read(|s| {
+        s.nodes
+            .values()
+            .filter(|n| n.state != NodeState::Down)
+            .map(|n| n.name.clone())
+            .collect()
+    });
+    live.insert(state.mgr.config().node_id.clone());
     let auth = req.headers().get(http::header::AUTHORIZATION);
     let parts: Vec<UsageReport> = from_other_nodes(&state, &path, auth, "its usage").await?;
+    let gone = state.mgr.exported_usage(&q, &live).await?;
     let items = merge(
         mine.into_iter()
+            .chain(gone)
             .chain(parts.into_iter().flat_map(|p| p.items)),
     );
     Ok(Json(UsageReport { items, from, to }).into_response())

@@ -57,6 +57,11 @@ impl SnapshotStore {
         SnapshotStore { objects, cache }
     }
 
+    /// The object store itself (the usage export shares it).
+    pub fn objects(&self) -> &Arc<dyn ObjectStore> {
+        &self.objects
+    }
+
     pub fn cache(&self) -> &Arc<ChunkCache> {
         &self.cache
     }

@@ -6,11 +6,14 @@
 use super::SandboxManager;
 use crate::runtime::{RemoveAfter, RuntimeError};
 use crate::sandbox::record::SandboxRecord;
-use crate::usage::{report::UsageQuery, Meter, Metered, SAMPLE_EVERY};
+use crate::usage::report::{aggregate, UsageQuery};
+use crate::usage::{Meter, Metered, SAMPLE_EVERY};
+use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 use warren_api::sandbox::SandboxState;
 use warren_api::usage::UsageItem;
 use warren_api::ApiError;
+use warren_storage::usage_export;
 
 pub(super) fn metered(rec: &SandboxRecord) -> Metered {
     Metered {
@@ -26,7 +29,8 @@ async fn blocking(meter: &Arc<Meter>, f: impl FnOnce(&Meter) + Send + 'static) {
     let _ = tokio::task::spawn_blocking(move || f(&meter)).await;
 }
 
-/// Samples every running sandbox until the manager is dropped.
+/// Samples every running sandbox, and exports the ledger every `usage_export_every`, until
+/// the manager is dropped.
 pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
     let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
     tokio::spawn(async move {
@@ -34,6 +38,20 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
             tokio::time::sleep(SAMPLE_EVERY).await;
             let Some(mgr) = weak.upgrade() else { return };
             mgr.sample_running().await;
+        }
+    });
+    let every = mgr.cfg.usage_export_every;
+    if every.is_zero() {
+        return;
+    }
+    let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let Some(mgr) = weak.upgrade() else { return };
+            if let Err(e) = mgr.export_usage().await {
+                tracing::warn!(error = %e, "cannot export usage to the object store; trying again next time");
+            }
         }
     });
 }
@@ -69,6 +87,59 @@ impl SandboxManager {
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?
             .map_err(|e| ApiError::internal(format!("the usage ledger: {e}")))
+    }
+
+    /// Writes what the ledger holds since the last export to the object store.
+    pub async fn export_usage(&self) -> Result<(), String> {
+        let meter = self.meter.clone();
+        let (mark, records) = tokio::task::spawn_blocking(move || meter.pending_export())
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        let intervals: std::collections::BTreeSet<u64> =
+            records.iter().map(|(k, _)| k.interval_ms).collect();
+        let objects = self.snapshots.objects();
+        for t in intervals {
+            usage_export::put_interval(objects.as_ref(), self.meter.node(), t, &records)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        let meter = self.meter.clone();
+        tokio::task::spawn_blocking(move || meter.exported(mark))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    }
+
+    /// The usage that nodes outside `live` exported (removed nodes, nodes that are down):
+    /// counted from their copy in the object store.
+    pub async fn exported_usage(
+        &self,
+        q: &UsageQuery,
+        live: &HashSet<String>,
+    ) -> Result<Vec<UsageItem>, ApiError> {
+        let objects = self.snapshots.objects().as_ref();
+        let failed = |e: usage_export::ExportError| {
+            ApiError::new(
+                warren_api::ErrorCode::Unavailable,
+                format!("exported usage cannot be read: {e}"),
+            )
+        };
+        let mut records = Vec::new();
+        for node in usage_export::exported_nodes(objects)
+            .await
+            .map_err(failed)?
+        {
+            if live.contains(&node) {
+                continue;
+            }
+            records.extend(
+                usage_export::read_node(objects, &node, q.from_ms, q.to_ms)
+                    .await
+                    .map_err(failed)?,
+            );
+        }
+        Ok(aggregate(q, &records))
     }
 
     /// A last sample of the sandbox's container, which is about to go.
