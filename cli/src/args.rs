@@ -179,6 +179,10 @@ pub struct NodeArgs {
     /// Read every setting from this TOML file instead (see docs/cluster.md).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Log lines as `pretty` text or as `json` (one object per line). Levels: `WARREN_LOG`
+    /// (an env-filter directive; default `info` for warren, `warn` for its dependencies).
+    #[arg(long, env = "WARREN_LOG_FORMAT", default_value = "pretty", value_parser = ["pretty", "json"])]
+    pub log_format: String,
     /// Where records, Raft state, snapshots and the API key live.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,

@@ -17,6 +17,7 @@ mod e2e {
     mod hostile;
     mod interpreter;
     mod lifecycle;
+    mod logs;
     mod membership;
     mod migration;
     mod network;

@@ -16,6 +16,10 @@ impl IntoResponse for ApiErrorResponse {
     fn into_response(self) -> Response {
         let status = http::StatusCode::from_u16(self.0.http_status())
             .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+        // Logged once, here, where every error becomes HTTP (inside the request's span).
+        if status.is_server_error() {
+            tracing::error!(code = ?self.0.code, message = %self.0.message, "request failed");
+        }
         let mut r = (status, self.0.to_json()).into_response();
         r.headers_mut().insert(
             http::header::CONTENT_TYPE,

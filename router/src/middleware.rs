@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use http::HeaderValue;
 use std::time::Instant;
 use subtle::ConstantTimeEq;
+use tracing::Instrument;
 use warren_api::{ApiError, ErrorCode, HEADER_NODE, HEADER_REQUEST_ID};
 
 /// Keeps a client's `x-request-id` when it is sane, else makes one; adds it and
@@ -28,10 +29,22 @@ pub async fn request_context(
     let value = HeaderValue::from_str(&id).expect("ascii graphic");
     req.headers_mut().insert(HEADER_REQUEST_ID, value.clone());
     let method = req.method().clone();
-    let span = tracing::debug_span!("request", request_id = %id, method = %method, path = %req.uri().path(), node_id = %state.node_id);
-    let _enter = span.enter();
-    drop(_enter);
-    let mut resp = next.run(req).await;
+    let path = req.uri().path().to_string();
+    let sandbox = path
+        .strip_prefix("/v1/sandboxes/")
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_default()
+        .to_string();
+    let span = tracing::info_span!("request", request_id = %id, method = %method, path = %path, sandbox_id = %sandbox, node_id = %state.node_id, region = %state.mgr.config().region);
+    let mut resp = next.run(req).instrument(span.clone()).await;
+    // The access log: one line per request, in its span.
+    span.in_scope(|| {
+        tracing::info!(
+            status = resp.status().as_u16(),
+            ms = started.elapsed().as_millis() as u64,
+            "request"
+        )
+    });
     resp.headers_mut().insert(HEADER_REQUEST_ID, value);
     // A forwarded response already names the node that ran the operation.
     if !resp.headers().contains_key(HEADER_NODE) {

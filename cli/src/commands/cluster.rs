@@ -80,7 +80,7 @@ pub async fn local_cluster(a: LocalClusterArgs) -> anyhow::Result<i32> {
         "logs and data under {}; Ctrl-C stops every node (sandboxes keep running)",
         a.dir.display()
     );
-    crate::commands::dev::init_tracing();
+    crate::commands::dev::init_tracing("pretty");
     tokio::signal::ctrl_c().await?;
     for (_, c) in children.iter() {
         // SAFETY: kill(2) on a child we started and have not reaped.

@@ -3,17 +3,34 @@
 use crate::args::{DevArgs, NodeArgs};
 use crate::daemon::{data_dir_of, run_node, Ready};
 
-pub fn init_tracing() {
+/// What is logged when `WARREN_LOG` is not set: warren's own lines (every target that
+/// starts with `warren`) from `info`, its dependencies' (openraft's every election and
+/// heartbeat among them) from `warn`.
+pub const DEFAULT_LOG: &str = "warn,warren=info";
+
+/// Logs to stderr, as text or as one JSON object per line (`json`).
+pub fn init_tracing(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("WARREN_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
+    // Colours only for a terminal: a file or a log collector gets plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr);
+    let _ = if format == "json" {
+        builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init()
+    } else {
+        builder.try_init()
+    };
 }
 
 pub async fn dev(a: DevArgs) -> anyhow::Result<i32> {
-    init_tracing();
+    init_tracing(&a.node.log_format);
     let settings = a.node.settings()?;
     let data_dir = data_dir_of(&settings);
     if !a.no_setup {
@@ -29,7 +46,7 @@ pub async fn dev(a: DevArgs) -> anyhow::Result<i32> {
 }
 
 pub async fn serve(a: NodeArgs) -> anyhow::Result<i32> {
-    init_tracing();
+    init_tracing(&a.log_format);
     let settings = a.settings()?;
     run_node(&settings, |r| {
         // One machine-readable line, for launchers and tests.

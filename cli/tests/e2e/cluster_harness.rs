@@ -19,6 +19,10 @@ pub struct TestNode {
     pub peer_port: u16,
     child: Option<Child>,
     stopped: bool,
+    /// Its log levels (`WARREN_LOG`).
+    log_filter: String,
+    /// Every line it logged, as well as printed.
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 pub struct TestCluster {
@@ -33,6 +37,8 @@ pub struct TestCluster {
     store: Option<String>,
     /// Partitions, made on first use.
     faults: Option<Faults>,
+    /// The nodes' log levels (`WARREN_LOG`).
+    log_filter: String,
 }
 
 fn free_udp_port() -> u16 {
@@ -68,8 +74,7 @@ impl TestNode {
             // WARREN_TEST_LOG widens the nodes' logs when a test needs investigating.
             .env(
                 "WARREN_LOG",
-                std::env::var("WARREN_TEST_LOG")
-                    .unwrap_or_else(|_| "warn,warren_consensus=info".into()),
+                std::env::var("WARREN_TEST_LOG").unwrap_or_else(|_| self.log_filter.clone()),
             )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -77,10 +82,11 @@ impl TestNode {
             .expect("start node");
         // Every log line names its node: the nodes of a test write to the same output.
         let err = BufReader::new(child.stderr.take().unwrap());
-        let name = self.name.clone();
+        let (name, log) = (self.name.clone(), self.log.clone());
         std::thread::spawn(move || {
             for line in err.lines().map_while(Result::ok) {
                 eprintln!("[{name}] {line}");
+                log.lock().unwrap().push(line);
             }
         });
         let mut out = BufReader::new(child.stdout.take().unwrap());
@@ -126,12 +132,17 @@ impl TestCluster {
     /// Like [`start_with`](Self::start_with), with every node on the object store at
     /// `location` (e.g. an S3 bucket) instead of a shared directory.
     pub async fn start_on_store(n: usize, extra: &str, location: &str) -> TestCluster {
-        TestCluster::start_inner(n, 1, extra, Some(location.to_string())).await
+        TestCluster::start_inner(n, 1, extra, Some(location.to_string()), None).await
     }
 
     /// Like [`start`](Self::start), with more settings (TOML lines) for every node.
     pub async fn start_with(n: usize, regions: usize, extra: &str) -> TestCluster {
-        TestCluster::start_inner(n, regions, extra, None).await
+        TestCluster::start_inner(n, regions, extra, None, None).await
+    }
+
+    /// Like `start`, the nodes logging at `log_filter` (a `WARREN_LOG` directive).
+    pub async fn start_logging(n: usize, log_filter: &str) -> TestCluster {
+        TestCluster::start_inner(n, 1, "", None, Some(log_filter)).await
     }
 
     async fn start_inner(
@@ -139,6 +150,7 @@ impl TestCluster {
         regions: usize,
         extra: &str,
         store: Option<String>,
+        log_filter: Option<&str>,
     ) -> TestCluster {
         let prefix = format!("c{}", &unique()[..6]);
         let dir = PathBuf::from(format!("/tmp/wc-{prefix}"));
@@ -154,6 +166,9 @@ impl TestCluster {
             extra: extra.to_string(),
             store,
             faults: None,
+            log_filter: log_filter
+                .unwrap_or("warn,warren_consensus=info")
+                .to_string(),
         };
         for i in 0..n {
             cluster.spawn_node(&format!("r{}", i % regions + 1));
@@ -232,6 +247,8 @@ impl TestCluster {
             peer_port,
             child: None,
             stopped: false,
+            log_filter: self.log_filter.clone(),
+            log: Default::default(),
         };
         node.spawn();
         node.client = Client::new(&node.url, &self.key).unwrap();

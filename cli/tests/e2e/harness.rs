@@ -137,7 +137,7 @@ impl Node {
         n
     }
 
-    /// Like `start_with`, with the node's whole log (level info) written to `log_file`.
+    /// Like `start_with`, with the node's log (its default levels) written to `log_file`.
     pub async fn start_logged(extra: &[&str]) -> Node {
         let node_id = format!("t{}", unique());
         let data_dir = PathBuf::from(format!("/tmp/wt-{node_id}"));
@@ -183,7 +183,8 @@ impl Node {
                     .append(true)
                     .open(path)
                     .expect("node log file");
-                cmd.env("WARREN_LOG", "info").stderr(f);
+                // The default levels (warren's own from info, its dependencies' from warn).
+                cmd.env_remove("WARREN_LOG").stderr(f);
             }
             None => {
                 cmd.env("WARREN_LOG", "warn,warren_node=info")
