@@ -17,6 +17,14 @@ pub enum SandboxState {
 }
 
 impl SandboxState {
+    pub const ALL: [SandboxState; 5] = [
+        SandboxState::Starting,
+        SandboxState::Running,
+        SandboxState::Sleeping,
+        SandboxState::Migrating,
+        SandboxState::Failed,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             SandboxState::Starting => "starting",

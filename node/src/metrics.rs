@@ -1,8 +1,19 @@
 //! Prometheus metrics of the sandbox host.
 
 use prometheus::{
-    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    Counter, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry,
 };
+
+/// What the meter counted on this node, summed over its sandboxes (per sandbox: `GET
+/// /v1/usage`; no sandbox id is ever a label).
+#[derive(Clone)]
+pub struct UsageCounters {
+    pub cpu_seconds: Counter,
+    pub memory_gib_seconds: Counter,
+    pub running_seconds: Counter,
+    pub egress_bytes: IntCounter,
+}
 
 #[derive(Clone)]
 pub struct NodeMetrics {
@@ -16,6 +27,9 @@ pub struct NodeMetrics {
     pub guest_refused: IntCounterVec,
     /// Times the node killed a sandbox's processes for taking more disk than its `disk_mb`.
     pub disk_limit_kills: IntCounter,
+    /// Sandboxes with a record here, by state (set when scraped).
+    pub sandboxes_by_state: IntGaugeVec,
+    pub usage: UsageCounters,
 }
 
 impl NodeMetrics {
@@ -66,6 +80,31 @@ impl NodeMetrics {
                 ),
                 &["reason"],
             )?,
+            sandboxes_by_state: IntGaugeVec::new(
+                Opts::new(
+                    "warren_sandboxes_by_state",
+                    "Sandboxes with a record on this node, by state",
+                ),
+                &["state"],
+            )?,
+            usage: UsageCounters {
+                cpu_seconds: Counter::with_opts(Opts::new(
+                    "warren_usage_cpu_seconds_total",
+                    "CPU time sandboxes' own processes used on this node (cgroup accounting)",
+                ))?,
+                memory_gib_seconds: Counter::with_opts(Opts::new(
+                    "warren_usage_memory_gib_seconds_total",
+                    "Provisioned sandbox memory while running on this node, GiB x seconds",
+                ))?,
+                running_seconds: Counter::with_opts(Opts::new(
+                    "warren_usage_running_seconds_total",
+                    "Time sandboxes ran on this node, summed",
+                ))?,
+                egress_bytes: IntCounter::with_opts(Opts::new(
+                    "warren_usage_egress_bytes_total",
+                    "Bytes sandboxes of this node sent and received through the egress proxy",
+                ))?,
+            },
             disk_limit_kills: IntCounter::with_opts(Opts::new(
                 "warren_sandbox_disk_limit_kills_total",
                 "Times a sandbox's processes were killed for taking more disk than its disk_mb (where the storage driver enforces no quota)",
@@ -78,6 +117,11 @@ impl NodeMetrics {
         registry.register(Box::new(m.snapshots.clone()))?;
         registry.register(Box::new(m.guest_refused.clone()))?;
         registry.register(Box::new(m.disk_limit_kills.clone()))?;
+        registry.register(Box::new(m.sandboxes_by_state.clone()))?;
+        registry.register(Box::new(m.usage.cpu_seconds.clone()))?;
+        registry.register(Box::new(m.usage.memory_gib_seconds.clone()))?;
+        registry.register(Box::new(m.usage.running_seconds.clone()))?;
+        registry.register(Box::new(m.usage.egress_bytes.clone()))?;
         Ok(m)
     }
 }

@@ -14,6 +14,7 @@ pub mod error;
 pub mod metrics;
 pub mod middleware;
 pub mod preview;
+pub mod route_label;
 pub mod routes;
 pub mod state;
 pub mod tickets;

@@ -30,6 +30,11 @@ pub async fn request_context(
     req.headers_mut().insert(HEADER_REQUEST_ID, value.clone());
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    let role = if req.extensions().get::<crate::cluster::FromPeer>().is_some() {
+        "owner"
+    } else {
+        "entry"
+    };
     let sandbox = path
         .strip_prefix("/v1/sandboxes/")
         .and_then(|r| r.split('/').next())
@@ -55,7 +60,12 @@ pub async fn request_context(
     state
         .metrics
         .requests
-        .with_label_values(&[method.as_str(), resp.status().as_str()])
+        .with_label_values(&[
+            method.as_str(),
+            &crate::route_label::route_of(&path),
+            resp.status().as_str(),
+            role,
+        ])
         .observe(started.elapsed().as_secs_f64());
     resp
 }

@@ -241,3 +241,44 @@ async fn a_removed_nodes_usage_is_still_counted_from_its_export() {
         );
     }
 }
+
+/// `/metrics` counts what the meter counted (summed over the node's sandboxes), sandboxes by
+/// state, and requests by route with ids as placeholders: no sandbox id is a label value.
+#[tokio::test]
+async fn metrics_count_usage_states_and_routes_but_never_a_sandbox_id() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("metered-{}", unique());
+    sh(c, &id, &burn(1.0)).await;
+    usage_of(c, &id).await;
+    let text = node
+        .req(reqwest::Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |series: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in /metrics"))
+    };
+    assert!(value("warren_usage_cpu_seconds_total ") >= 0.9, "{text}");
+    assert!(value("warren_usage_running_seconds_total ") > 0.0);
+    assert!(value("warren_usage_memory_gib_seconds_total ") > 0.0);
+    assert!(value("warren_sandboxes_by_state{state=\"running\"} ") >= 1.0);
+    let exec = text
+        .lines()
+        .find(|l| {
+            l.starts_with("warren_http_request_seconds_count{")
+                && l.contains("route=\"/v1/sandboxes/{id}/exec\"")
+                && l.contains("role=\"entry\"")
+                && l.contains("status=\"200\"")
+        })
+        .unwrap_or_else(|| panic!("no exec route series: {text}"));
+    assert!(exec.rsplit(' ').next().unwrap().parse::<f64>().unwrap() >= 1.0);
+    assert!(!text.contains(&id), "a sandbox id is in /metrics");
+}

@@ -195,8 +195,9 @@ impl SandboxManager {
             host_work.pool(),
         )
         .map_err(|e| io("cannot open the chunk cache", e))?;
-        let meter = crate::usage::Meter::open(&cfg.usage_dir(), &cfg.node_id)
-            .map_err(|e| ApiError::internal(format!("cannot open the usage ledger: {e}")))?;
+        let meter =
+            crate::usage::Meter::open(&cfg.usage_dir(), &cfg.node_id, Some(metrics.usage.clone()))
+                .map_err(|e| ApiError::internal(format!("cannot open the usage ledger: {e}")))?;
         let mgr = Arc::new(SandboxManager {
             meter: Arc::new(meter),
             guests: GuestClient::new(metrics.guest_refused.clone()),
@@ -341,6 +342,23 @@ impl SandboxManager {
 
     fn update_gauge(&self) {
         self.metrics.sandboxes.set(self.sandbox_count() as i64);
+    }
+
+    /// Sets `warren_sandboxes_by_state` from the records now (before a scrape).
+    pub fn count_states(&self) {
+        let mut by: HashMap<&'static str, i64> = HashMap::new();
+        for s in self.slots.lock().expect("slots lock").values() {
+            if let Some(r) = s.record() {
+                *by.entry(r.state.as_str()).or_default() += 1;
+            }
+        }
+        for state in SandboxState::ALL {
+            let n = by.get(state.as_str()).copied().unwrap_or(0);
+            self.metrics
+                .sandboxes_by_state
+                .with_label_values(&[state.as_str()])
+                .set(n);
+        }
     }
 
     /// `GET /v1/sandboxes/{id}`: never creates or wakes.

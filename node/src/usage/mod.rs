@@ -10,6 +10,7 @@ pub mod account;
 pub mod cgroup;
 pub mod report;
 
+use crate::metrics::UsageCounters;
 use account::{add, cursor_at, interval_of, used_since, Reading};
 use cgroup::{CgroupMounts, CpuFile};
 use std::collections::{BTreeMap, HashMap};
@@ -51,6 +52,7 @@ pub struct Meter {
     egress: OnceLock<Arc<dyn EgressCounts>>,
     /// One sample at a time: each reads a cursor and writes the next.
     turn: Mutex<()>,
+    counters: Option<UsageCounters>,
 }
 
 fn now_ms() -> u64 {
@@ -58,7 +60,12 @@ fn now_ms() -> u64 {
 }
 
 impl Meter {
-    pub fn open(dir: &Path, node: &str) -> Result<Meter, StorageError> {
+    /// Opens the ledger in `dir`; what is counted also goes to `counters` (`/metrics`).
+    pub fn open(
+        dir: &Path,
+        node: &str,
+        counters: Option<UsageCounters>,
+    ) -> Result<Meter, StorageError> {
         let mounts = cgroup::host_mounts().unwrap_or_else(|e| {
             tracing::error!(error = %e, "cannot read this host's mounts: CPU is not metered");
             CgroupMounts::default()
@@ -70,6 +77,7 @@ impl Meter {
             watched: Mutex::new(HashMap::new()),
             egress: OnceLock::new(),
             turn: Mutex::new(()),
+            counters,
         })
     }
 
@@ -138,6 +146,8 @@ impl Meter {
         let egress = self.egress.get();
         let mut batch = LedgerBatch::default();
         let mut records: HashMap<RecordKey, UsageRecord> = HashMap::new();
+        let mut total = account::Used::default();
+        let mut memory_mib_ms = 0u64;
         for (m, pid, seen_ms, cpu) in reads {
             let cpu_ns = match cpu {
                 Ok(n) => n,
@@ -178,6 +188,10 @@ impl Meter {
             };
             let mut rec = rec;
             add(&mut rec, &used, m.memory_mb);
+            total.cpu_ns += used.cpu_ns;
+            total.running_ms += used.running_ms;
+            total.egress_bytes += used.egress_bytes;
+            memory_mib_ms += used.running_ms.saturating_mul(m.memory_mb);
             rec.labels = m.labels.clone();
             records.insert(key, rec);
             batch.cursor(&m.id, (!closing).then(|| cursor_at(&now)));
@@ -190,6 +204,14 @@ impl Meter {
         }
         if let Err(e) = self.ledger.apply(batch) {
             tracing::error!(error = %e, "cannot write usage: this sample is counted at the next one");
+            return;
+        }
+        if let Some(c) = &self.counters {
+            c.cpu_seconds.inc_by(total.cpu_ns as f64 / 1e9);
+            c.running_seconds.inc_by(total.running_ms as f64 / 1e3);
+            c.memory_gib_seconds
+                .inc_by(memory_mib_ms as f64 / 1024.0 / 1e3);
+            c.egress_bytes.inc_by(total.egress_bytes);
         }
     }
 

@@ -32,6 +32,7 @@ pub async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    state.mgr.count_states();
     let mut out = String::new();
     let encoder = prometheus::TextEncoder::new();
     if let Err(e) = encoder.encode_utf8(&state.registry.gather(), &mut out) {
