@@ -520,3 +520,17 @@ pub async fn wait_moved(c: &TestCluster, via: usize, sandbox: &str, from: &str) 
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// Asks node `via` to drain node `name` (its sandboxes move away); the request is accepted.
+pub async fn drain(c: &TestCluster, via: usize, name: &str) {
+    let r = c.nodes[via]
+        .client
+        .request(
+            reqwest::Method::POST,
+            &format!("/v1/cluster/nodes/{name}/drain"),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+}

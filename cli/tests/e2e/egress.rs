@@ -628,16 +628,7 @@ async fn a_joined_node_opens_the_clusters_secrets_and_a_drained_sandbox_keeps_it
     assert!(up.last().contains(&want), "{}", up.last());
 
     // Drained away, it keeps its policy on its new node, which opens the secret too.
-    let r = c.nodes[0]
-        .client
-        .request(
-            reqwest::Method::POST,
-            &format!("/v1/cluster/nodes/{joined}/drain"),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.status());
+    super::cluster_harness::drain(&c, 0, &joined).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
     loop {
         let s = c.nodes[0].client.get_sandbox(&id).await;

@@ -272,16 +272,20 @@ impl Node {
         (field("VmRSS:"), field("VmHWM:"))
     }
 
-    /// The value of one line of the node's metrics, named with its labels (0 when absent).
-    pub async fn metric(&self, line_prefix: &str) -> u64 {
-        let text = self
-            .req(reqwest::Method::GET, "/metrics")
+    /// The node's `/metrics` page.
+    pub async fn metrics_text(&self) -> String {
+        self.req(reqwest::Method::GET, "/metrics")
             .send()
             .await
             .unwrap()
             .text()
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    /// The value of one line of the node's metrics, named with its labels (0 when absent).
+    pub async fn metric(&self, line_prefix: &str) -> u64 {
+        let text = self.metrics_text().await;
         let prefix = format!("{line_prefix} ");
         text.lines()
             .find_map(|l| l.strip_prefix(prefix.as_str()))

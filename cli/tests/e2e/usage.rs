@@ -138,26 +138,25 @@ async fn usage_goes_on_across_sleep_wake_and_a_node_restart_and_is_counted_once(
     assert!(gone.cpu_seconds >= last.cpu_seconds, "{gone:?}");
 }
 
+/// A sandbox on node 0 burns 1 s of CPU there, then node 0 is drained: its name and the
+/// sandbox's id, once the sandbox is served elsewhere.
+async fn burned_then_drained(c: &super::cluster_harness::TestCluster) -> (String, String) {
+    use super::cluster_harness::{drain, ids_on, wait_moved};
+    let x = c.nodes[0].name.clone();
+    let id = ids_on(c, 1, &x, 1).await.remove(0);
+    sh(&c.nodes[1].client, &id, &burn(1.0)).await;
+    drain(c, 1, &x).await;
+    wait_moved(c, 1, &id, &x).await;
+    (x, id)
+}
+
 /// A sandbox that ran on one node and was drained to another: both nodes' parts are
 /// counted, once each, and every node answers the same totals.
 #[tokio::test]
 async fn a_moved_sandbox_is_billed_once_and_every_node_answers_the_same() {
-    use super::cluster_harness::{ids_on, wait_moved, TestCluster};
+    use super::cluster_harness::TestCluster;
     let c = TestCluster::start(3, 1).await;
-    let x = c.nodes[0].name.clone();
-    let id = ids_on(&c, 1, &x, 1).await.remove(0);
-    sh(&c.nodes[1].client, &id, &burn(1.0)).await;
-    let r = c.nodes[1]
-        .client
-        .request(
-            reqwest::Method::POST,
-            &format!("/v1/cluster/nodes/{x}/drain"),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
-    wait_moved(&c, 2, &id, &x).await;
+    let (_, id) = burned_then_drained(&c).await;
     sh(&c.nodes[2].client, &id, &burn(1.0)).await;
     let mut seen = Vec::new();
     for n in &c.nodes {
@@ -183,22 +182,9 @@ async fn a_moved_sandbox_is_billed_once_and_every_node_answers_the_same() {
 /// to the object store (every second here; every minute by default).
 #[tokio::test]
 async fn a_removed_nodes_usage_is_still_counted_from_its_export() {
-    use super::cluster_harness::{ids_on, wait_moved, TestCluster};
+    use super::cluster_harness::TestCluster;
     let mut c = TestCluster::start_with(3, 1, "usage_export_ms = 1000\n").await;
-    let x = c.nodes[0].name.clone();
-    let id = ids_on(&c, 1, &x, 1).await.remove(0);
-    sh(&c.nodes[1].client, &id, &burn(1.0)).await;
-    let r = c.nodes[1]
-        .client
-        .request(
-            reqwest::Method::POST,
-            &format!("/v1/cluster/nodes/{x}/drain"),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
-    wait_moved(&c, 1, &id, &x).await;
+    let (x, id) = burned_then_drained(&c).await;
     // Its last sample (as the container went) is exported within a second or two.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     c.kill(0);
@@ -251,14 +237,7 @@ async fn metrics_count_usage_states_and_routes_but_never_a_sandbox_id() {
     let id = format!("metered-{}", unique());
     sh(c, &id, &burn(1.0)).await;
     usage_of(c, &id).await;
-    let text = node
-        .req(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = node.metrics_text().await;
     let value = |series: &str| -> f64 {
         text.lines()
             .find(|l| l.starts_with(series))

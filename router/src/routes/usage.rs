@@ -60,10 +60,14 @@ pub fn parse_query(q: Option<&str>, now: SystemTime) -> Result<UsageQuery, ApiEr
     })
 }
 
+/// Milliseconds since the epoch as RFC 3339.
+fn at(ms: u64) -> String {
+    rfc3339(SystemTime::UNIX_EPOCH + Duration::from_millis(ms))
+}
+
 /// The query as this node sends it on to the others (times made explicit, so that every
 /// node answers for the same range).
 fn to_query(q: &UsageQuery) -> String {
-    let at = |ms: u64| rfc3339(SystemTime::UNIX_EPOCH + Duration::from_millis(ms));
     let mut s = form_urlencoded::Serializer::new(String::new());
     if let Some(id) = &q.sandbox {
         s.append_pair("sandbox", id);
@@ -83,7 +87,6 @@ pub async fn get(
     req: axum::extract::Request,
 ) -> ApiResult<Response> {
     let q = parse_query(raw.as_deref(), SystemTime::now())?;
-    let at = |ms: u64| rfc3339(SystemTime::UNIX_EPOCH + Duration::from_millis(ms));
     let (from, to) = (at(q.from_ms), at(q.to_ms));
     let path = format!("/v1/usage?{}", to_query(&q));
     let mine = state.mgr.usage_report(q.clone()).await?;
