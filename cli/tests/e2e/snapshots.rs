@@ -189,6 +189,58 @@ async fn idle_sandboxes_sleep_unless_kept_alive_or_streaming() {
     assert_eq!(state(c, &kept).await, SandboxState::Running);
 }
 
+/// A client that writes just as the idle sleeper decides to put the sandbox to sleep: every
+/// write it was told succeeded is there when the sandbox wakes. The waits around the
+/// sleep-after mark put some writes into the sleep's capture, where a call that found the
+/// sandbox running used to go straight to the guest and land after the files were saved.
+#[tokio::test]
+async fn writes_racing_the_idle_sleeper_are_never_lost() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("race-{}", unique());
+    c.put_sandbox(&id, &create(serde_json::json!({"sleep_after": "1s"})))
+        .await
+        .unwrap();
+    let mut acknowledged = Vec::new();
+    let mut slept = 0;
+    for i in 0..16u32 {
+        // Around the sleeper's decision (idle after 1 s, checked every second).
+        tokio::time::sleep(Duration::from_millis(1000 + u64::from(i % 5) * 200)).await;
+        if state(c, &id).await == SandboxState::Sleeping {
+            slept += 1;
+        }
+        let write = if i % 2 == 0 {
+            c.sh(&id, &format!("echo {i} > /workspace/w{i}"))
+                .await
+                .is_ok_and(|r| r.exit_code == 0)
+        } else {
+            c.write_file(&id, &format!("/workspace/w{i}"), format!("{i}\n"), None)
+                .await
+                .is_ok()
+        };
+        if write {
+            acknowledged.push(i);
+        }
+    }
+    assert!(slept > 0, "the sandbox never slept between the writes");
+    c.sleep(&id).await.unwrap();
+    let listing = sh(c, &id, "cat /workspace/w* 2>/dev/null; true").await;
+    let present: Vec<u32> = listing.lines().filter_map(|l| l.parse().ok()).collect();
+    let lost: Vec<u32> = acknowledged
+        .iter()
+        .copied()
+        .filter(|i| !present.contains(i))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "acknowledged writes lost: {lost:?} of {acknowledged:?} (slept {slept} times)"
+    );
+    assert!(
+        acknowledged.len() >= 12,
+        "too few writes answered: {acknowledged:?}"
+    );
+}
+
 #[tokio::test]
 async fn persist_none_wakes_fresh_and_persist_dirs_keeps_only_those() {
     let node = Node::start().await;

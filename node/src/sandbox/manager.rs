@@ -37,7 +37,7 @@ use bytes::Bytes;
 use hyper::body::Incoming;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::Semaphore;
@@ -91,6 +91,9 @@ struct Slot {
     rec: Mutex<Option<SandboxRecord>>,
     last_active_ms: AtomicU64,
     streams: AtomicUsize,
+    /// Set while a sleep saves the files and removes the container: calls that find the
+    /// sandbox running wait for the slot lock instead of going to the guest (`close_to_calls`).
+    closing: AtomicBool,
 }
 
 impl Slot {
@@ -100,7 +103,22 @@ impl Slot {
             rec: Mutex::new(rec),
             last_active_ms: AtomicU64::new(now_ms()),
             streams: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
         })
+    }
+
+    /// Until the guard is dropped, calls that find the sandbox running wait for the slot
+    /// lock (which the caller holds) instead of going to the guest. A call that got past
+    /// that point counted itself first (`streams`, sequentially consistent on both sides):
+    /// after closing, `in_flight` sees every call that may still reach the guest.
+    fn close_to_calls(self: &Arc<Self>) -> ClosedToCalls {
+        self.closing.store(true, Ordering::SeqCst);
+        ClosedToCalls(self.clone())
+    }
+
+    /// Requests and streams open on the sandbox.
+    fn in_flight(&self) -> usize {
+        self.streams.load(Ordering::SeqCst)
     }
 
     fn record(&self) -> Option<SandboxRecord> {
@@ -136,6 +154,15 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
+/// Opens the sandbox to calls again when dropped.
+struct ClosedToCalls(Arc<Slot>);
+
+impl Drop for ClosedToCalls {
+    fn drop(&mut self) {
+        self.0.closing.store(false, Ordering::SeqCst);
+    }
+}
+
 /// A request body for the guest: replayable bytes, or a one-shot stream.
 pub enum Payload {
     Bytes(Bytes),
@@ -151,7 +178,7 @@ pub struct ActivityGuard {
 
 impl Drop for ActivityGuard {
     fn drop(&mut self) {
-        self.slot.streams.fetch_sub(1, Ordering::Relaxed);
+        self.slot.streams.fetch_sub(1, Ordering::SeqCst);
         if self.touches {
             self.slot.touch();
         }
@@ -435,8 +462,11 @@ impl SandboxManager {
         self.safety.check()?;
         let slot = self.slot(id);
         slot.touch();
-        if let Some(key) = slot.running_key() {
-            return Ok(key);
+        // Straight to the guest unless a sleep is under way (then: wait for it, and wake).
+        if !slot.closing.load(Ordering::SeqCst) {
+            if let Some(key) = slot.running_key() {
+                return Ok(key);
+            }
         }
         warren_api::ids::validate_sandbox_id(id)?;
         self.check_not_quarantined(id)?;
@@ -935,7 +965,8 @@ impl SandboxManager {
 
     fn guard(&self, id: &str, touches: bool) -> ActivityGuard {
         let slot = self.slot(id);
-        slot.streams.fetch_add(1, Ordering::Relaxed);
+        // Counted before `ensure` looks at `closing` (see `Slot::close_to_calls`).
+        slot.streams.fetch_add(1, Ordering::SeqCst);
         ActivityGuard { slot, touches }
     }
 }

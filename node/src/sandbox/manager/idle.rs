@@ -17,7 +17,7 @@ fn idle(slot: &Slot, now: u64) -> bool {
     };
     rec.state == SandboxState::Running
         && !rec.keep_alive
-        && slot.streams.load(Ordering::Relaxed) == 0
+        && slot.in_flight() == 0
         && now.saturating_sub(slot.last_active_ms.load(Ordering::Relaxed))
             >= rec.sleep_after_s * 1000
 }
@@ -64,7 +64,10 @@ impl SandboxManager {
         let Ok(_g) = slot.lock.try_lock() else {
             return;
         };
-        // Look again under the lock: a request may have arrived meanwhile.
+        // From here new calls wait for this sleep (and then wake the sandbox). Look again: a
+        // call that arrived before may be at the guest already, and its writes would land
+        // after the files are saved.
+        let _closed = slot.close_to_calls();
         if !idle(slot, now_ms()) {
             return;
         }

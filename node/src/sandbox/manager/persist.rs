@@ -20,7 +20,7 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use warren_api::sandbox::{Persist, PersistMode, Sandbox, SandboxState};
 use warren_api::snapshot::{CreateSnapshotRequest, PackRequest, RemovePathsRequest, Snapshot};
 use warren_api::time::now_rfc3339;
@@ -565,6 +565,8 @@ impl SandboxManager {
         rec.state = lifecycle::next(rec.state, event)?;
         self.save(&rec)?;
         slot.set(Some(rec.clone()));
+        // Idle time counts from the start: a slow start does not leave it asleep at once.
+        slot.touch();
         self.update_gauge();
         Ok(rec)
     }
@@ -577,6 +579,10 @@ impl SandboxManager {
         }
         let slot = self.slot(id);
         let _g = slot.lock.lock().await;
+        // New calls wait for the sleep; those already at the guest get a moment to answer
+        // (beyond it they are cut, as the quiesce stops every process).
+        let _closed = slot.close_to_calls();
+        wait_for_other_calls(&slot, SLEEP_WAITS_FOR_CALLS).await;
         let rec = slot.record().ok_or_else(|| not_found(id))?;
         match rec.state {
             SandboxState::Sleeping => {}
@@ -778,6 +784,17 @@ impl SandboxManager {
 pub(super) struct GcState {
     lock: tokio::sync::Mutex<()>,
     queued: AtomicBool,
+}
+
+/// How long `POST /sleep` lets calls already at the guest finish.
+const SLEEP_WAITS_FOR_CALLS: Duration = Duration::from_secs(5);
+
+/// Waits up to `limit` until no call but the caller's own (the sleep request) is open.
+async fn wait_for_other_calls(slot: &Slot, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while slot.in_flight() > 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 pub(super) fn running(slot: &Arc<Slot>, id: &str) -> Result<SandboxRecord, ApiError> {
