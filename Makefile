@@ -5,8 +5,10 @@
 #   make bench   benchmarks with ratios against baselines measured in the same run
 
 SHELL := /bin/bash
+# A toolchain that host-setup installs (rustup) lands here: every later line finds it.
+export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
-TARGET_DIR := $(shell $(CARGO) metadata --format-version 1 --no-deps 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])' 2>/dev/null || echo target)
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 MUSL := x86_64-unknown-linux-musl
 GUEST_DEBUG := $(TARGET_DIR)/$(MUSL)/debug/warren-guest
 GUEST_RELEASE := $(TARGET_DIR)/$(MUSL)/release/warren-guest

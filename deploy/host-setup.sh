@@ -7,7 +7,8 @@
 # Steps: Debian build packages (musl-tools, libclang-dev, pkg-config, iptables, git, and
 # Node.js with npm, which bundle the web page's xterm.js; with --test-deps also Chromium
 # for the browser tests and moto's S3 server for the object-store tests), the
-# Rust musl target, a running Docker daemon (docker.io installed and dockerd started when
+# Rust toolchain (rustup with rustfmt and clippy, when no cargo is found; cargo-nextest with
+# --test-deps), the Rust musl target, a running Docker daemon (docker.io installed and dockerd started when
 # none answers, with user namespaces: `--userns-remap=default`, so that root in a sandbox
 # is an unprivileged user on the host; its pid goes to $WARREN_DOCKERD_PIDFILE so a CI run
 # can stop what it started), and the sandbox base image (built locally with debootstrap
@@ -30,6 +31,8 @@ done
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 missing=()
+command -v make >/dev/null || missing+=(make)
+command -v g++ >/dev/null || missing+=(build-essential)
 command -v musl-gcc >/dev/null || missing+=(musl-tools)
 command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v iptables >/dev/null || missing+=(iptables)
@@ -56,7 +59,7 @@ fi
 
 # moto's S3 server for the object-store tests, in its own virtualenv (Debian's Python
 # refuses system-wide pip installs).
-moto_venv=/var/cache/warren/tools/moto
+moto_venv=${WARREN_TOOLS_DIR:-/var/cache/warren/tools}/moto
 if [ "$want_test_deps" = 1 ] && ! command -v moto_server >/dev/null && [ ! -x "$moto_venv/bin/moto_server" ]; then
   echo "host-setup: installing moto[server] into $moto_venv"
   as_root mkdir -p "$(dirname "$moto_venv")"
@@ -64,11 +67,23 @@ if [ "$want_test_deps" = 1 ] && ! command -v moto_server >/dev/null && [ ! -x "$
   as_root "$moto_venv/bin/pip" install -q "moto[server]"
 fi
 
+# A toolchain installed by an earlier run is in ~/.cargo/bin, which a fresh shell's PATH may
+# lack (the Makefile puts it first on every line's PATH, too).
+[ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
 if ! command -v cargo >/dev/null; then
   echo "host-setup: no Rust toolchain; installing rustup (needs https://sh.rustup.rs)"
-  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
-  # shellcheck disable=SC1091
-  . "$HOME/.cargo/env"
+  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --component rustfmt,clippy
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
+# `make verify` needs both; a minimal rustup profile has neither.
+if command -v rustup >/dev/null; then
+  for c in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
+  done
+fi
+if [ "$want_test_deps" = 1 ] && ! command -v cargo-nextest >/dev/null; then
+  echo "host-setup: installing cargo-nextest (the test runner; builds from crates.io)"
+  cargo install cargo-nextest --locked
 fi
 if ! rustup target list --installed 2>/dev/null | grep -q x86_64-unknown-linux-musl; then
   echo "host-setup: adding the x86_64-unknown-linux-musl target (static guest agent)"

@@ -8,6 +8,7 @@ pub mod daemon;
 pub mod output;
 pub mod settings;
 pub mod setup;
+pub mod sudo_user;
 
 use clap::Parser;
 

@@ -28,6 +28,7 @@ mod e2e {
     mod s3;
     mod secrets_rotation;
     mod sessions;
+    mod setup;
     mod snapshots;
     mod terminals;
     mod usage;

@@ -41,7 +41,11 @@ pub async fn dev(a: DevArgs) -> anyhow::Result<i32> {
             .unwrap_or_else(|| warren_node::config::DEFAULT_IMAGE.to_string());
         crate::setup::ensure_image(settings.docker_host.as_deref(), &image).await?;
     }
-    run_node(&settings, print_welcome).await?;
+    run_node(&settings, |r| {
+        print_welcome(r);
+        crate::sudo_user::share_dev_key(&r.api_key_file);
+    })
+    .await?;
     Ok(0)
 }
 

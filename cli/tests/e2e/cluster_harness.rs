@@ -71,6 +71,7 @@ impl TestNode {
             .arg(&self.config)
             // Stops with this test process, however it ends.
             .env(warren_cli::daemon::EXIT_WITH_PARENT_ENV, "1")
+            .env("WARREN_RUN_ID", super::harness::run_id())
             // WARREN_TEST_LOG widens the nodes' logs when a test needs investigating.
             .env(
                 "WARREN_LOG",

@@ -17,6 +17,17 @@ pub struct Node {
     extra: Vec<String>,
     /// Where the node's log goes (at level info), instead of the test's stderr.
     pub log_file: Option<PathBuf>,
+    /// Its `WARREN_RUN_ID` (the label `warren.run` on what it makes).
+    pub run: String,
+}
+
+/// The `WARREN_RUN_ID` test nodes get: the one of whoever runs the tests (a CI run removes
+/// what its nodes made by it), else one of this test process.
+pub fn run_id() -> String {
+    std::env::var("WARREN_RUN_ID")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| format!("test-{}", std::process::id()))
 }
 
 /// A container of warren's as `docker ps` lists it: its name and its node.
@@ -120,37 +131,34 @@ impl Node {
 
     /// Starts a node with more `warren serve` flags.
     pub async fn start_with(listen: &str, extra: &[&str]) -> Node {
+        Node::spawned(listen, extra, false, run_id())
+    }
+
+    /// Starts a node whose containers and networks carry `run` as their `warren.run` label.
+    pub async fn start_in_run(run: &str) -> Node {
+        Node::spawned("127.0.0.1:0", &[], false, run.to_string())
+    }
+
+    /// Like `start_with`, with the node's log (its default levels) written to
+    /// `/tmp/wt-<node id>.log` (`log_file`).
+    pub async fn start_logged(extra: &[&str]) -> Node {
+        Node::spawned("127.0.0.1:0", extra, true, run_id())
+    }
+
+    fn spawned(listen: &str, extra: &[&str], logged: bool, run: String) -> Node {
         let node_id = format!("t{}", unique());
         let data_dir = PathBuf::from(format!("/tmp/wt-{node_id}"));
         let mut n = Node {
             child: None,
             url: String::new(),
             key: String::new(),
+            log_file: logged.then(|| PathBuf::from(format!("/tmp/wt-{node_id}.log"))),
             node_id,
             data_dir,
             listen: listen.into(),
             client: Client::new("http://127.0.0.1:1", "x").unwrap(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
-            log_file: None,
-        };
-        n.spawn();
-        n
-    }
-
-    /// Like `start_with`, with the node's log (its default levels) written to `log_file`.
-    pub async fn start_logged(extra: &[&str]) -> Node {
-        let node_id = format!("t{}", unique());
-        let data_dir = PathBuf::from(format!("/tmp/wt-{node_id}"));
-        let mut n = Node {
-            child: None,
-            url: String::new(),
-            key: String::new(),
-            log_file: Some(PathBuf::from(format!("/tmp/wt-{node_id}.log"))),
-            node_id,
-            data_dir,
-            listen: "127.0.0.1:0".into(),
-            client: Client::new("http://127.0.0.1:1", "x").unwrap(),
-            extra: extra.iter().map(|s| s.to_string()).collect(),
+            run,
         };
         n.spawn();
         n
@@ -175,6 +183,7 @@ impl Node {
             .args(&self.extra)
             // Stops with this test process, however it ends.
             .env(warren_cli::daemon::EXIT_WITH_PARENT_ENV, "1")
+            .env("WARREN_RUN_ID", &self.run)
             .stdout(Stdio::piped());
         match &self.log_file {
             Some(path) => {

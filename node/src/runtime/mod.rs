@@ -26,6 +26,8 @@ use warren_api::{ApiError, ErrorCode};
 /// Labels on everything warren creates in Docker.
 pub const LABEL_MANAGED: &str = "warren.managed";
 pub const LABEL_NODE: &str = "warren.node";
+/// The `WARREN_RUN_ID` of the process that started the node, when it set one.
+pub const LABEL_RUN: &str = "warren.run";
 pub const LABEL_SANDBOX: &str = "warren.sandbox";
 pub const LABEL_KIND: &str = "warren.kind";
 

@@ -7,7 +7,7 @@ use super::subnets::{Cidr, SubnetPool};
 use super::{
     ChangeKind, ContainerInfo, ContainerRuntime, ContainerSpec, FsChange, RemoveAfter, RootFill,
     RuntimeError, GUEST_BIN_IN_CONTAINER, GUEST_RUN_IN_CONTAINER, LABEL_KIND, LABEL_MANAGED,
-    LABEL_NODE, LABEL_SANDBOX, NEVER_SAVED, SANDBOX_CAPABILITIES,
+    LABEL_NODE, LABEL_RUN, LABEL_SANDBOX, NEVER_SAVED, SANDBOX_CAPABILITIES,
 };
 use crate::guest::connect::GuestSecret;
 use async_trait::async_trait;
@@ -44,6 +44,9 @@ const SET_ASIDE: &str = "_replaced_";
 pub struct DockerRuntime {
     docker: Docker,
     node_id: String,
+    /// `WARREN_RUN_ID`: one more label (`warren.run`) on everything this node makes, so that
+    /// whoever started the node (a CI run, a test harness) can remove exactly that.
+    run_id: Option<String>,
     pool: SubnetPool,
     spare: usize,
     nets: Mutex<NetState>,
@@ -115,6 +118,9 @@ impl DockerRuntime {
         let rt = Arc::new(DockerRuntime {
             docker,
             node_id: node_id.to_string(),
+            run_id: std::env::var("WARREN_RUN_ID")
+                .ok()
+                .filter(|v| !v.is_empty()),
             pool,
             spare,
             nets: Mutex::new(NetState {
@@ -203,11 +209,15 @@ impl DockerRuntime {
     }
 
     fn labels(&self, kind: &str) -> HashMap<String, String> {
-        HashMap::from([
+        let mut labels = HashMap::from([
             (LABEL_MANAGED.to_string(), "true".to_string()),
             (LABEL_NODE.to_string(), self.node_id.clone()),
             (LABEL_KIND.to_string(), kind.to_string()),
-        ])
+        ]);
+        if let Some(run) = &self.run_id {
+            labels.insert(LABEL_RUN.to_string(), run.clone());
+        }
+        labels
     }
 
     fn node_filter(&self, kind: &str) -> HashMap<String, Vec<String>> {
