@@ -70,6 +70,24 @@ fi
 # A toolchain installed by an earlier run is in ~/.cargo/bin, which a fresh shell's PATH may
 # lack (the Makefile puts it first on every line's PATH, too).
 [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
+# The SDKs' test dependencies: the TypeScript SDK's packages (`npm ci`, from its lock file)
+# and a virtualenv inside the checkout for the Python SDK (httpx, websockets, pytest).
+sdk_dir=${WARREN_SDK_DIR:-$here/../sdk}
+ts=$sdk_dir/typescript
+if [ "$want_test_deps" = 1 ] && [ -f "$ts/package-lock.json" ] \
+    && { [ ! -e "$ts/node_modules/.package-lock.json" ] || [ "$ts/package-lock.json" -nt "$ts/node_modules/.package-lock.json" ]; }; then
+  echo "host-setup: installing the TypeScript SDK's packages (npm ci)"
+  (cd "$ts" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+py=$sdk_dir/python
+if [ "$want_test_deps" = 1 ] && [ -f "$py/pyproject.toml" ] \
+    && { [ ! -e "$py/.venv/installed" ] || [ "$py/pyproject.toml" -nt "$py/.venv/installed" ]; }; then
+  echo "host-setup: making the Python SDK's virtualenv (sdk/python/.venv)"
+  python3 -m venv "$py/.venv"
+  "$py/.venv/bin/pip" install -q -e "$py[test]"
+  touch "$py/.venv/installed"
+fi
+
 if ! command -v cargo >/dev/null; then
   echo "host-setup: no Rust toolchain; installing rustup (needs https://sh.rustup.rs)"
   curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --component rustfmt,clippy

@@ -51,6 +51,13 @@ fn bare_machine(root: &Path, with_make: bool) -> (PathBuf, PathBuf) {
         ),
     );
     write_exe(&bin.join("sudo"), "exec \"$@\"");
+    write_exe(&pkgs.join("npm"), &format!("echo \"npm $*\" >> {log}"));
+    // The SDKs' folders as a checkout has them.
+    for f in ["sdk/typescript/package-lock.json", "sdk/python/pyproject.toml"] {
+        let p = root.join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "").unwrap();
+    }
     // The rustup installer, as `curl … | sh -s -- ARGS` runs it: it puts cargo and rustup
     // into ~/.cargo/bin. cargo records its calls and "installs" what it is asked to.
     let cargo = format!(
@@ -95,6 +102,7 @@ fn host_setup_on_a_bare_machine_installs_everything_make_test_needs() {
         .env("PATH", &bin)
         .env("HOME", &home)
         .env("WARREN_TOOLS_DIR", root.path().join("tools"))
+        .env("WARREN_SDK_DIR", root.path().join("sdk"))
         .output()
         .unwrap();
     let calls = std::fs::read_to_string(root.path().join(LOG)).unwrap_or_default();
@@ -140,10 +148,13 @@ fn host_setup_on_a_bare_machine_installs_everything_make_test_needs() {
         "{calls}"
     );
     assert!(line("cargo install cargo-nextest").is_some(), "{calls}");
+    let pip: Vec<&str> = calls.lines().filter(|l| l.starts_with("pip install")).collect();
+    assert!(pip.iter().any(|l| l.contains("moto")), "{calls}");
     assert!(
-        line("pip install").is_some_and(|l| l.contains("moto")),
-        "{calls}"
+        pip.iter().any(|l| l.contains("sdk/python[test]")),
+        "no Python SDK virtualenv: {calls}"
     );
+    assert!(line("npm ci").is_some(), "no TypeScript SDK packages: {calls}");
 }
 
 /// Each line of a Makefile recipe is a new shell: a toolchain host-setup installed in an
