@@ -80,6 +80,7 @@ pub fn with_ca(bundle: &str, ca_pem: &str) -> String {
 
 /// What a host that no list or rule names gets.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum EgressDefault {
     #[default]
@@ -90,6 +91,7 @@ pub enum EgressDefault {
 /// A sandbox's egress policy. A sandbox without one has the default policy: every public
 /// destination allowed, no rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct EgressPolicy {
     #[serde(default)]
@@ -105,6 +107,7 @@ pub struct EgressPolicy {
 /// Headers set or removed on the requests to one host (optionally only some methods and
 /// paths). A host with a rule is allowed (unless a deny entry names it).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct EgressRule {
     pub host: String,
@@ -283,6 +286,7 @@ fn validate_header_name(name: &str) -> Result<(), String> {
 
 /// Body of `PUT /v1/secrets/{name}`.
 #[derive(Clone, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PutSecretRequest {
     pub value: String,
@@ -323,6 +327,7 @@ impl PutSecretRequest {
 
 /// A secret as the API shows it: never its value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SecretInfo {
     pub name: String,
     pub created_at: String,
@@ -335,6 +340,7 @@ pub struct SecretInfo {
 
 /// `GET /v1/secrets`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SecretList {
     pub secrets: Vec<SecretInfo>,
 }

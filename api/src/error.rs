@@ -6,6 +6,7 @@ use std::fmt;
 
 /// Every error code of `api.md`. Serialized as `UPPER_SNAKE`; the HTTP status follows the code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
     InvalidArgument,
@@ -152,6 +153,7 @@ impl fmt::Display for ErrorCode {
 
 /// The body of every non-2xx response, and the error that crosses node boundaries unchanged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,

@@ -16,6 +16,7 @@ pub const JSON_OUTPUT_LIMIT: usize = 16 * 1024 * 1024;
 pub const MAX_TIMEOUT_MS: u64 = 24 * 3600 * 1000;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ExecRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -126,6 +127,7 @@ impl ExecRequest {
 
 /// JSON-mode result of an exec.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ExecResponse {
     pub exit_code: i32,
     pub stdout: String,
@@ -143,6 +145,7 @@ pub struct ExecResponse {
 
 /// SSE events of an exec stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ExecEvent {
     Start {

@@ -15,6 +15,7 @@ pub fn validate_path(path: &str) -> Result<(), ApiError> {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FileType {
     File,
@@ -25,6 +26,7 @@ pub enum FileType {
 
 /// `PUT …/files/{path}` response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WriteFileResponse {
     pub path: String,
     pub size: u64,
@@ -32,6 +34,7 @@ pub struct WriteFileResponse {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WriteFileQuery {
     /// Octal permission bits, e.g. `0644` or `755`.
     pub mode: Option<String>,
@@ -53,16 +56,19 @@ pub fn format_mode(mode: u32) -> String {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DeleteFileQuery {
     pub recursive: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StatQuery {
     pub path: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Stat {
     pub path: String,
     #[serde(rename = "type")]
@@ -73,6 +79,7 @@ pub struct Stat {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ListQuery {
     pub path: Option<String>,
     pub recursive: Option<bool>,
@@ -83,6 +90,7 @@ pub struct ListQuery {
 pub const LIST_LIMIT: usize = 100_000;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ListEntry {
     pub name: String,
     pub path: String,
@@ -95,6 +103,7 @@ pub struct ListEntry {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ListResponse {
     pub entries: Vec<ListEntry>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -102,6 +111,7 @@ pub struct ListResponse {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct MkdirRequest {
     pub path: String,
@@ -110,6 +120,7 @@ pub struct MkdirRequest {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct MoveRequest {
     pub from: String,
@@ -120,6 +131,7 @@ pub struct MoveRequest {
 
 /// Response of mkdir and move.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PathResponse {
     pub path: String,
 }

@@ -4,6 +4,7 @@ use crate::ApiError;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GitCheckoutRequest {
     pub url: String,
@@ -78,6 +79,7 @@ impl GitCheckoutRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GitCheckoutResponse {
     pub url: String,
     pub branch: String,

@@ -14,6 +14,7 @@ pub const KERNEL_DIED_ERROR: &str = "KernelDied";
 
 /// Languages a context can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Language {
     Python,
@@ -49,6 +50,7 @@ impl Language {
 /// `POST …/contexts`. `language` is a string so that an unknown one is a 422, not a parse
 /// error.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateContextRequest {
     pub language: String,
@@ -76,6 +78,7 @@ impl CreateContextRequest {
 
 /// A context, as created and listed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Context {
     pub id: String,
     pub language: Language,
@@ -85,12 +88,14 @@ pub struct Context {
 
 /// `GET …/contexts`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ContextList {
     pub contexts: Vec<Context>,
 }
 
 /// `POST …/contexts/{cid}/run`. `timeout_ms` is signed so that `<= 0` is a clear 400.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RunCodeRequest {
     pub code: String,
@@ -117,6 +122,7 @@ impl RunCodeRequest {
 
 /// One displayed value: any of its representations (images are base64).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ExecutionResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
@@ -138,6 +144,7 @@ pub struct ExecutionResult {
 
 /// An error raised by the code (or the run's timeout, or its kernel's death).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ExecutionError {
     pub name: String,
     pub message: String,
@@ -146,6 +153,7 @@ pub struct ExecutionError {
 
 /// JSON-mode answer of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunCodeResponse {
     pub stdout: String,
     pub stderr: String,
@@ -158,6 +166,7 @@ pub struct RunCodeResponse {
 /// `error` event followed by `complete`. A failure of the platform itself (the sandbox went
 /// away) is an `error` carrying `code` instead, and ends the stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RunEvent {
     Stdout {

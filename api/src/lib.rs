@@ -11,6 +11,8 @@ pub mod git;
 pub mod guest_auth;
 pub mod ids;
 pub mod interpreter;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 pub mod ports;
 pub mod process;
 pub mod sandbox;

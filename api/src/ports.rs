@@ -9,6 +9,7 @@ pub const GUEST_TUNNEL_UPGRADE: &str = "warren-tunnel";
 pub const MAX_EXPOSED: usize = 32;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ExposeRequest {
     pub port: u16,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -48,6 +49,7 @@ pub fn validate_token(t: &str) -> Result<(), ApiError> {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ExposedPort {
     pub port: u16,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,6 +59,7 @@ pub struct ExposedPort {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PortList {
     pub ports: Vec<ExposedPort>,
 }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StartProcessRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -43,6 +44,7 @@ impl StartProcessRequest {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ProcessStatus {
     Running,
@@ -52,6 +54,7 @@ pub enum ProcessStatus {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Process {
     pub id: String,
     pub pid: u32,
@@ -63,12 +66,14 @@ pub struct Process {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProcessList {
     pub processes: Vec<Process>,
 }
 
 /// Query of `DELETE …/processes/{process}`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct KillQuery {
     pub signal: Option<String>,
     pub grace_ms: Option<u64>,
@@ -102,6 +107,7 @@ pub fn parse_signal(s: &str) -> Result<i32, ApiError> {
 
 /// Query of `GET …/logs`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LogsQuery {
     pub since: Option<u64>,
     pub follow: Option<bool>,
@@ -109,6 +115,7 @@ pub struct LogsQuery {
 
 /// Non-streaming logs: everything after `since`, and the cursor to continue from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LogsResponse {
     pub stdout: String,
     pub stderr: String,
@@ -119,6 +126,7 @@ pub struct LogsResponse {
 
 /// A chunk of output with the cursor just after it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LogChunk {
     #[serde(flatten)]
     pub data: OutputData,
@@ -127,6 +135,7 @@ pub struct LogChunk {
 
 /// SSE events of a followed log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum LogEvent {
     Stdout(LogChunk),
@@ -141,6 +150,7 @@ pub enum LogEvent {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WaitLogRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -164,11 +174,13 @@ impl WaitLogRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WaitLogResponse {
     pub line: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PortMode {
     Tcp,
@@ -176,6 +188,7 @@ pub enum PortMode {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WaitPortRequest {
     pub port: u16,
@@ -226,6 +239,7 @@ impl WaitPortRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WaitPortResponse {
     pub port: u16,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -233,6 +247,7 @@ pub struct WaitPortResponse {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WaitExitRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -240,6 +255,7 @@ pub struct WaitExitRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WaitExitResponse {
     pub exit_code: i32,
 }

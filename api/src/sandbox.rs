@@ -7,6 +7,7 @@ use std::time::Duration;
 
 /// Lifecycle states visible to clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum SandboxState {
     Starting,
@@ -46,6 +47,7 @@ impl SandboxState {
 
 /// CPU, memory, disk and process limits of one sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Resources {
     pub cpus: f64,
     pub memory_mb: u64,
@@ -55,6 +57,7 @@ pub struct Resources {
 
 /// Resource overrides in a create request: any subset of [`Resources`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ResourcesRequest {
     pub cpus: Option<f64>,
@@ -191,6 +194,7 @@ impl Resources {
 
 /// What survives sleep: `"disk"` (default), `{"dirs": [...]}`, or `"none"`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum Persist {
     Mode(PersistMode),
@@ -198,6 +202,7 @@ pub enum Persist {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PersistMode {
     Disk,
@@ -228,6 +233,7 @@ impl Persist {
 
 /// `sleep_after`: a duration string (`"30s"`, `"10m"`) or a number of seconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum SleepAfter {
     Seconds(u64),
@@ -267,6 +273,7 @@ impl SleepAfter {
 
 /// What stands between a sandbox's code and its host's kernel.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Isolation {
     /// A container: namespaces (user namespace included), cgroups, capabilities, seccomp.
@@ -287,6 +294,7 @@ impl Isolation {
 
 /// Body of `PUT /v1/sandboxes/{id}`; every field is optional.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateSandboxRequest {
     pub image: Option<String>,
@@ -334,6 +342,7 @@ impl CreateSandboxRequest {
 
 /// The Sandbox resource.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Sandbox {
     pub id: String,
     pub state: SandboxState,
@@ -355,6 +364,7 @@ pub struct Sandbox {
 
 /// `GET /v1/sandboxes` response.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SandboxList {
     pub sandboxes: Vec<Sandbox>,
     pub next_cursor: Option<String>,

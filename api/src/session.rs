@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateSessionRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -31,6 +32,7 @@ impl CreateSessionRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionInfo {
     pub id: String,
     pub cwd: String,
@@ -41,6 +43,7 @@ pub struct SessionInfo {
 /// container's own whenever it starts a session, terminal or git call (a warm container was
 /// started before it was known whose it would be, so its own environment lacks it).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GuestConfig {
     #[serde(default)]
@@ -56,6 +59,7 @@ pub const GUEST_CONFIG_PATH: &str = "/config";
 
 /// `PATCH /v1/sandboxes/{id}/env`: set (string) or unset (null) variables.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PatchEnvRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -78,6 +82,7 @@ impl PatchEnvRequest {
 
 /// Response of `PATCH …/env`: the sessions it applied to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PatchEnvResponse {
     pub sessions: Vec<String>,
 }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// A snapshot as the API shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Snapshot {
     pub id: String,
     pub sandbox: String,
@@ -26,6 +27,7 @@ pub struct Snapshot {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateSnapshotRequest {
     #[serde(default)]
@@ -65,12 +67,14 @@ pub fn validate_dirs(dirs: &[String]) -> Result<(), ApiError> {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RestoreRequest {
     pub snapshot: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ForkRequest {
     pub count: u32,
@@ -118,17 +122,20 @@ impl ForkRequest {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ForkResponse {
     pub snapshot: Snapshot,
     pub sandboxes: Vec<Sandbox>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SnapshotList {
     pub snapshots: Vec<Snapshot>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SnapshotListQuery {
     pub sandbox: Option<String>,
 }
@@ -207,6 +214,7 @@ impl IdShift {
 /// Node → guest: archive these paths (`POST /archive/pack`), answered with a tar stream.
 /// Directories are archived as entries only: their changed contents are listed themselves.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PackRequest {
     pub paths: Vec<String>,
     /// Stop every process but the guest first (the sandbox is about to sleep).
@@ -216,6 +224,7 @@ pub struct PackRequest {
 
 /// Node → guest: remove these paths before unpacking (`POST /archive/remove`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RemovePathsRequest {
     pub paths: Vec<String>,
 }
@@ -284,6 +293,7 @@ mod tests {
 /// `unpack`; `total_bytes` when known), then `complete` with the body the plain call
 /// answers, or `error`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum TransferEvent {
     Progress {

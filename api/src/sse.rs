@@ -18,6 +18,7 @@ pub fn frame<T: Serialize>(event: &T) -> String {
 
 /// A chunk of output: text when it is valid UTF-8, base64 otherwise.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OutputData {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<String>,

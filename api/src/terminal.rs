@@ -20,6 +20,7 @@ pub const MAX_DIMENSION: u16 = 1000;
 
 /// `GET /v1/sandboxes/{id}/terminals/{name}?cols=&rows=&shell=&since=`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TerminalQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cols: Option<u16>,
@@ -65,6 +66,7 @@ fn check_dimension(name: &str, v: u16) -> Result<(), ApiError> {
 
 /// A text frame from the client.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ClientControl {
     Resize { cols: u16, rows: u16 },
@@ -89,6 +91,7 @@ impl ClientControl {
 
 /// A text frame from the server.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerControl {
     /// Replay is done; live output follows. `cursor` counts every byte the terminal has

@@ -9,6 +9,7 @@ pub const MAX_TTL_S: u64 = 300;
 
 /// What a ticket may open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TicketScope {
     Terminal,
@@ -36,6 +37,7 @@ impl TicketScope {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TicketRequest {
     pub sandbox: String,
     pub scope: TicketScope,
@@ -57,6 +59,7 @@ impl TicketRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Ticket {
     pub ticket: String,
     pub expires_at: String,

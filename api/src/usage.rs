@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// How the items of a usage report are grouped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum UsageGroup {
     /// One item per sandbox id (the default).
     Sandbox,
@@ -41,6 +42,7 @@ impl UsageGroup {
 /// One group's totals. Exactly one of `sandbox`, `label` and `day` is present, per
 /// `group_by` (`label` may be null: the sandboxes without that label).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UsageItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
@@ -68,6 +70,7 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<Strin
 
 /// The answer of `GET /v1/usage`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UsageReport {
     pub items: Vec<UsageItem>,
     /// The range covered (RFC 3339).

@@ -65,6 +65,7 @@ fn form_pairs(q: &str) -> Vec<(String, String)> {
 
 /// What happened to a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FsEventKind {
     Create,
@@ -77,6 +78,7 @@ pub enum FsEventKind {
 
 /// Events of a watch stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum WatchEvent {
     /// The watch is live: changes from now on are reported.

@@ -83,6 +83,8 @@ pub enum Command {
     Egress(EgressCommand),
     /// What sandboxes used (CPU seconds, memory GiB-seconds, running seconds, egress bytes).
     Usage(UsageArgs),
+    /// Print the OpenAPI 3.1 document of the API (what `GET /v1/openapi.json` serves).
+    Openapi,
 }
 
 #[derive(Args, Debug)]

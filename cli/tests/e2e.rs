@@ -21,6 +21,7 @@ mod e2e {
     mod membership;
     mod migration;
     mod network;
+    mod openapi;
     mod ownership;
     mod preview;
     mod processes;

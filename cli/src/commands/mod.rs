@@ -20,6 +20,10 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     let conn = cli.conn;
     match cli.command {
         Command::Dev(a) => dev::dev(a).await,
+        Command::Openapi => {
+            print!("{}", warren_api::openapi::document_json());
+            Ok(0)
+        }
         Command::Serve(a) => dev::serve(a).await,
         Command::LocalCluster(a) => cluster::local_cluster(a).await,
         Command::Create(a) => sandbox::create(&conn, a).await,

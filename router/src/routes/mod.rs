@@ -3,6 +3,7 @@
 pub(crate) mod body;
 mod egress;
 mod health;
+mod openapi;
 mod ports;
 mod proxy;
 pub(crate) mod sandboxes;
@@ -81,6 +82,7 @@ pub fn router(state: AppState) -> Router {
         .route("/ui/{name}", get(web::file))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(health::metrics))
+        .route("/v1/openapi.json", get(openapi::document))
         .route("/internal/v1/join", post(cluster::join::join))
         .merge(v1)
         .fallback(not_found)
