@@ -53,7 +53,10 @@ fn bare_machine(root: &Path, with_make: bool) -> (PathBuf, PathBuf) {
     write_exe(&bin.join("sudo"), "exec \"$@\"");
     write_exe(&pkgs.join("npm"), &format!("echo \"npm $*\" >> {log}"));
     // The SDKs' folders as a checkout has them.
-    for f in ["sdk/typescript/package-lock.json", "sdk/python/pyproject.toml"] {
+    for f in [
+        "sdk/typescript/package-lock.json",
+        "sdk/python/pyproject.toml",
+    ] {
         let p = root.join(f);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, "").unwrap();
@@ -148,13 +151,19 @@ fn host_setup_on_a_bare_machine_installs_everything_make_test_needs() {
         "{calls}"
     );
     assert!(line("cargo install cargo-nextest").is_some(), "{calls}");
-    let pip: Vec<&str> = calls.lines().filter(|l| l.starts_with("pip install")).collect();
+    let pip: Vec<&str> = calls
+        .lines()
+        .filter(|l| l.starts_with("pip install"))
+        .collect();
     assert!(pip.iter().any(|l| l.contains("moto")), "{calls}");
     assert!(
         pip.iter().any(|l| l.contains("sdk/python[test]")),
         "no Python SDK virtualenv: {calls}"
     );
-    assert!(line("npm ci").is_some(), "no TypeScript SDK packages: {calls}");
+    assert!(
+        line("npm ci").is_some(),
+        "no TypeScript SDK packages: {calls}"
+    );
 }
 
 /// Each line of a Makefile recipe is a new shell: a toolchain host-setup installed in an
