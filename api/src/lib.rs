@@ -1,5 +1,5 @@
 //! Wire types shared by every part of warren: requests, responses, stream events and the
-//! error model of the public API (`shared/api.md`), which the node also speaks to its guest
+//! error model of the public API (`docs/api.md`), which the node also speaks to its guest
 //! agent. Pure data and validation: this crate must not depend on tokio, HTTP stacks or any
 //! other warren crate, so that the static guest binary and SDKs can use it cheaply.
 

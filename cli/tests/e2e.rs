@@ -26,6 +26,7 @@ mod e2e {
     mod preview;
     mod processes;
     mod runtime_fill;
+    mod sdk;
     mod s3;
     mod secrets_rotation;
     mod sessions;

@@ -1,4 +1,4 @@
-//! Rust client for the warren public API (`shared/api.md`): typed calls, streamed files and
+//! Rust client for the warren public API (`docs/api.md`): typed calls, streamed files and
 //! SSE event streams. Depends only on `warren-api` and an HTTP client; never on node code.
 
 mod egress;

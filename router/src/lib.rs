@@ -1,4 +1,4 @@
-//! The public HTTP API of a node (`shared/api.md`): authentication, request ids, the error
+//! The public HTTP API of a node (`docs/api.md`): authentication, request ids, the error
 //! model, sandbox lifecycle routes, and a validating proxy that hands sandbox operations to
 //! the sandbox's guest agent through `warren-node`.
 //!

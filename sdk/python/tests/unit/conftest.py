@@ -1,0 +1,11 @@
+import pytest
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
