@@ -102,12 +102,25 @@ impl Compiled {
         }
     }
 
-    /// Whether the name alone already settles a denial (no need to resolve it).
+    /// Whether the name alone already settles a denial, so that it is never resolved: a deny
+    /// entry names it, or nothing could allow it at the address step (the default is deny,
+    /// the name is unlisted, and no network is in `allow_hosts` or a rule's host). Resolving
+    /// such a name would only carry it to DNS servers: a way out of a sandbox that may
+    /// reach no name.
     pub fn denied_by_name(&self, host: &str) -> Option<String> {
         match self.by_name(host) {
             Verdict::Denied(p) => Some(format!("denied by {p}")),
-            // An unlisted name can still be allowed by the network it resolves to.
-            _ => None,
+            Verdict::Allowed(_) => None,
+            // An unlisted name can still be allowed by a network it resolves into, if any.
+            Verdict::Unlisted => {
+                let a_network_may_allow = self
+                    .allow
+                    .iter()
+                    .chain(&self.rule_hosts)
+                    .any(|p| matches!(p, HostPattern::Net(_)));
+                (self.policy.default == EgressDefault::Deny && !a_network_may_allow)
+                    .then(|| "not in allow_hosts and the policy's default is deny".to_string())
+            }
         }
     }
 
@@ -156,6 +169,21 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_name_nothing_could_allow_is_denied_before_it_is_resolved() {
+        let names_only =
+            compiled(serde_json::json!({"default": "deny", "allow_hosts": ["pypi.org"]}));
+        assert!(names_only.denied_by_name("exfil.invalid").is_some());
+        assert!(names_only.denied_by_name("10.0.0.1").is_some());
+        assert!(names_only.denied_by_name("pypi.org").is_none());
+        // A network in the lists may allow a name by where it resolves: resolve first.
+        let with_net =
+            compiled(serde_json::json!({"default": "deny", "allow_hosts": ["10.1.0.0/16"]}));
+        assert!(with_net.denied_by_name("db.internal").is_none());
+        let open = compiled(serde_json::json!({"default": "allow"}));
+        assert!(open.denied_by_name("exfil.invalid").is_none());
     }
 
     #[test]

