@@ -616,3 +616,46 @@ EOF"#
     drop(node);
     drop(fake);
 }
+
+/// Someone removes the node's spare networks behind its back (`docker network prune`, a
+/// clean-up script): new sandboxes still start, on networks made anew, and the node does
+/// not keep handing out the names of networks that are gone.
+#[tokio::test]
+async fn networks_removed_behind_the_nodes_back_do_not_stop_new_sandboxes() {
+    let node = Node::start().await;
+    let c = &node.client;
+    // One sandbox made and removed: its network goes back to the pool, beside the spare.
+    let first = format!("nb-{}", unique());
+    sh(c, &first, "true").await;
+    c.delete_sandbox(&first).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let label = format!("label=warren.node={}", node.node_id);
+    // Its warm containers too (they hold networks of their own).
+    let warm = Command::new("docker")
+        .args(["ps", "-aq", "--filter", &label, "--filter", "name=_warm_"])
+        .output()
+        .unwrap();
+    for w in String::from_utf8_lossy(&warm.stdout).lines() {
+        let _ = Command::new("docker").args(["rm", "-f", w]).output();
+    }
+    let out = Command::new("docker")
+        .args(["network", "ls", "-q", "--filter", &label])
+        .output()
+        .unwrap();
+    let nets: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(!nets.is_empty(), "the node has no spare network to lose");
+    for n in &nets {
+        let _ = Command::new("docker").args(["network", "rm", n]).output();
+    }
+    for i in 0..3 {
+        let id = format!("nb{i}-{}", unique());
+        let r = c.sh(&id, "echo up").await;
+        assert!(
+            r.as_ref().is_ok_and(|r| r.stdout == "up\n"),
+            "sandbox {i} after the networks went: {r:?}"
+        );
+    }
+}

@@ -139,17 +139,40 @@ impl DockerRuntime {
         ))
     }
 
+    /// A network for a new container: a spare one that still exists, else a new one. A
+    /// spare removed behind the node's back (`docker network prune`) is dropped, not handed
+    /// out for every start to fail on.
     pub(super) async fn take_network(self: &Arc<Self>) -> Result<String, RuntimeError> {
-        let pooled = self.nets.lock().await.free.pop();
-        let name = match pooled {
-            Some(n) => n,
-            None => self.create_network().await?,
+        let name = loop {
+            let pooled = self.nets.lock().await.free.pop();
+            let Some(n) = pooled else {
+                break self.create_network().await?;
+            };
+            if self.network_exists(&n).await? {
+                break n;
+            }
+            tracing::warn!(
+                network = n,
+                "a spare sandbox network was removed outside the node; dropped from the pool"
+            );
         };
         self.replenish();
         Ok(name)
     }
 
+    async fn network_exists(&self, name: &str) -> Result<bool, RuntimeError> {
+        match self.docker.inspect_network(name, None).await {
+            Ok(_) => Ok(true),
+            Err(e) if status_of(&e) == Some(404) => Ok(false),
+            Err(e) => Err(docker_err(e)),
+        }
+    }
+
+    /// Back to the pool (or removed, when the pool is full). One that is gone stays gone.
     pub(super) async fn release_network(&self, name: &str) {
+        if matches!(self.network_exists(name).await, Ok(false)) {
+            return;
+        }
         let mut st = self.nets.lock().await;
         if st.free.len() < self.spare.max(1) * 2 {
             st.free.push(name.to_string());
