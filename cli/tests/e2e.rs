@@ -26,8 +26,8 @@ mod e2e {
     mod preview;
     mod processes;
     mod runtime_fill;
-    mod sdk;
     mod s3;
+    mod sdk;
     mod secrets_rotation;
     mod sessions;
     mod setup;

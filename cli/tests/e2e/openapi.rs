@@ -31,8 +31,7 @@ async fn the_document_is_served_without_a_key_and_every_operation_in_it_is_route
                 .replace("{port}", "3000")
                 .replace("{node}", "no-such-node")
                 .replace("{name}", "probe")
-                .replace('{', "")
-                .replace('}', "");
+                .replace(['{', '}'], "");
             // Drains and removals of a node that does not exist: refused, never routed away.
             let m = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
             let resp = http
