@@ -40,14 +40,40 @@ pub enum Command {
     LocalCluster(LocalClusterArgs),
     /// Create a sandbox (or ensure it runs).
     Create(CreateArgs),
-    /// List sandboxes.
+    /// List sandboxes (every page), or the files of `SANDBOX:/dir`.
     #[command(alias = "ls")]
     List(ListArgs),
     /// Show one sandbox.
     Get { id: String },
-    /// Delete sandboxes.
+    /// Delete sandboxes, or files named `SANDBOX:/path` (directories with -r).
     #[command(alias = "delete")]
-    Rm { ids: Vec<String> },
+    Rm {
+        #[arg(required = true)]
+        targets: Vec<String>,
+        /// Directories too, with everything in them.
+        #[arg(short, long)]
+        recursive: bool,
+    },
+    /// Rename or move a file inside a sandbox: `SANDBOX:/from /to`.
+    Mv {
+        src: String,
+        dst: String,
+        /// Replace what is at the destination.
+        #[arg(short, long)]
+        force: bool,
+    },
+    /// Print file events under `SANDBOX:/dir` as they happen.
+    Watch(WatchArgs),
+    /// Git checkouts in a sandbox.
+    #[command(subcommand)]
+    Git(GitCommand),
+    /// Run code in the sandbox's interpreter (Python, JavaScript, TypeScript).
+    Run(RunArgs),
+    /// The cluster's members: status, drain, remove.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions { shell: clap_complete::Shell },
     /// Run a command in a sandbox; its exit code becomes warren's.
     Exec(ExecArgs),
     /// Copy a file to or from a sandbox (`SANDBOX:/path` names the sandbox side; `-` is stdio).
@@ -85,6 +111,75 @@ pub enum Command {
     Usage(UsageArgs),
     /// Print the OpenAPI 3.1 document of the API (what `GET /v1/openapi.json` serves).
     Openapi,
+}
+
+#[derive(Args, Debug)]
+pub struct WatchArgs {
+    /// `SANDBOX:/dir`.
+    pub target: String,
+    /// Only the directory itself, not what is below it.
+    #[arg(long)]
+    pub no_recursive: bool,
+    /// Only paths matching this glob (repeatable).
+    #[arg(long)]
+    pub include: Vec<String>,
+    /// Not paths matching this glob (repeatable).
+    #[arg(long)]
+    pub exclude: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum GitCommand {
+    /// Clone a repository into the sandbox (default: /workspace/<repo name>).
+    Clone(GitCloneArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct GitCloneArgs {
+    pub id: String,
+    /// The repository's URL (a field named `url` would be the global --url).
+    #[arg(value_name = "URL")]
+    pub repository: String,
+    /// Where (absolute, or relative to /workspace).
+    pub dir: Option<String>,
+    #[arg(long, short)]
+    pub branch: Option<String>,
+    #[arg(long)]
+    pub depth: Option<u32>,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    pub id: String,
+    /// The code (`-` or nothing: read from stdin).
+    pub code: Option<String>,
+    /// Language of a new context.
+    #[arg(long, short, default_value = "python")]
+    pub language: String,
+    /// Run in this existing context (its variables persist between runs).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Keep the new context (prints its id) instead of deleting it after the run.
+    #[arg(long)]
+    pub keep: bool,
+    #[arg(long)]
+    pub timeout_ms: Option<i64>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClusterCommand {
+    /// Leader, term and every member with its state and load.
+    #[command(alias = "ls")]
+    Status,
+    /// Move every sandbox off a node, then mark it draining.
+    Drain { node: String },
+    /// Remove a node from the cluster.
+    Remove {
+        node: String,
+        /// Also a node that is down or still holds sandboxes.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -436,6 +531,14 @@ pub struct CreateArgs {
 
 #[derive(Args, Debug)]
 pub struct ListArgs {
+    /// `SANDBOX:/dir`: list that directory's files instead.
+    pub target: Option<String>,
+    /// Files: everything below the directory.
+    #[arg(short, long)]
+    pub recursive: bool,
+    /// Files: hidden ones too.
+    #[arg(short, long)]
+    pub all: bool,
     #[arg(long)]
     pub state: Option<String>,
     /// KEY=VALUE (repeatable).
@@ -443,6 +546,7 @@ pub struct ListArgs {
     pub labels: Vec<String>,
     #[arg(long)]
     pub region: Option<String>,
+    /// Sandboxes per page (every page is listed).
     #[arg(long, default_value_t = 100)]
     pub limit: usize,
 }

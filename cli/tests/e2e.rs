@@ -6,6 +6,7 @@ mod e2e {
     pub mod faults;
     pub mod harness;
 
+    mod cli;
     mod cluster;
     mod egress;
     mod egress_transparent;

@@ -190,6 +190,26 @@ impl Client {
             .await
     }
 
+    /// `GET /v1/cluster`: leader, term, loss window and members.
+    pub async fn cluster(&self) -> Result<serde_json::Value> {
+        self.json(self.request(Method::GET, "/v1/cluster")).await
+    }
+
+    /// `POST /v1/cluster/nodes/{node}/drain`: every sandbox moves off the node.
+    pub async fn drain_node(&self, node: &str) -> Result<serde_json::Value> {
+        self.json(self.request(Method::POST, &format!("/v1/cluster/nodes/{node}/drain")))
+            .await
+    }
+
+    /// `DELETE /v1/cluster/nodes/{node}` (`force`: also a node that is down or not drained).
+    pub async fn remove_node(&self, node: &str, force: bool) -> Result<()> {
+        let rb = self
+            .request(Method::DELETE, &format!("/v1/cluster/nodes/{node}"))
+            .query(&[("force", force)]);
+        Self::check(rb.send().await?).await?;
+        Ok(())
+    }
+
     pub async fn delete_sandbox(&self, id: &str) -> Result<()> {
         Self::check(
             self.request(Method::DELETE, &Self::sandbox_path(id, ""))

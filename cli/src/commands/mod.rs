@@ -1,15 +1,19 @@
 //! One module per group of subcommands.
 
 mod cluster;
+mod code;
 pub(crate) mod dev;
 mod egress;
 mod exec;
 mod files;
+mod fs;
+mod members;
 mod ports;
 mod procs;
 mod sandbox;
 mod snapshots;
 mod usage;
+mod watch;
 
 use crate::args::{Cli, Command, Conn};
 use anyhow::Context;
@@ -29,7 +33,22 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Create(a) => sandbox::create(&conn, a).await,
         Command::List(a) => sandbox::list(&conn, a).await,
         Command::Get { id } => sandbox::get(&conn, &id).await,
-        Command::Rm { ids } => sandbox::rm(&conn, &ids).await,
+        Command::Rm { targets, recursive } => {
+            let (files, ids): (Vec<&str>, Vec<&str>) = targets
+                .iter()
+                .map(String::as_str)
+                .partition(|t| fs::remote(t).is_some());
+            if !files.is_empty() {
+                fs::rm_files(&conn, &files, recursive).await?;
+            }
+            sandbox::rm(&conn, &ids).await
+        }
+        Command::Mv { src, dst, force } => fs::mv(&conn, &src, &dst, force).await,
+        Command::Watch(a) => watch::watch(&conn, a).await,
+        Command::Git(crate::args::GitCommand::Clone(a)) => code::git_clone(&conn, a).await,
+        Command::Run(a) => code::run(&conn, a).await,
+        Command::Cluster(c) => members::cluster(&conn, c).await,
+        Command::Completions { shell } => members::completions(shell),
         Command::Exec(a) => exec::exec(&conn, a).await,
         Command::Cp { src, dst } => files::cp(&conn, &src, &dst).await,
         Command::Start(a) => procs::start(&conn, a).await,

@@ -4,7 +4,7 @@ use super::{client, pairs};
 use crate::args::{Conn, CreateArgs, ListArgs};
 use crate::output;
 use warren_api::sandbox::{
-    CreateSandboxRequest, Persist, PersistMode, ResourcesRequest, SleepAfter,
+    CreateSandboxRequest, Persist, PersistMode, ResourcesRequest, SandboxList, SleepAfter,
 };
 
 /// `--persist disk|none|DIR…`.
@@ -62,19 +62,38 @@ pub async fn create(conn: &Conn, a: CreateArgs) -> anyhow::Result<i32> {
 }
 
 pub async fn list(conn: &Conn, a: ListArgs) -> anyhow::Result<i32> {
+    if let Some(target) = &a.target {
+        return super::fs::ls(conn, target, a.recursive, a.all).await;
+    }
     let c = client(conn)?;
     let limit = a.limit.to_string();
-    let mut q: Vec<(&str, &str)> = vec![("limit", &limit)];
-    if let Some(s) = &a.state {
-        q.push(("state", s));
+    let mut list = SandboxList {
+        sandboxes: Vec::new(),
+        next_cursor: None,
+    };
+    // Every page, in order.
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut q: Vec<(&str, &str)> = vec![("limit", &limit)];
+        if let Some(s) = &a.state {
+            q.push(("state", s));
+        }
+        if let Some(r) = &a.region {
+            q.push(("region", r));
+        }
+        for l in &a.labels {
+            q.push(("label", l));
+        }
+        if let Some(cur) = &cursor {
+            q.push(("cursor", cur));
+        }
+        let page = c.list_sandboxes(&q).await?;
+        list.sandboxes.extend(page.sandboxes);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
     }
-    if let Some(r) = &a.region {
-        q.push(("region", r));
-    }
-    for l in &a.labels {
-        q.push(("label", l));
-    }
-    let list = c.list_sandboxes(&q).await?;
     if conn.json {
         output::json(&list);
         return Ok(0);
@@ -103,7 +122,7 @@ pub async fn get(conn: &Conn, id: &str) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-pub async fn rm(conn: &Conn, ids: &[String]) -> anyhow::Result<i32> {
+pub async fn rm(conn: &Conn, ids: &[&str]) -> anyhow::Result<i32> {
     let c = client(conn)?;
     for id in ids {
         c.delete_sandbox(id).await?;
