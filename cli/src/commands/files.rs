@@ -1,19 +1,13 @@
 //! `warren cp`: stream a file to or from a sandbox, with a progress bar on a terminal.
 
 use super::client;
+use super::fs::remote;
 use crate::args::Conn;
 use anyhow::{bail, Context};
 use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use tokio::io::AsyncWriteExt;
-
-/// `SANDBOX:/path` → (sandbox, path); anything else is local.
-fn remote(spec: &str) -> Option<(&str, &str)> {
-    let (id, path) = spec.split_once(':')?;
-    (warren_api::ids::validate_sandbox_id(id).is_ok() && path.starts_with('/'))
-        .then_some((id, path))
-}
 
 fn progress(len: Option<u64>) -> ProgressBar {
     if !std::io::stderr().is_terminal() {

@@ -5,7 +5,7 @@ use crate::args::Conn;
 use crate::output;
 use anyhow::bail;
 
-/// `SANDBOX:/path` → (sandbox, path).
+/// `SANDBOX:/path` → (sandbox, path); anything else is local (`warren cp` reads it too).
 pub fn remote(spec: &str) -> Option<(&str, &str)> {
     let (id, path) = spec.split_once(':')?;
     (warren_api::ids::validate_sandbox_id(id).is_ok() && path.starts_with('/'))
