@@ -4,5 +4,6 @@ pub mod binary;
 pub mod body;
 pub mod client;
 pub mod connect;
+pub mod request;
 
 pub use client::{GuestBody, GuestClient, GuestError};

@@ -29,6 +29,7 @@ use super::recovery::RecoveryPoints;
 use super::store::RecordStore;
 use crate::config::NodeConfig;
 use crate::guest::client::{full, GuestBody, GuestClient};
+use crate::guest::request::guest_request;
 use crate::metrics::NodeMetrics;
 use crate::runtime::host_work::HostWork;
 use crate::runtime::{ContainerInfo, ContainerRuntime, ContainerSpec, RootFill, SeedCopy};
@@ -898,22 +899,7 @@ impl SandboxManager {
         payload: Payload,
     ) -> Result<http::Response<Incoming>, ApiError> {
         let key = self.ensure(id).await?;
-        let build = |body: GuestBody| {
-            let mut b = http::Request::builder()
-                .method(method.clone())
-                .uri(path_and_query);
-            for name in [
-                http::header::CONTENT_TYPE,
-                http::header::ACCEPT,
-                http::header::CONTENT_LENGTH,
-            ] {
-                if let Some(v) = headers.get(&name) {
-                    b = b.header(name, v);
-                }
-            }
-            b.body(body)
-                .map_err(|e| ApiError::invalid(format!("bad request: {e}")))
-        };
+        let build = |body: GuestBody| guest_request(&method, path_and_query, headers, body);
         let (first, replay) = match payload {
             Payload::Bytes(b) => (build(full(b.clone()))?, Some(b)),
             Payload::Stream(s) => (build(s)?, None),
