@@ -426,6 +426,30 @@ pub struct NodeArgs {
     /// (an internal CA of private services).
     #[arg(long)]
     pub egress_ca_file: Option<PathBuf>,
+    /// PEM certificate chain of the public API: with `--tls-key-file`, the API (and the
+    /// join endpoint) speak HTTPS only. Both files are read again when they change.
+    #[arg(long, requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of `--tls-cert-file`.
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+    /// How often the TLS files are checked for a change, ms.
+    #[arg(long, default_value_t = 2000)]
+    pub tls_reload_check_ms: u64,
+    /// PEM file of the CA trusted for the seed's HTTPS API when joining (a seed whose
+    /// certificate is not from a public CA).
+    #[arg(long)]
+    pub join_ca_file: Option<PathBuf>,
+    /// Time a client has to send a request's header (also the longest a connection may
+    /// sit idle between requests), ms.
+    #[arg(long, default_value_t = 10_000)]
+    pub header_read_timeout_ms: u64,
+    /// Connections to the public API served at once (more wait in the kernel's backlog).
+    #[arg(long, default_value_t = 4096)]
+    pub max_connections: usize,
+    /// On shutdown, how long requests in progress may finish before they are cut, ms.
+    #[arg(long, default_value_t = 10_000)]
+    pub drain_timeout_ms: u64,
 }
 
 impl NodeArgs {
@@ -478,6 +502,13 @@ impl NodeArgs {
             egress_allow_nets: self.egress_allow_nets.clone(),
             egress_port: self.egress_port,
             egress_ca_file: self.egress_ca_file.clone(),
+            tls_cert_file: self.tls_cert_file.clone(),
+            tls_key_file: self.tls_key_file.clone(),
+            tls_reload_check_ms: self.tls_reload_check_ms,
+            join_ca_file: self.join_ca_file.clone(),
+            header_read_timeout_ms: self.header_read_timeout_ms,
+            max_connections: self.max_connections,
+            drain_timeout_ms: self.drain_timeout_ms,
         };
         s.check()?;
         Ok(s)

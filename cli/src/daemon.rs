@@ -240,6 +240,15 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     let listener = tokio::net::TcpListener::bind(&s.listen)
         .await
         .with_context(|| format!("cannot listen on {}", s.listen))?;
+    // A certificate that cannot be used stops the start: never plain HTTP by mistake.
+    let tls = match s.tls_files() {
+        Some(files) => Some(
+            warren_router::listener::tls::ReloadingCert::start(files, tasks.clone())
+                .context("the API's TLS certificate")?,
+        ),
+        None => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     cfg.preview.public_port = match s.preview_port {
         Some(0) => None,
         Some(p) => Some(p),
@@ -439,7 +448,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     cluster.start_supervisor();
 
     on_ready(&Ready {
-        url: format!("http://{}", listener.local_addr()?),
+        url: format!("{scheme}://{}", listener.local_addr()?),
         api_key,
         api_key_file: key_file,
         data_dir,
@@ -447,7 +456,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         peer_addr,
         join_token,
     });
-    warren_router::serve(listener, state, shutdown_signal()).await?;
+    warren_router::serve(listener, state, tls, s.listener_limits(), shutdown_signal()).await?;
     tasks.cancel();
     let firewall_kept = firewall_keeper.is_some();
     for t in [firewall_keeper, Some(egress_task), Some(resealer)]
@@ -485,7 +494,16 @@ async fn join(
         token, &s.name, &s.region, api_addr, peer_addr, s.capacity, &csr,
     );
     let url = format!("{}/internal/v1/join", seed.trim_end_matches('/'));
-    let http = reqwest::Client::new();
+    let mut http = reqwest::Client::builder();
+    if let Some(path) = &s.join_ca_file {
+        let pem = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        for cert in reqwest::Certificate::from_pem_bundle(&pem)
+            .with_context(|| format!("{}: not a PEM certificate bundle", path.display()))?
+        {
+            http = http.add_root_certificate(cert);
+        }
+    }
+    let http = http.build()?;
     let mut last = String::new();
     // The seed may still be starting: try for a while.
     for _ in 0..60 {

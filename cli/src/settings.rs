@@ -134,6 +134,30 @@ pub struct Settings {
     /// PEM file of CAs trusted for upstream HTTPS besides the public roots.
     #[serde(default)]
     pub egress_ca_file: Option<PathBuf>,
+    /// PEM certificate chain of the public API; with `tls_key_file`, the API (and the
+    /// join endpoint) speak HTTPS only. Both files are read again when they change.
+    #[serde(default)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of `tls_cert_file`.
+    #[serde(default)]
+    pub tls_key_file: Option<PathBuf>,
+    /// How often the TLS files are checked for a change, ms.
+    #[serde(default = "default_tls_reload_check_ms")]
+    pub tls_reload_check_ms: u64,
+    /// PEM file of the CA a joining node trusts for the seed's HTTPS API (when the seed's
+    /// certificate is not from a public CA).
+    #[serde(default)]
+    pub join_ca_file: Option<PathBuf>,
+    /// Time a client has to send a request's header (also the longest a connection may
+    /// sit idle between requests), ms.
+    #[serde(default = "default_header_read_timeout_ms")]
+    pub header_read_timeout_ms: u64,
+    /// Connections to the public API served at once (more wait in the kernel's backlog).
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// On shutdown, how long requests in progress may finish before they are cut, ms.
+    #[serde(default = "default_drain_timeout_ms")]
+    pub drain_timeout_ms: u64,
 }
 
 fn default_region() -> String {
@@ -206,6 +230,18 @@ fn default_preview_domain() -> String {
 fn default_preview_scheme() -> String {
     "http".into()
 }
+fn default_tls_reload_check_ms() -> u64 {
+    2000
+}
+fn default_header_read_timeout_ms() -> u64 {
+    10_000
+}
+fn default_max_connections() -> usize {
+    4096
+}
+fn default_drain_timeout_ms() -> u64 {
+    10_000
+}
 
 impl Settings {
     pub fn load(path: &std::path::Path) -> anyhow::Result<Settings> {
@@ -229,6 +265,22 @@ impl Settings {
             (16..=64 * 1024).contains(&self.run_dir_mb),
             "run_dir_mb must be between 16 and 65536"
         );
+        anyhow::ensure!(
+            self.tls_cert_file.is_some() == self.tls_key_file.is_some(),
+            "tls_cert_file and tls_key_file go together"
+        );
+        anyhow::ensure!(
+            self.header_read_timeout_ms >= 100,
+            "header_read_timeout_ms must be at least 100"
+        );
+        anyhow::ensure!(
+            self.max_connections >= 1,
+            "max_connections must be at least 1"
+        );
+        anyhow::ensure!(
+            self.tls_reload_check_ms >= 10,
+            "tls_reload_check_ms must be at least 10"
+        );
         if let Some(c) = self.host_work_cpus {
             anyhow::ensure!(
                 c.is_finite() && (0.0..=1024.0).contains(&c),
@@ -236,6 +288,25 @@ impl Settings {
             );
         }
         Ok(())
+    }
+
+    /// The public listener's bounds.
+    pub fn listener_limits(&self) -> warren_router::listener::ListenerLimits {
+        warren_router::listener::ListenerLimits {
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            tls_handshake_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            max_connections: self.max_connections,
+            drain_timeout: Duration::from_millis(self.drain_timeout_ms),
+        }
+    }
+
+    /// The public listener's TLS files, when it speaks TLS.
+    pub fn tls_files(&self) -> Option<warren_router::listener::tls::TlsFiles> {
+        Some(warren_router::listener::tls::TlsFiles {
+            cert: self.tls_cert_file.clone()?,
+            key: self.tls_key_file.clone()?,
+            check_every: Duration::from_millis(self.tls_reload_check_ms),
+        })
     }
 
     pub fn heartbeat(&self) -> Duration {

@@ -18,6 +18,7 @@ mod e2e {
     mod hostile;
     mod interpreter;
     mod lifecycle;
+    mod listener;
     mod logs;
     mod membership;
     mod migration;

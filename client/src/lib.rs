@@ -71,6 +71,9 @@ pub fn api_key_path(data_dir: &std::path::Path) -> PathBuf {
     data_dir.join("api-key")
 }
 
+/// Environment variable naming a PEM file of CAs a client trusts for an `https` node.
+pub const CA_FILE_ENV: &str = "WARREN_CA_FILE";
+
 #[derive(Clone)]
 pub struct Client {
     base: String,
@@ -79,11 +82,37 @@ pub struct Client {
 }
 
 impl Client {
+    /// A client of the node at `base_url`. An `https` node whose certificate is not from a
+    /// public CA is trusted through `WARREN_CA_FILE` (a PEM bundle).
     pub fn new(base_url: &str, api_key: &str) -> Result<Self> {
-        let http = reqwest::Client::builder()
+        let ca = match std::env::var_os(CA_FILE_ENV) {
+            Some(path) if !path.is_empty() => Some(std::fs::read(&path).map_err(|e| {
+                Error::Config(format!(
+                    "{CA_FILE_ENV}: cannot read {}: {e}",
+                    std::path::Path::new(&path).display()
+                ))
+            })?),
+            _ => None,
+        };
+        Self::with_root_ca(base_url, api_key, ca.as_deref())
+    }
+
+    /// Like [`Client::new`], trusting the CAs of `ca_pem` besides the public ones.
+    pub fn with_root_ca(base_url: &str, api_key: &str, ca_pem: Option<&[u8]>) -> Result<Self> {
+        // Idle connections are dropped well before a node closes them (after its header
+        // timeout, 10 s by default): a request sent as the node closes one would fail.
+        let mut builder = reqwest::Client::builder()
             .pool_max_idle_per_host(64)
-            .tcp_nodelay(true)
-            .build()?;
+            .pool_idle_timeout(std::time::Duration::from_secs(5))
+            .tcp_nodelay(true);
+        if let Some(pem) = ca_pem {
+            let certs = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| Error::Config(format!("not a PEM certificate bundle: {e}")))?;
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder.build()?;
         Ok(Client {
             base: base_url.trim_end_matches('/').to_string(),
             key: api_key.to_string(),

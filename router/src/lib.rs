@@ -11,6 +11,7 @@
 pub mod cluster;
 pub mod egress;
 pub mod error;
+pub mod listener;
 pub mod metrics;
 pub mod middleware;
 pub mod preview;
@@ -40,13 +41,15 @@ pub fn serve_peers(state: &AppState) -> tokio::task::JoinHandle<()> {
     state.cluster.cluster.peers().serve(server)
 }
 
-/// Serves the API on `listener` until `shutdown` resolves, then drains open requests.
+/// Serves the API on `listener` (TLS when `tls` is given) within `limits` until `shutdown`
+/// resolves, then drains open requests for at most `limits.drain_timeout`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
+    tls: Option<std::sync::Arc<listener::tls::ReloadingCert>>,
+    limits: listener::ListenerLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let metrics = listener::ListenerMetrics::new(&state.registry);
+    listener::serve(listener, tls, app(state), limits, metrics, shutdown).await
 }

@@ -209,7 +209,11 @@ impl Node {
             .unwrap_or_else(|e| panic!("node did not start ({e}): {line:?}"));
         self.url = ready["ready"].as_str().expect("ready url").to_string();
         // Restarts keep the same address.
-        self.listen = self.url.trim_start_matches("http://").to_string();
+        self.listen = self
+            .url
+            .trim_start_matches("http://")
+            .trim_start_matches("https://")
+            .to_string();
         self.key = std::fs::read_to_string(self.data_dir.join("api-key"))
             .unwrap()
             .trim()
@@ -253,6 +257,29 @@ impl Node {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+
+    /// Sends the node SIGTERM (an orderly stop).
+    pub fn terminate(&self) {
+        // SAFETY: kill(2) on the pid of a child of this process.
+        let rc = unsafe { libc::kill(self.pid() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(rc, 0, "kill: {}", std::io::Error::last_os_error());
+    }
+
+    /// Waits up to `within` for the node process to exit; its status, if it did.
+    pub fn wait_exit(&mut self, within: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + within;
+        let child = self.child.as_mut()?;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                self.child = None;
+                return Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 

@@ -1,0 +1,311 @@
+//! The public listener under clients that do not play along: silent and slow connections
+//! (slowloris) are cut after the header timeout while others are served; SIGTERM with
+//! event streams open ends the node within its drain time, answering the request in
+//! progress; TLS from files, swapped without a restart.
+
+use super::egress::ca_and_cert;
+use super::harness::{unique, Node};
+use futures_util::StreamExt;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+use warren_api::exec::ExecRequest;
+use warren_client::Client;
+
+/// Whether the server closed `s` within `within` (EOF or a reset), reading and dropping
+/// whatever it sent.
+fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    while Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+#[tokio::test]
+async fn silent_and_slow_clients_are_cut_while_others_are_served() {
+    let node = Node::start_with(
+        "127.0.0.1:0",
+        &["--header-read-timeout-ms", "1500", "--max-connections", "6"],
+    )
+    .await;
+    let addr = node.url.trim_start_matches("http://").to_string();
+    // The attacker takes every connection slot: three say nothing, three send a header
+    // a byte at a time and never finish it.
+    let mut silent: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    let mut slow: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    let dripping = {
+        let mut conns: Vec<TcpStream> = slow.iter().map(|s| s.try_clone().unwrap()).collect();
+        std::thread::spawn(move || {
+            for c in &mut conns {
+                let _ = c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n");
+            }
+            for _ in 0..40 {
+                std::thread::sleep(Duration::from_millis(200));
+                for c in &mut conns {
+                    let _ = c.write_all(b"X");
+                }
+            }
+        })
+    };
+    // A client arriving now waits for a slot, and gets one once the attacker's are cut.
+    let started = Instant::now();
+    let served = tokio::time::timeout(
+        Duration::from_secs(20),
+        node.req(reqwest::Method::GET, "/v1/sandboxes").send(),
+    )
+    .await
+    .expect("a client was kept out by connections that never sent a request")
+    .unwrap();
+    assert_eq!(served.status(), 200);
+    let waited = started.elapsed();
+    for (what, conns) in [("silent", &mut silent), ("slow", &mut slow)] {
+        for c in conns.iter_mut() {
+            assert!(
+                closed_within(c, Duration::from_secs(10)),
+                "a {what} connection was still open"
+            );
+        }
+    }
+    // A connection that made one request and then idles is let go too.
+    let mut idle = TcpStream::connect(&addr).unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut first = [0u8; 12];
+    idle.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 200");
+    assert!(
+        closed_within(&mut idle, Duration::from_secs(10)),
+        "an idle keep-alive connection was never closed"
+    );
+    dripping.join().unwrap();
+    // On a new connection: the client's pooled ones have idled out by now.
+    let metrics = Client::new(&node.url, &node.key)
+        .unwrap()
+        .request(reqwest::Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let cut: u64 = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("warren_http_connections_cut_total{reason=\"header_timeout\"} ")
+        })
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(cut >= 7, "{cut} connections counted as cut");
+    eprintln!("served after {waited:?} behind 6 hostile connections");
+}
+
+#[tokio::test]
+async fn sigterm_with_streams_open_answers_the_call_in_progress_and_exits_within_the_drain() {
+    let mut node = Node::start_with("127.0.0.1:0", &["--drain-timeout-ms", "3000"]).await;
+    let id = format!("drain-{}", unique());
+    let c = node.client.clone();
+    // An event stream that would outlive any drain (on a session of its own: calls on one
+    // session run one after another).
+    c.create_session(
+        &id,
+        &warren_api::session::CreateSessionRequest {
+            id: Some("stream".into()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut stream = c
+        .exec_stream(
+            &id,
+            &ExecRequest {
+                command: Some("echo up; sleep 300".into()),
+                session: Some("stream".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(stream.next().await.is_some(), "the stream started");
+    // A call in progress when the signal comes.
+    let in_progress = {
+        let c = c.clone();
+        let id = id.clone();
+        tokio::spawn(async move { c.sh(&id, "sleep 1; echo answered").await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    node.terminate();
+    let answer = in_progress.await.unwrap();
+
+    assert_eq!(
+        answer.map(|r| r.stdout).map_err(|e| e.to_string()),
+        Ok("answered\n".to_string()),
+        "the call in progress was not answered"
+    );
+    let exited = tokio::task::spawn_blocking(move || {
+        let status = node.wait_exit(Duration::from_secs(30));
+        (status, node)
+    })
+    .await
+    .unwrap();
+    let (status, node) = exited;
+    let status =
+        status.expect("the node was still running 30 s after SIGTERM (an open stream held it)");
+    assert!(status.success(), "{status}");
+    // The stream was cut, not left hanging.
+    let rest = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(ev) = stream.next().await {
+            if ev.is_err() {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(
+        rest.is_ok(),
+        "the event stream stayed open after the node exited"
+    );
+    // Sandboxes outlive their node's restarts; this one goes now.
+    let mut node = node;
+    node.restart().await;
+    node.client.delete_sandbox(&id).await.unwrap();
+}
+
+struct TlsDir {
+    dir: tempfile::TempDir,
+}
+
+impl TlsDir {
+    fn new() -> TlsDir {
+        TlsDir {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+    /// Writes a certificate (of a new CA) for 127.0.0.1 and its key; returns the CA's PEM.
+    fn issue(&self, ca_name: &str) -> String {
+        let (ca, cert, key) = ca_and_cert(ca_name, "127.0.0.1");
+        // Renewals replace files by rename: a reader never sees half of one.
+        for (name, pem) in [("key.pem", key), ("cert.pem", cert)] {
+            let tmp = self.path(&format!("{name}.new"));
+            std::fs::write(&tmp, pem).unwrap();
+            std::fs::rename(&tmp, self.path(name)).unwrap();
+        }
+        ca
+    }
+}
+
+async fn lists_with(url: &str, key: &str, ca: &str) -> Result<(), String> {
+    let c = Client::with_root_ca(url, key, Some(ca.as_bytes())).map_err(|e| e.to_string())?;
+    c.list_sandboxes(&[])
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+#[tokio::test]
+async fn the_api_speaks_tls_from_files_it_swaps_without_a_restart() {
+    let tls = TlsDir::new();
+    let ca1 = tls.issue("warren test API CA one");
+    let (cert, key) = (tls.path("cert.pem"), tls.path("key.pem"));
+    let node = Node::start_with(
+        "127.0.0.1:0",
+        &[
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-reload-check-ms",
+            "100",
+        ],
+    )
+    .await;
+    assert!(node.url.starts_with("https://127.0.0.1:"), "{}", node.url);
+    lists_with(&node.url, &node.key, &ca1).await.unwrap();
+    // A whole call through TLS, streams included.
+    let c = Client::with_root_ca(&node.url, &node.key, Some(ca1.as_bytes())).unwrap();
+    let id = format!("tls-{}", unique());
+    assert_eq!(
+        c.sh(&id, "echo over-tls").await.unwrap().stdout,
+        "over-tls\n"
+    );
+    // No plain HTTP on the TLS port, and no trust without the CA.
+    let plain = node.url.replace("https://", "http://");
+    let r = reqwest::get(format!("{plain}/healthz")).await;
+    assert!(
+        r.is_err() || !r.unwrap().status().is_success(),
+        "plain HTTP was served"
+    );
+    let (other_ca, _, _) = ca_and_cert("a CA nobody installed", "127.0.0.1");
+    assert!(lists_with(&node.url, &node.key, &other_ca).await.is_err());
+
+    // A broken certificate file (a renewal gone wrong) leaves the old one in service.
+    std::fs::write(&cert, "not a certificate").unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    lists_with(&node.url, &node.key, &ca1).await.unwrap();
+
+    // A renewed pair is served on new connections, without a restart.
+    let ca2 = tls.issue("warren test API CA two");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lists_with(&node.url, &node.key, &ca2).await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the renewed certificate was never served"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let old = lists_with(&node.url, &node.key, &ca1).await;
+    assert!(old.is_err(), "the replaced certificate is still served");
+    let c = Client::with_root_ca(&node.url, &node.key, Some(ca2.as_bytes())).unwrap();
+    c.delete_sandbox(&id).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_key_that_is_not_the_certificates_stops_the_start() {
+    let tls = TlsDir::new();
+    tls.issue("warren test API CA");
+    let (_, _, other_key) = ca_and_cert("another CA", "127.0.0.1");
+    std::fs::write(tls.path("key.pem"), other_key).unwrap();
+    let data_dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warren"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--node-id"])
+        .arg(format!("t{}", unique()))
+        .arg("--data-dir")
+        .arg(data_dir.path())
+        .args(["--tls-cert-file", &tls.path("cert.pem")])
+        .args(["--tls-key-file", &tls.path("key.pem")])
+        .args(["--guest-bin", &super::harness::guest_bin()])
+        .args(["--warm-containers", "0", "--spare-networks", "0"])
+        .env("WARREN_RUN_ID", super::harness::run_id())
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "the node started with a key of another certificate"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is not the key of the certificate"),
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "it said it was ready: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
