@@ -220,7 +220,7 @@ fn with_label(what: &str, label: &str) -> Vec<String> {
 async fn a_runs_clean_up_removes_its_nodes_containers_and_no_one_elses() {
     use super::harness::{unique, Node};
     let mine = format!("mine-{}", unique());
-    let node = Node::start_in_run(&mine).await;
+    let mut node = Node::start_in_run(&mine).await;
     let id = format!("run-{}", unique());
     node.client.sh(&id, "true").await.unwrap();
     let ours = format!("label=warren.run={mine}");
@@ -256,6 +256,9 @@ async fn a_runs_clean_up_removes_its_nodes_containers_and_no_one_elses() {
         docker(&args);
         bystanders.push(name);
     }
+    // The clean-up runs once the run's nodes are gone (a running node refills its warm
+    // pool, with containers made after the clean-up looked).
+    node.kill();
     let out = Command::new(repo().join("deploy/remove-run.sh"))
         .arg(&mine)
         .output()
