@@ -43,7 +43,7 @@ pub fn validate_name(kind: &str, name: &str) -> Result<(), ApiError> {
     }
 }
 
-fn truncate_for_message(s: &str) -> String {
+pub(crate) fn truncate_for_message(s: &str) -> String {
     s.chars().take(80).collect()
 }
 

@@ -11,6 +11,7 @@ pub mod git;
 pub mod guest_auth;
 pub mod ids;
 pub mod interpreter;
+pub mod keys;
 #[cfg(feature = "openapi")]
 pub mod openapi;
 pub mod ports;

@@ -4,8 +4,8 @@
 //! router's routes and to this build.
 
 use crate::{
-    egress, exec, files, git, interpreter, ports, process, sandbox, session, snapshot, ticket,
-    usage, watch, ApiError,
+    egress, exec, files, git, interpreter, keys, ports, process, sandbox, session, snapshot,
+    ticket, usage, watch, ApiError,
 };
 use utoipa::openapi::path::{
     HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem,
@@ -160,7 +160,7 @@ pub fn operations() -> Vec<Operation> {
         op("delete", "/v1/sandboxes/{id}", "deleteSandbox", SB, "Delete a sandbox: container, disk and processes (named snapshots stay); 204 also when already gone")
             .gives(204, Body::None),
         op("get", "/v1/sandboxes", "listSandboxes", SB, "List sandboxes, a page at a time")
-            .query(&[("state", "string", "starting|running|sleeping|migrating|failed"), ("label", "string", "k=v; may repeat"), ("region", "string", ""), ("limit", "integer", ""), ("cursor", "string", "next_cursor of the previous page")])
+            .query(&[("state", "string", "starting|running|sleeping|migrating|failed"), ("label", "string", "k=v; may repeat"), ("region", "string", ""), ("limit", "integer", ""), ("cursor", "string", "next_cursor of the previous page"), ("tenant", "string", "an admin's filter; a tenant key sees its own only")])
             .gives(200, Json(of::<sandbox::SandboxList>)),
         op("post", "/v1/sandboxes/{id}/sleep", "sleepSandbox", SB, "Save per persist and stop; state becomes sleeping")
             .gives(200, Json(of::<sandbox::Sandbox>)),
@@ -263,8 +263,14 @@ pub fn operations() -> Vec<Operation> {
             .gives(204, Body::None),
         op("post", "/v1/tickets", "createTicket", OPS, "A single-use ticket for a browser WebSocket or stream")
             .takes(Json(of::<ticket::TicketRequest>)).gives(200, Json(of::<ticket::Ticket>)),
+        op("post", "/v1/keys", "createKey", OPS, "Create an API key, admin or scoped to a tenant (admin only); its value is shown once")
+            .takes(Json(of::<keys::CreateKeyRequest>)).gives(201, Json(of::<keys::CreatedKey>)),
+        op("get", "/v1/keys", "listKeys", OPS, "Every key's id, tenant, scope, name and times, never a value (admin only)")
+            .gives(200, Json(of::<keys::KeyList>)),
+        op("delete", "/v1/keys/{key}", "revokeKey", OPS, "Revoke a key; answered once every node that is not down applied it (admin only)")
+            .gives(204, Body::None),
         op("get", "/v1/usage", "getUsage", OPS, "Usage per sandbox, label or day, cluster-wide")
-            .query(&[("sandbox", "string", ""), ("label", "string", "k=v"), ("from", "string", "RFC 3339"), ("to", "string", "RFC 3339"), ("group_by", "string", "sandbox|label:KEY|day")])
+            .query(&[("sandbox", "string", ""), ("label", "string", "k=v"), ("from", "string", "RFC 3339"), ("to", "string", "RFC 3339"), ("group_by", "string", "sandbox|label:KEY|day"), ("tenant", "string", "an admin's filter; a tenant key sees its own only")])
             .gives(200, Json(of::<usage::UsageReport>)),
         op("get", "/v1/cluster", "getCluster", OPS, "Members, leader, term and loss window")
             .gives(200, Json(object)),

@@ -107,6 +107,9 @@ pub enum Command {
     /// A sandbox's egress policy: get, set.
     #[command(subcommand)]
     Egress(EgressCommand),
+    /// API keys, admin or scoped to a tenant (with an admin key): create, list, revoke.
+    #[command(subcommand)]
+    Key(KeyCommand),
     /// What sandboxes used (CPU seconds, memory GiB-seconds, running seconds, egress bytes).
     Usage(UsageArgs),
     /// Print the OpenAPI 3.1 document of the API (what `GET /v1/openapi.json` serves).
@@ -199,6 +202,27 @@ pub struct UsageArgs {
     /// sandbox, label:KEY or day.
     #[arg(long, default_value = "sandbox")]
     pub group_by: String,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeyCommand {
+    /// Create a key; its value is printed this once.
+    Create {
+        /// The tenant whose sandboxes, snapshots, secrets and usage the key reaches.
+        #[arg(long)]
+        tenant: String,
+        /// An admin key reaches every tenant, the cluster and the keys.
+        #[arg(long)]
+        admin: bool,
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List keys (never their values).
+    #[command(alias = "ls")]
+    List,
+    /// Revoke keys by id: refused by every node once this returns.
+    #[command(alias = "rm")]
+    Revoke { ids: Vec<String> },
 }
 
 #[derive(Subcommand, Debug)]
@@ -450,6 +474,17 @@ pub struct NodeArgs {
     /// On shutdown, how long requests in progress may finish before they are cut, ms.
     #[arg(long, default_value_t = 10_000)]
     pub drain_timeout_ms: u64,
+    /// File holding the token `GET /metrics` asks for (as a bearer token; an admin key is
+    /// taken too). Without it, `/metrics` is open.
+    #[arg(long)]
+    pub metrics_token_file: Option<PathBuf>,
+    /// Requests per second each API key may make through this node on average (0: no
+    /// limit); over it, 429 RATE_LIMITED with retry-after.
+    #[arg(long, default_value_t = 1000)]
+    pub rate_limit_per_s: u32,
+    /// Requests a key may make at once above its average rate.
+    #[arg(long, default_value_t = 2000)]
+    pub rate_limit_burst: u32,
 }
 
 impl NodeArgs {
@@ -509,6 +544,9 @@ impl NodeArgs {
             header_read_timeout_ms: self.header_read_timeout_ms,
             max_connections: self.max_connections,
             drain_timeout_ms: self.drain_timeout_ms,
+            metrics_token_file: self.metrics_token_file.clone(),
+            rate_limit_per_s: self.rate_limit_per_s,
+            rate_limit_burst: self.rate_limit_burst,
         };
         s.check()?;
         Ok(s)

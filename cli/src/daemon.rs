@@ -419,7 +419,19 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         secrets_key,
     });
     let own_ports = vec![listener.local_addr()?.port(), peers.local_addr()?.port()];
-    let state = warren_router::AppState::new(mgr, ctx, &api_key, registry.clone())?;
+    let mut state = warren_router::AppState::new(mgr, ctx, &api_key, registry.clone())?;
+    state.rate = Arc::new(warren_router::auth::rate::KeyLimiter::new(s.key_rate()));
+    if let Some(f) = &s.metrics_token_file {
+        let token = std::fs::read_to_string(f)
+            .with_context(|| format!("metrics_token_file {}", f.display()))?;
+        let token = token.trim();
+        anyhow::ensure!(
+            token.len() >= 16,
+            "metrics_token_file {}: the token must be at least 16 characters",
+            f.display()
+        );
+        state.metrics_token = Some(token.into());
+    }
     let (_proxy, egress_task) = warren_router::egress::spawn(
         &state,
         egress_listener,
@@ -433,6 +445,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     warren_router::cluster::migrate::spawn(state.clone());
     warren_router::cluster::fence::spawn(state.clone());
     let resealer = warren_router::cluster::reseal::spawn(state.clone(), tasks.clone());
+    let key_uses = warren_router::auth::last_used::spawn(state.clone(), tasks.clone());
     if let Some(ca) = bootstrap_ca {
         cluster
             .bootstrap(ca)
@@ -459,9 +472,14 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     warren_router::serve(listener, state, tls, s.listener_limits(), shutdown_signal()).await?;
     tasks.cancel();
     let firewall_kept = firewall_keeper.is_some();
-    for t in [firewall_keeper, Some(egress_task), Some(resealer)]
-        .into_iter()
-        .flatten()
+    for t in [
+        firewall_keeper,
+        Some(egress_task),
+        Some(resealer),
+        Some(key_uses),
+    ]
+    .into_iter()
+    .flatten()
     {
         let _ = t.await;
     }

@@ -158,6 +158,24 @@ pub struct Settings {
     /// On shutdown, how long requests in progress may finish before they are cut, ms.
     #[serde(default = "default_drain_timeout_ms")]
     pub drain_timeout_ms: u64,
+    /// File holding the token `GET /metrics` asks for (`Authorization: Bearer <token>`;
+    /// an admin key is taken too). None: `/metrics` is open, as on a loopback dev node.
+    #[serde(default)]
+    pub metrics_token_file: Option<PathBuf>,
+    /// Requests per second each API key may make through this node on average (0: no
+    /// limit); over it, 429 `RATE_LIMITED` with `retry-after`.
+    #[serde(default = "default_rate_limit_per_s")]
+    pub rate_limit_per_s: u32,
+    /// Requests a key may make at once above its average rate.
+    #[serde(default = "default_rate_limit_burst")]
+    pub rate_limit_burst: u32,
+}
+
+fn default_rate_limit_per_s() -> u32 {
+    1000
+}
+fn default_rate_limit_burst() -> u32 {
+    2000
 }
 
 fn default_region() -> String {
@@ -244,6 +262,14 @@ fn default_drain_timeout_ms() -> u64 {
 }
 
 impl Settings {
+    /// The per-key rate limit of the API.
+    pub fn key_rate(&self) -> warren_router::auth::rate::KeyRate {
+        warren_router::auth::rate::KeyRate {
+            per_second: self.rate_limit_per_s,
+            burst: self.rate_limit_burst,
+        }
+    }
+
     pub fn load(path: &std::path::Path) -> anyhow::Result<Settings> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;

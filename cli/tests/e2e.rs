@@ -34,6 +34,7 @@ mod e2e {
     mod sessions;
     mod setup;
     mod snapshots;
+    mod tenants;
     mod terminals;
     mod usage;
     mod warm;

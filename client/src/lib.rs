@@ -4,6 +4,7 @@
 mod egress;
 mod files;
 mod interpreter;
+mod keys;
 mod ports;
 mod processes;
 mod snapshots;

@@ -104,7 +104,10 @@ pub fn authorize_command(
         | Command::PutSecret { .. }
         | Command::ResealSecret { .. }
         | Command::SetSecretsKeys { .. }
-        | Command::DeleteSecret { .. } => return Ok(()),
+        | Command::DeleteSecret { .. }
+        | Command::CreateKey { .. }
+        | Command::RevokeKey { .. }
+        | Command::TouchKeys { .. } => return Ok(()),
     };
     match state.placements.get(sandbox) {
         Some(p) if p.node != caller => Err(Refusal::NotOwner {
@@ -141,6 +144,7 @@ mod tests {
                 state: PlacementState::Active,
                 handoff: None,
                 egress: None,
+                tenant: None,
             },
         );
         s
@@ -237,6 +241,7 @@ mod tests {
             sandbox: "new".into(),
             node: 1,
             expected_epoch: 0,
+            tenant: None,
         });
         assert_eq!(authorize(&s, 3, &place), Ok(()));
         let keys = |node| {

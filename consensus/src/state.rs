@@ -81,6 +81,19 @@ pub struct Placement {
     /// in `handoff`'s record (which is the checkpoint's), and what a new owner applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<String>,
+    /// The tenant whose sandbox this is (none: made before tenants, `DEFAULT_TENANT`). Set
+    /// by the first placement and never changed after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+}
+
+impl Placement {
+    /// The tenant this sandbox belongs to.
+    pub fn tenant(&self) -> &str {
+        self.tenant
+            .as_deref()
+            .unwrap_or(warren_api::keys::DEFAULT_TENANT)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,6 +126,9 @@ pub enum Command {
         sandbox: String,
         node: NodeId,
         expected_epoch: u64,
+        /// The tenant of a new sandbox (a placement that replaces one keeps its tenant).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tenant: Option<String>,
     },
     /// Forgets a placement if its epoch is still `epoch` (the sandbox was deleted).
     Unplace {
@@ -167,6 +183,19 @@ pub enum Command {
     DeleteSecret {
         name: String,
     },
+    /// Adds an API key (refused when the id exists).
+    CreateKey {
+        id: String,
+        key: KeyRecord,
+    },
+    /// Forgets an API key (nothing when there is none).
+    RevokeKey {
+        id: String,
+    },
+    /// When keys were last used, as nodes saw them (a later time wins; revoked keys stay gone).
+    TouchKeys {
+        used: Vec<(String, String)>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -197,6 +226,39 @@ pub struct ClusterState {
     /// Secrets by name, sealed with the cluster's secrets key (`secrets`).
     #[serde(default)]
     pub secrets: BTreeMap<String, SecretRecord>,
+    /// API keys by id, their values only as hashes (`keys`).
+    #[serde(default)]
+    pub keys: BTreeMap<String, KeyRecord>,
+}
+
+/// One API key: the SHA-256 of its secret part, whose key it is and what it may do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRecord {
+    pub hash: String,
+    pub tenant: String,
+    pub scope: warren_api::keys::KeyScope,
+    #[serde(default)]
+    pub name: Option<String>,
+    pub created_at: String,
+    #[serde(default)]
+    pub last_used_at: Option<String>,
+}
+
+/// Where a tenant's secret of this name is kept in `ClusterState::secrets`: the default
+/// tenant's under the bare name (as before tenants), any other's under `tenant/name` (a
+/// secret name holds no `/`, so the slots never meet).
+pub fn secret_slot(tenant: &str, name: &str) -> String {
+    if tenant == warren_api::keys::DEFAULT_TENANT {
+        name.to_string()
+    } else {
+        format!("{tenant}/{name}")
+    }
+}
+
+/// The tenant and name of a slot of `ClusterState::secrets`.
+pub fn slot_owner(slot: &str) -> (&str, &str) {
+    slot.split_once('/')
+        .unwrap_or((warren_api::keys::DEFAULT_TENANT, slot))
 }
 
 /// One secret: its sealed value and when it was set.
@@ -311,6 +373,7 @@ impl ClusterState {
                 sandbox,
                 node,
                 expected_epoch,
+                tenant,
             } => {
                 let current = self.placements.get(sandbox).map(|p| p.epoch).unwrap_or(0);
                 if current != *expected_epoch {
@@ -324,6 +387,11 @@ impl ClusterState {
                         reason: format!("no node {node}"),
                     };
                 }
+                let tenant = self
+                    .placements
+                    .get(sandbox)
+                    .and_then(|p| p.tenant.clone())
+                    .or_else(|| tenant.clone());
                 let p = Placement {
                     sandbox: sandbox.clone(),
                     node: *node,
@@ -331,6 +399,7 @@ impl ClusterState {
                     state: PlacementState::Active,
                     handoff: None,
                     egress: None,
+                    tenant,
                 };
                 self.placements.insert(sandbox.clone(), p.clone());
                 CommandResult::Placement {
@@ -411,6 +480,30 @@ impl ClusterState {
             }
             Command::DeleteSecret { name } => {
                 self.secrets.remove(name);
+                CommandResult::Done
+            }
+            Command::CreateKey { id, key } => {
+                if self.keys.contains_key(id) {
+                    return CommandResult::Rejected {
+                        reason: format!("key {id} exists"),
+                    };
+                }
+                self.keys.insert(id.clone(), key.clone());
+                CommandResult::Done
+            }
+            Command::RevokeKey { id } => {
+                self.keys.remove(id);
+                CommandResult::Done
+            }
+            Command::TouchKeys { used } => {
+                for (id, at) in used {
+                    if let Some(k) = self.keys.get_mut(id) {
+                        // RFC 3339 in UTC with the same precision: text order is time order.
+                        if k.last_used_at.as_ref().is_none_or(|old| old < at) {
+                            k.last_used_at = Some(at.clone());
+                        }
+                    }
+                }
                 CommandResult::Done
             }
         }
@@ -515,6 +608,7 @@ mod tests {
             sandbox: "x".into(),
             node,
             expected_epoch,
+            tenant: None,
         };
         let first = s.apply(&place(1, 0));
         assert_eq!(
@@ -527,6 +621,7 @@ mod tests {
                     state: PlacementState::Active,
                     handoff: None,
                     egress: None,
+                    tenant: None,
                 }),
                 applied: true
             }
@@ -543,6 +638,7 @@ mod tests {
                     state: PlacementState::Active,
                     handoff: None,
                     egress: None,
+                    tenant: None,
                 }),
                 applied: false
             }
@@ -570,6 +666,74 @@ mod tests {
     }
 
     #[test]
+    fn a_placements_tenant_is_set_once_and_survives_replacement() {
+        let mut s = ClusterState::default();
+        s.apply(&reg("a"));
+        s.apply(&reg("b"));
+        let place = |node, expected_epoch, tenant: &str| Command::Place {
+            sandbox: "x".into(),
+            node,
+            expected_epoch,
+            tenant: Some(tenant.into()),
+        };
+        s.apply(&place(1, 0, "acme"));
+        assert_eq!(s.placements["x"].tenant(), "acme");
+        // Placed elsewhere (its first node was unreachable): still acme's, whoever asks.
+        s.apply(&place(2, 1, "mallory"));
+        assert_eq!(
+            (s.placements["x"].node, s.placements["x"].tenant()),
+            (2, "acme")
+        );
+        let old: Placement = serde_json::from_str(r#"{"sandbox":"y","node":1,"epoch":1}"#).unwrap();
+        assert_eq!(old.tenant(), warren_api::keys::DEFAULT_TENANT);
+    }
+
+    #[test]
+    fn keys_are_created_once_revoked_and_touched_forward_only() {
+        let mut s = ClusterState::default();
+        let key = KeyRecord {
+            hash: "h".into(),
+            tenant: "acme".into(),
+            scope: warren_api::keys::KeyScope::Tenant,
+            name: None,
+            created_at: "2026-01-01T00:00:00Z".into(),
+            last_used_at: None,
+        };
+        let create = Command::CreateKey {
+            id: "k1".into(),
+            key: key.clone(),
+        };
+        assert_eq!(s.apply(&create), CommandResult::Done);
+        assert!(matches!(s.apply(&create), CommandResult::Rejected { .. }));
+        let touch = |at: &str| Command::TouchKeys {
+            used: vec![("k1".into(), at.into()), ("gone".into(), at.into())],
+        };
+        s.apply(&touch("2026-01-02T00:00:00Z"));
+        s.apply(&touch("2026-01-01T12:00:00Z"));
+        assert_eq!(
+            s.keys["k1"].last_used_at.as_deref(),
+            Some("2026-01-02T00:00:00Z"),
+            "an older report does not move it back"
+        );
+        assert!(!s.keys.contains_key("gone"), "a touch never makes a key");
+        s.apply(&Command::RevokeKey { id: "k1".into() });
+        assert!(s.keys.is_empty());
+        s.apply(&touch("2026-01-03T00:00:00Z"));
+        assert!(
+            s.keys.is_empty(),
+            "a late touch does not bring a revoked key back"
+        );
+    }
+
+    #[test]
+    fn secret_slots_keep_tenants_apart_and_the_default_tenant_where_it_was() {
+        assert_eq!(secret_slot("default", "tok"), "tok");
+        assert_eq!(secret_slot("acme", "tok"), "acme/tok");
+        assert_eq!(slot_owner("acme/tok"), ("acme", "tok"));
+        assert_eq!(slot_owner("tok"), ("default", "tok"));
+    }
+
+    #[test]
     fn moves_are_fenced_by_the_epoch_and_carry_the_handoff() {
         let mut s = ClusterState::default();
         s.apply(&reg("a"));
@@ -578,6 +742,7 @@ mod tests {
             sandbox: "x".into(),
             node: 1,
             expected_epoch: 0,
+            tenant: None,
         });
         let h = Handoff {
             record: "{}".into(),

@@ -38,6 +38,7 @@ pub struct SandboxEgress {
 pub trait EgressContext: Send + Sync + 'static {
     /// The sandbox whose container has this address, if any of this node's does.
     fn sandbox_at(&self, addr: IpAddr) -> Option<SandboxEgress>;
-    /// A secret's value (None: no such secret, or it cannot be read).
-    fn secret(&self, name: &str) -> Option<String>;
+    /// The value of the secret `name` of sandbox `sandbox`'s tenant (None: no such secret,
+    /// or it cannot be read). Another tenant's secret of that name is never it.
+    fn secret(&self, sandbox: &str, name: &str) -> Option<String>;
 }

@@ -20,7 +20,7 @@ impl EgressContext for Node {
     fn sandbox_at(&self, addr: IpAddr) -> Option<SandboxEgress> {
         self.sandboxes.lock().unwrap().get(&addr).cloned()
     }
-    fn secret(&self, name: &str) -> Option<String> {
+    fn secret(&self, _sandbox: &str, name: &str) -> Option<String> {
         self.secrets.lock().unwrap().get(name).cloned()
     }
 }

@@ -73,6 +73,7 @@ pub async fn commit_latency(n: usize, table: &mut Table) -> anyhow::Result<()> {
                 sandbox: format!("s{i}"),
                 node: 1,
                 expected_epoch: 0,
+                tenant: None,
             })
             .await;
         samples.push(t.elapsed());
@@ -87,6 +88,7 @@ pub async fn commit_latency(n: usize, table: &mut Table) -> anyhow::Result<()> {
                     sandbox: format!("f{i}"),
                     node: 1,
                     expected_epoch: 0,
+                    tenant: None,
                 })
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;

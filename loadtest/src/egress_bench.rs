@@ -22,7 +22,7 @@ impl EgressContext for Ctx {
     fn sandbox_at(&self, _addr: IpAddr) -> Option<SandboxEgress> {
         Some(self.0.clone())
     }
-    fn secret(&self, _name: &str) -> Option<String> {
+    fn secret(&self, _sandbox: &str, _name: &str) -> Option<String> {
         Some("bench-token".into())
     }
 }

@@ -48,6 +48,8 @@ impl BenchNode {
             .arg(&data_dir)
             .args(["--spare-networks", &spare])
             .args(["--warm-containers", &warm.to_string()])
+            // Benchmarks measure the node, not the per-key limit.
+            .args(["--rate-limit-per-s", "0"])
             .args(extra)
             .env(
                 "WARREN_LOG",

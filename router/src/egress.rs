@@ -7,6 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use warren_consensus::state::secret_slot;
 use warren_egress::{EgressContext, Guard, Proxy, ProxyMetrics, ProxyTls, SandboxEgress};
 
 pub use warren_node::runtime::firewall::EGRESS_PORTS;
@@ -23,13 +24,17 @@ impl EgressContext for NodeContext {
         self.state.mgr.egress_at(addr)
     }
 
-    fn secret(&self, name: &str) -> Option<String> {
-        let sealed = self
-            .state
-            .cluster
-            .cluster
-            .read(|s| s.secrets.get(name).map(|r| r.sealed.clone()))?;
-        match self.state.cluster.secrets_key.open(name, &sealed) {
+    fn secret(&self, sandbox: &str, name: &str) -> Option<String> {
+        let (slot, sealed) = self.state.cluster.cluster.read(|s| {
+            let tenant = s
+                .placements
+                .get(sandbox)
+                .map_or(warren_api::keys::DEFAULT_TENANT, |p| p.tenant());
+            let slot = secret_slot(tenant, name);
+            let sealed = s.secrets.get(&slot).map(|r| r.sealed.clone());
+            (slot, sealed)
+        });
+        match self.state.cluster.secrets_key.open(&slot, &sealed?) {
             Ok(v) => Some(v),
             Err(e) => {
                 tracing::error!(secret = name, error = %e, "a secret cannot be opened on this node");

@@ -25,6 +25,17 @@ impl IntoResponse for ApiErrorResponse {
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static("application/json"),
         );
+        // When to come back, for a client that reads headers only (429, some 503s).
+        if let Some(s) = self
+            .0
+            .details
+            .as_ref()
+            .and_then(|d| d.get("retry_after_s"))
+            .and_then(|v| v.as_u64())
+        {
+            r.headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(s));
+        }
         r
     }
 }

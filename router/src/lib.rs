@@ -8,6 +8,7 @@
 //! crate must not talk to Docker or guests directly: everything below the HTTP surface goes
 //! through `warren-node`, and consensus through `warren-consensus`.
 
+pub mod auth;
 pub mod cluster;
 pub mod egress;
 pub mod error;

@@ -1,5 +1,7 @@
-//! Request ids, the node header, metrics, and bearer authentication.
+//! Request ids, the node header, metrics, and who calls (`auth`).
 
+use crate::auth::keys;
+use crate::auth::principal::{Principal, HEADER_PRINCIPAL};
 use crate::error::ApiErrorResponse;
 use crate::state::AppState;
 use axum::extract::{Request, State};
@@ -7,7 +9,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::HeaderValue;
 use std::time::Instant;
-use subtle::ConstantTimeEq;
 use tracing::Instrument;
 use warren_api::{ApiError, ErrorCode, HEADER_NODE, HEADER_REQUEST_ID};
 
@@ -70,8 +71,63 @@ pub async fn request_context(
     resp
 }
 
-/// `Authorization: Bearer <key>` on every `/v1` call, compared in constant time.
-pub async fn require_api_key(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// Who calls, on every `/v1` call: the principal of its `Authorization: Bearer <key>` (or
+/// of its ticket), put in the request's extensions and in the header that carries it to the
+/// owner. A peer's forwarded request brings the entry node's principal; an in-process call
+/// (a fork's creates) brings its own; a client's header of that name is dropped.
+pub async fn require_api_key(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let from_peer = req.extensions().get::<crate::cluster::FromPeer>().is_some();
+    // A ticket is redeemed again at the sandbox's owner, whatever the entry node said: every
+    // use of it reaches the owner, so a second use through another node is refused there.
+    let by_ticket = !req.headers().contains_key(http::header::AUTHORIZATION)
+        && ticket_of(req.uri().query()).is_some();
+    let carried = req.extensions().get::<Principal>().cloned().or_else(|| {
+        (from_peer && !by_ticket)
+            .then(|| req.headers().get(HEADER_PRINCIPAL))
+            .flatten()
+            .and_then(|v| v.to_str().ok())
+            .and_then(Principal::from_header)
+    });
+    let principal = match carried {
+        Some(p) => p,
+        None => match authenticate(&state, credential_of(&req)).await {
+            Ok(p) => p,
+            Err(e) => return ApiErrorResponse(e).into_response(),
+        },
+    };
+    // Counted where the request entered (a forwarded or in-process one was counted there).
+    if !from_peer && req.extensions().get::<Principal>().is_none() {
+        let bucket = if principal.key_id == crate::tickets::TICKET_KEY_ID {
+            format!("ticket/{}", principal.tenant)
+        } else {
+            principal.key_id.clone()
+        };
+        if let Err(e) = state.rate.check(&bucket) {
+            return ApiErrorResponse(e).into_response();
+        }
+    }
+    state.last_used.mark(&principal.key_id);
+    let header = HeaderValue::from_str(&principal.to_header()).expect("tenant names are ascii");
+    req.headers_mut().insert(HEADER_PRINCIPAL, header);
+    req.extensions_mut().insert(principal);
+    next.run(req).await
+}
+
+/// What a client presented: a bearer key, a ticket for a GET of some path, or nothing.
+enum Credential {
+    Bearer(String),
+    Ticket {
+        ticket: String,
+        get_path: Option<String>,
+    },
+    None,
+}
+
+fn credential_of(req: &Request) -> Credential {
     let presented = req
         .headers()
         .get(http::header::AUTHORIZATION)
@@ -81,35 +137,57 @@ pub async fn require_api_key(State(state): State<AppState>, req: Request, next: 
                 .or_else(|| v.strip_prefix("bearer "))
         })
         .map(str::trim);
-    if presented.is_none() {
-        if let Some(ticket) = ticket_of(req.uri().query()) {
-            let redeemed = match (req.method() == http::Method::GET)
-                .then(|| crate::tickets::scope_of(req.uri().path()))
-                .flatten()
-            {
+    match (presented, ticket_of(req.uri().query())) {
+        (Some(p), _) => Credential::Bearer(p.to_string()),
+        (None, Some(ticket)) => Credential::Ticket {
+            ticket,
+            get_path: (req.method() == http::Method::GET).then(|| req.uri().path().to_string()),
+        },
+        (None, None) => Credential::None,
+    }
+}
+
+/// The principal of a client's bearer key or ticket.
+async fn authenticate(state: &AppState, cred: Credential) -> Result<Principal, ApiError> {
+    let presented = match cred {
+        Credential::Bearer(p) => p,
+        Credential::None => {
+            return Err(ApiError::new(
+                ErrorCode::Unauthorized,
+                "missing bearer token",
+            ))
+        }
+        Credential::Ticket { ticket, get_path } => {
+            return match get_path.as_deref().and_then(crate::tickets::scope_of) {
                 Some((sandbox, scope)) => state.tickets.redeem(&ticket, sandbox, scope),
                 None => Err(ApiError::new(
                     ErrorCode::Unauthorized,
                     "tickets open only terminals, watches and process logs; send the API key",
                 )),
             };
-            return match redeemed {
-                Ok(()) => next.run(req).await,
-                Err(e) => ApiErrorResponse(e).into_response(),
-            };
         }
-    }
-    let ok = presented.is_some_and(|p| bool::from(p.as_bytes().ct_eq(state.api_key.as_bytes())));
-    if !ok {
-        let msg = if presented.is_none() {
-            "missing bearer token"
-        } else {
-            "invalid API key"
-        };
-        return ApiErrorResponse(ApiError::new(ErrorCode::Unauthorized, msg)).into_response();
-    }
-    next.run(req).await
+    };
+    let presented = presented.as_str();
+    let cl = &state.cluster.cluster;
+    let found = cl.read(|s| keys::resolve(s, &state.api_key, presented));
+    let found = match found {
+        Some(p) => Some(p),
+        // A key made a moment ago through another node may not be applied here yet: once
+        // this node has caught up with the cluster, it knows every key created before.
+        None if keys::is_key_form(presented) => {
+            if cl.read_barrier(KEY_CATCH_UP).await.is_ok() {
+                cl.read(|s| keys::resolve(s, &state.api_key, presented))
+            } else {
+                None
+            }
+        }
+        None => None,
+    };
+    found.ok_or_else(|| ApiError::new(ErrorCode::Unauthorized, "invalid API key"))
 }
+
+/// How long an unknown key waits for this node to catch up before it is refused.
+const KEY_CATCH_UP: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn ticket_of(query: Option<&str>) -> Option<String> {
     form_urlencoded::parse(query?.as_bytes())

@@ -45,6 +45,7 @@ const WORDS: &[&str] = &[
     "drain",
     "tickets",
     "usage",
+    "keys",
     "stdin",
     "signal",
     "interrupt",
@@ -61,6 +62,7 @@ fn placeholder(prev: &str) -> &'static str {
         "contexts" => "{cid}",
         "processes" => "{pid}",
         "ports" => "{port}",
+        "keys" => "{key}",
         _ => "{}",
     }
 }

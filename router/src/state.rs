@@ -8,8 +8,15 @@ use warren_node::SandboxManager;
 pub struct AppState {
     pub mgr: Arc<SandboxManager>,
     pub cluster: Arc<ClusterCtx>,
-    /// The bearer token every `/v1` call must present.
+    /// The node's bootstrap key: an admin of the default tenant (`auth`). Other keys live
+    /// in the cluster state.
     pub api_key: Arc<str>,
+    /// When `/v1/keys` keys were last used, as this node saw them.
+    pub last_used: Arc<crate::auth::last_used::LastUsed>,
+    /// Requests per key entering at this node (`auth::rate`).
+    pub rate: Arc<crate::auth::rate::KeyLimiter>,
+    /// What `GET /metrics` asks for besides an admin key (none: open).
+    pub metrics_token: Option<Arc<str>>,
     pub node_id: Arc<str>,
     pub registry: prometheus::Registry,
     pub metrics: crate::metrics::RouterMetrics,
@@ -31,8 +38,16 @@ impl AppState {
             node_id: mgr.config().node_id.as_str().into(),
             mgr,
             cluster,
-            tickets: Arc::new(crate::tickets::Tickets::new(api_key.clone())),
+            tickets: Arc::new(crate::tickets::Tickets::new(&api_key)),
             api_key,
+            last_used: Arc::default(),
+            metrics_token: None,
+            rate: Arc::new(crate::auth::rate::KeyLimiter::new(
+                crate::auth::rate::KeyRate {
+                    per_second: 0,
+                    burst: 0,
+                },
+            )),
             registry,
             metrics,
             self_app: Arc::new(std::sync::OnceLock::new()),

@@ -28,6 +28,9 @@ pub struct UsageRecord {
     /// The sandbox's labels when last sampled (kept after it is deleted).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// The sandbox's tenant when last sampled (none: sampled before tenants, the default's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 /// Which record: the interval's start (ms since the epoch), the sandbox, the node.

@@ -16,6 +16,7 @@ fn new(sandbox: &str) -> NewSnapshot {
         image: "img".into(),
         dirs: vec![],
         deleted: vec!["/etc/motd".into()],
+        tenant: "acme".into(),
     }
 }
 

@@ -7,6 +7,7 @@ mod egress;
 mod exec;
 mod files;
 mod fs;
+mod keys;
 mod members;
 mod ports;
 mod procs;
@@ -64,6 +65,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Ports { id } => ports::ports(&conn, &id).await,
         Command::Secret(c) => egress::secret(&conn, c).await,
         Command::Egress(c) => egress::egress(&conn, c).await,
+        Command::Key(c) => keys::key(&conn, c).await,
         Command::Usage(a) => usage::usage(&conn, a).await,
     }
 }

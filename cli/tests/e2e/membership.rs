@@ -260,6 +260,7 @@ async fn a_certified_peer_cannot_speak_as_another_node_nor_move_what_it_does_not
         sandbox: format!("x-{}", &unique()[..8]),
         node: leader_id,
         expected_epoch: 0,
+        tenant: None,
     });
     let reply = rpc_to(&c, leader_idx, &peers, place).await;
     assert!(

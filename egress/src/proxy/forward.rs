@@ -83,7 +83,7 @@ impl TemplateContext for Vars<'_> {
         self.sandbox.labels.get(key).map(String::as_str)
     }
     fn secret(&self, name: &str) -> Option<String> {
-        self.ctx.secret(name)
+        self.ctx.secret(&self.sandbox.id, name)
     }
 }
 

@@ -194,6 +194,8 @@ pub struct ListFilter {
     pub region: Option<String>,
     pub limit: usize,
     pub cursor: Option<String>,
+    /// Only this tenant's sandboxes (none: every tenant's).
+    pub tenant: Option<String>,
 }
 
 impl SandboxManager {
@@ -399,8 +401,13 @@ impl SandboxManager {
             .slots
             .lock()
             .expect("slots lock")
-            .values()
-            .filter_map(|s| s.api())
+            .iter()
+            .filter(|(id, _)| {
+                f.tenant
+                    .as_ref()
+                    .is_none_or(|t| *t == self.recovery.tenant_of(id))
+            })
+            .filter_map(|(_, s)| s.api())
             .filter(|s| f.state.is_none_or(|st| s.state == st))
             .filter(|s| f.region.as_ref().is_none_or(|r| &s.region == r))
             .filter(|s| f.labels.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
@@ -503,7 +510,7 @@ impl SandboxManager {
             None => self.addrs.remove(&rec.id),
         }
         if c.running && c.pid != 0 {
-            self.meter.watch(&metering::metered(rec), c.pid);
+            self.meter.watch(&self.metered(rec), c.pid);
         }
         match c.guest_peer() {
             Some(peer) => self.guests.register(&rec.run_key(), peer),

@@ -4,7 +4,7 @@
 //! before the container goes and before any older snapshot is deleted, and deletes a
 //! snapshot only when nothing survivors would restore refers to it. The manager knows no
 //! cluster: the router implements this boundary on the cluster's state; a node of its own
-//! uses [`NodeLocal`].
+//! uses [`NodeLocal`]. The same placement says whose sandbox it is (`tenant_of`).
 
 use super::manager::HandoffData;
 use async_trait::async_trait;
@@ -23,6 +23,13 @@ pub trait RecoveryPoints: Send + Sync {
     /// Whether this node owns sandbox `id` by a current view (it may tidy the sandbox's old
     /// snapshots). When in doubt: false.
     fn owns(&self, id: &str) -> bool;
+
+    /// The tenant sandbox `id` belongs to, as its placement says (the same record that holds
+    /// its recovery point): what its snapshots and usage are recorded under, and which
+    /// snapshots it may start from. Unknown: the default tenant.
+    fn tenant_of(&self, _id: &str) -> String {
+        warren_api::keys::DEFAULT_TENANT.to_string()
+    }
 }
 
 /// A node on its own: its records are the only recovery points.

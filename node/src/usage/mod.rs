@@ -35,6 +35,8 @@ pub struct Metered {
     pub id: String,
     pub memory_mb: u64,
     pub labels: BTreeMap<String, String>,
+    /// Whose sandbox it is (`RecoveryPoints::tenant_of`).
+    pub tenant: String,
 }
 
 struct Watched {
@@ -193,6 +195,7 @@ impl Meter {
             total.egress_bytes += used.egress_bytes;
             memory_mib_ms += used.running_ms.saturating_mul(m.memory_mb);
             rec.labels = m.labels.clone();
+            rec.tenant = Some(m.tenant.clone());
             records.insert(key, rec);
             batch.cursor(&m.id, (!closing).then(|| cursor_at(&now)));
         }

@@ -14,10 +14,18 @@ pub struct UsageQuery {
     pub from_ms: u64,
     pub to_ms: u64,
     pub group: UsageGroup,
+    /// Only this tenant's sandboxes (none: every tenant's).
+    pub tenant: Option<String>,
 }
 
 fn matches(q: &UsageQuery, k: &RecordKey, r: &UsageRecord) -> bool {
     q.sandbox.as_ref().is_none_or(|s| *s == k.sandbox)
+        && q.tenant.as_ref().is_none_or(|t| {
+            t == r
+                .tenant
+                .as_deref()
+                .unwrap_or(warren_api::keys::DEFAULT_TENANT)
+        })
         && q.labels.iter().all(|(lk, lv)| r.labels.get(lk) == Some(lv))
 }
 
@@ -101,6 +109,7 @@ mod tests {
                 labels: team
                     .map(|t| [("team".to_string(), t.to_string())].into())
                     .unwrap_or_default(),
+                tenant: None,
             },
         )
     }
@@ -112,6 +121,7 @@ mod tests {
             from_ms: 0,
             to_ms: u64::MAX,
             group,
+            tenant: None,
         }
     }
 
@@ -161,6 +171,23 @@ mod tests {
             cpu,
             vec![("1970-01-01".into(), 3.0), ("1970-01-02".into(), 12.0)]
         );
+    }
+
+    #[test]
+    fn a_tenant_filter_keeps_that_tenants_records_and_old_ones_are_the_default_tenants() {
+        let mut acme = rec(0, "a", "n1", 1, None);
+        acme.1.tenant = Some("acme".into());
+        let old = rec(0, "b", "n1", 2, None);
+        let records = vec![acme, old];
+        let mut only = q(UsageGroup::Sandbox);
+        only.tenant = Some("acme".into());
+        let got = aggregate(&only, &records);
+        assert_eq!((got.len(), got[0].sandbox.as_deref()), (1, Some("a")));
+        only.tenant = Some(warren_api::keys::DEFAULT_TENANT.into());
+        let got = aggregate(&only, &records);
+        assert_eq!((got.len(), got[0].sandbox.as_deref()), (1, Some("b")));
+        only.tenant = Some("other".into());
+        assert!(aggregate(&only, &records).is_empty());
     }
 
     #[test]

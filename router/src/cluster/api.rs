@@ -103,7 +103,12 @@ fn find(st: &AppState, node: &str) -> Result<NodeRecord, ApiError> {
 }
 
 /// Stops new placements on the node. (Moving its sandboxes away needs snapshots.)
-pub async fn drain(State(st): State<AppState>, Path(node): Path<String>) -> ApiResult<Response> {
+pub async fn drain(
+    State(st): State<AppState>,
+    axum::Extension(who): axum::Extension<crate::auth::Principal>,
+    Path(node): Path<String>,
+) -> ApiResult<Response> {
+    who.require_admin("draining a node")?;
     let n = find(&st, &node)?;
     st.cluster
         .cluster
@@ -124,9 +129,11 @@ pub struct RemoveQuery {
 /// Removes a node from the cluster. A node that still owns sandboxes is kept unless `force`.
 pub async fn remove(
     State(st): State<AppState>,
+    axum::Extension(who): axum::Extension<crate::auth::Principal>,
     Path(node): Path<String>,
     Query(q): Query<RemoveQuery>,
 ) -> ApiResult<Response> {
+    who.require_admin("removing a node")?;
     let n = find(&st, &node)?;
     let cl = &st.cluster.cluster;
     let owned = cl.read(|s| s.placements.values().filter(|p| p.node == n.id).count());

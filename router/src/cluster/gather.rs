@@ -1,5 +1,5 @@
 //! Asking every other node that is not down for its part of a cluster-wide answer (the
-//! sandbox list, usage), over the peers' forwarding path, with the client's credentials.
+//! sandbox list, usage, keys), over the peers' forwarding path, as the client's principal.
 
 use super::forward::forward;
 use crate::state::AppState;
@@ -12,7 +12,7 @@ use warren_consensus::NodeState;
 pub async fn from_other_nodes<T: serde::de::DeserializeOwned>(
     state: &AppState,
     path_and_query: &str,
-    auth: Option<&http::HeaderValue>,
+    principal: &crate::auth::Principal,
     what: &str,
 ) -> Result<Vec<T>, ApiError> {
     let cl = &state.cluster.cluster;
@@ -24,11 +24,13 @@ pub async fn from_other_nodes<T: serde::de::DeserializeOwned>(
             .collect()
     });
     let calls = others.iter().map(|node| {
-        let mut r = http::Request::get(path_and_query);
-        if let Some(a) = auth {
-            r = r.header(http::header::AUTHORIZATION, a.clone());
-        }
-        let r = r.body(axum::body::Body::empty()).expect("valid request");
+        let r = http::Request::get(path_and_query)
+            .header(
+                crate::auth::principal::HEADER_PRINCIPAL,
+                principal.to_header(),
+            )
+            .body(axum::body::Body::empty())
+            .expect("valid request");
         async move {
             let resp = forward(cl.peers(), node, r).await;
             if !resp.status().is_success() {

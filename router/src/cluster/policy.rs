@@ -81,6 +81,7 @@ mod tests {
                 resume: true,
             }),
             egress: egress.map(str::to_string),
+            tenant: None,
         }
     }
 

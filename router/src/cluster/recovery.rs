@@ -107,6 +107,15 @@ impl RecoveryPoints for ClusterRecoveryPoints {
             Need::NotOwner => false,
         }
     }
+
+    fn tenant_of(&self, id: &str) -> String {
+        self.cluster.read(|s| {
+            s.placements
+                .get(id)
+                .map_or(warren_api::keys::DEFAULT_TENANT, |p| p.tenant())
+                .to_string()
+        })
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 
 use super::forward::{try_forward, Forwarded};
 use super::{cluster_error, FromPeer, HEADER_EPOCH};
+use crate::auth::Principal;
 use crate::error::ApiErrorResponse;
 use crate::state::AppState;
 use axum::body::Body;
@@ -19,6 +20,7 @@ use axum::response::{IntoResponse, Response};
 use http::Method;
 use http_body_util::BodyExt;
 use std::time::Duration;
+use warren_api::keys::DEFAULT_TENANT;
 use warren_api::ports::PreviewHost;
 use warren_api::{ApiError, ErrorCode};
 use warren_consensus::placement::choose_owner_excluding;
@@ -77,10 +79,19 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
     let cl = &st.cluster.cluster;
     let from_peer = req.extensions().get::<FromPeer>().is_some();
     let method = req.method().clone();
+    let Some(who) = req.extensions().get::<Principal>().cloned() else {
+        return err(ApiError::internal(
+            "a sandbox call reached routing unauthenticated",
+        ));
+    };
     let placement = match settled_placement(&st, &id).await {
         Ok(p) => p,
         Err(r) => return r,
     };
+    // Another tenant's sandbox is answered as absent (and never created over).
+    if let Some(p) = placement.as_ref().filter(|p| !who.may_touch(p.tenant())) {
+        return foreign(&id, &method, whole, p.tenant());
+    }
     match placement {
         Some(p) => route_placed(&st, &id, p, req, Serve::Api(next)).await,
         // Reading or deleting what was never placed: nothing to route to.
@@ -99,7 +110,12 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
                 ));
             }
             match cl.read(|s| s.placements.get(&id).cloned()) {
+                Some(p) if !who.may_touch(p.tenant()) => foreign(&id, &method, whole, p.tenant()),
                 Some(p) => route_placed(&st, &id, p, req, Serve::Api(next)).await,
+                // A sandbox of a node that predates the cluster is the default tenant's.
+                None if !who.may_touch(DEFAULT_TENANT) => {
+                    foreign(&id, &method, whole, DEFAULT_TENANT)
+                }
                 None => local_or_absent(&st, &id, req, next).await,
             }
         }
@@ -118,9 +134,23 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
                 Err(r) => return r,
             };
             let region = region.unwrap_or_else(|| cl.cfg.region.clone());
-            place_and_route(&st, &id, &region, req, next).await
+            place_and_route(&st, &id, &region, &who, req, next).await
         }
     }
+}
+
+/// The answer for another tenant's sandbox: what an absent one gets (404; a delete, 204),
+/// so that a key learns nothing of what other tenants hold beyond that an id cannot be
+/// created (ids are one namespace).
+fn foreign(id: &str, method: &Method, whole: bool, owner: &str) -> Response {
+    tracing::info!(sandbox_id = %id, owner, "a call for another tenant's sandbox answered as absent");
+    if whole && method == Method::DELETE {
+        return http::StatusCode::NO_CONTENT.into_response();
+    }
+    err(ApiError::new(
+        ErrorCode::SandboxNotFound,
+        format!("sandbox {id} not found"),
+    ))
 }
 
 /// Routes a preview URL's request like a request for its sandbox. A sandbox that was never
@@ -187,6 +217,7 @@ async fn place_and_route(
     st: &AppState,
     id: &str,
     region: &str,
+    who: &Principal,
     mut req: Request,
     next: Next,
 ) -> Response {
@@ -204,17 +235,21 @@ async fn place_and_route(
             sandbox: id.to_string(),
             node: choice,
             expected_epoch,
+            tenant: Some(who.tenant.clone()),
         };
         let p = match cl.propose(cmd).await {
             Ok(CommandResult::Placement {
                 placement: Some(p),
                 applied: true,
             }) => p,
-            // Placed concurrently by someone else: follow the winner.
+            // Placed concurrently by someone else: follow the winner (if it is ours to see).
             Ok(CommandResult::Placement {
                 placement: Some(p),
                 applied: false,
             }) => {
+                if !who.may_touch(p.tenant()) {
+                    return foreign(id, req.method(), false, p.tenant());
+                }
                 return route_to(st, id, p.node, p.epoch, req, Serve::Api(next)).await;
             }
             Ok(other) => {

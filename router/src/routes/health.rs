@@ -1,9 +1,11 @@
-//! `/healthz` and `/metrics` (no auth).
+//! `/healthz` (no auth) and `/metrics` (open, or behind the metrics token or an admin key).
 
+use crate::error::ApiErrorResponse;
 use crate::state::AppState;
 use axum::extract::State;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
+use warren_api::{ApiError, ErrorCode};
 
 /// 200 when the node serves; 503 with the reasons when it cannot start sandboxes safely
 /// (a broken guarantee of `warren_node::safety`: no firewall, no user namespaces).
@@ -31,7 +33,37 @@ pub async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
     (status, body)
 }
 
-pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+/// Whether `headers` carry what `/metrics` asks for: nothing when no token is set, else the
+/// token or an admin key.
+fn may_scrape(state: &AppState, headers: &http::HeaderMap) -> bool {
+    let Some(token) = &state.metrics_token else {
+        return true;
+    };
+    let Some(presented) = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+    else {
+        return false;
+    };
+    use subtle::ConstantTimeEq;
+    bool::from(presented.as_bytes().ct_eq(token.as_bytes()))
+        || state
+            .cluster
+            .cluster
+            .read(|s| crate::auth::keys::resolve(s, &state.api_key, presented))
+            .is_some_and(|p| p.admin)
+}
+
+pub async fn metrics(State(state): State<AppState>, headers: http::HeaderMap) -> Response {
+    if !may_scrape(&state, &headers) {
+        return ApiErrorResponse(ApiError::new(
+            ErrorCode::Unauthorized,
+            "/metrics needs the metrics token or an admin key as a bearer token",
+        ))
+        .into_response();
+    }
     state.mgr.count_states();
     let mut out = String::new();
     let encoder = prometheus::TextEncoder::new();
@@ -42,4 +74,5 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         out,
     )
+        .into_response()
 }

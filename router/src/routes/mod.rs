@@ -3,6 +3,7 @@
 pub(crate) mod body;
 mod egress;
 mod health;
+mod keys;
 mod openapi;
 mod ports;
 mod proxy;
@@ -69,6 +70,8 @@ pub fn router(state: AppState) -> Router {
             put(secrets::put).get(secrets::get).delete(secrets::delete),
         )
         .route("/v1/usage", get(usage::get))
+        .route("/v1/keys", post(keys::create).get(keys::list))
+        .route("/v1/keys/{key}", delete(keys::delete))
         .route("/v1/cluster", get(cluster::api::get))
         .route("/v1/cluster/nodes/{node}/drain", post(cluster::api::drain))
         .route("/v1/cluster/nodes/{node}", delete(cluster::api::remove))

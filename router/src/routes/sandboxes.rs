@@ -1,5 +1,6 @@
 //! `PUT/GET/DELETE /v1/sandboxes/{id}` and `GET /v1/sandboxes`.
 
+use crate::auth::Principal;
 use crate::cluster::gather::from_other_nodes;
 use crate::cluster::FromPeer;
 use crate::error::ApiResult;
@@ -56,17 +57,21 @@ pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Ap
 pub async fn list(
     State(state): State<AppState>,
     RawQuery(q): RawQuery,
+    axum::Extension(who): axum::Extension<Principal>,
     req: axum::extract::Request,
 ) -> ApiResult<Response> {
-    let f = list_filter(q.as_deref())?;
+    let mut f = list_filter(q.as_deref())?;
+    // A tenant key lists its own tenant's sandboxes only (an admin may pick one).
+    if let Some(t) = who.only_tenant() {
+        f.tenant = Some(t.to_string());
+    }
     let mut all = state.mgr.list(&f);
     if req.extensions().get::<FromPeer>().is_some() {
         return Ok(Json(all).into_response());
     }
-    let auth = req.headers().get(http::header::AUTHORIZATION);
     let path = format!("/v1/sandboxes?{}", q.clone().unwrap_or_default());
     let parts: Vec<SandboxList> =
-        from_other_nodes(&state, &path, auth, "its list of sandboxes").await?;
+        from_other_nodes(&state, &path, &who, "its list of sandboxes").await?;
     // Each node returned its first `limit` ids after the cursor; the merged page is the first
     // `limit` of those, and there is more if the merge overflows or any node had more.
     let mut more = all.next_cursor.is_some();
@@ -108,6 +113,10 @@ fn list_filter(q: Option<&str>) -> Result<ListFilter, ApiError> {
                     .ok_or_else(|| ApiError::invalid("limit must be between 1 and 1000"))?
             }
             "cursor" => f.cursor = Some(v.into_owned()),
+            "tenant" => {
+                warren_api::keys::validate_tenant(&v)?;
+                f.tenant = Some(v.into_owned());
+            }
             other => {
                 return Err(ApiError::invalid(format!(
                     "unknown query parameter {other:?}"

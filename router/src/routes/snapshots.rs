@@ -7,11 +7,12 @@
 //! land on the source's node copy its files (see the node's `manager::fork`).
 
 use super::transfer::{respond, wants_stream};
+use crate::auth::Principal;
 use crate::error::ApiResult;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use bytes::Bytes;
 use futures_util::future::join_all;
 use http_body_util::BodyExt;
@@ -65,14 +66,20 @@ pub async fn sleep(
 /// if one cannot be created, the others are deleted again and the error is returned.
 pub async fn fork(
     State(state): State<AppState>,
+    Extension(who): Extension<Principal>,
     Path(id): Path<String>,
     headers: http::HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
     let req: ForkRequest = parse_json(&body)?;
     let targets = req.target_ids(&id)?;
-    let auth = headers.get(http::header::AUTHORIZATION).cloned();
-    let op = fork_all(state, id, targets, auth);
+    // The new sandboxes are the source's tenant's (also when an admin forks), so that they
+    // may start from its snapshot.
+    let as_owner = Principal {
+        tenant: state.mgr.tenant_of(&id),
+        ..who
+    };
+    let op = fork_all(state, id, targets, as_owner);
     Ok(respond(wants_stream(&headers), http::StatusCode::CREATED, op).await)
 }
 
@@ -80,7 +87,7 @@ async fn fork_all(
     state: AppState,
     id: String,
     targets: Vec<String>,
-    auth: Option<http::HeaderValue>,
+    auth: Principal,
 ) -> Result<ForkResponse, ApiError> {
     refuse_existing(&state, &targets, &auth).await?;
     // The sandboxes are created while the source is held as it was snapshotted, so the
@@ -164,7 +171,7 @@ async fn fork_all(
 async fn refuse_existing(
     state: &AppState,
     targets: &[String],
-    auth: &Option<http::HeaderValue>,
+    auth: &Principal,
 ) -> Result<(), ApiError> {
     let found = join_all(targets.iter().map(|t| {
         call_self(
@@ -191,12 +198,12 @@ async fn refuse_existing(
     Ok(())
 }
 
-/// A request through this node's own router (placement, forwarding and all).
+/// A request through this node's own router (placement, forwarding and all), as `who`.
 async fn call_self(
     state: &AppState,
     method: http::Method,
     path: String,
-    auth: Option<http::HeaderValue>,
+    who: Principal,
     body: Vec<u8>,
 ) -> Result<Bytes, ApiError> {
     let app = state
@@ -207,13 +214,10 @@ async fn call_self(
     let mut req = http::Request::builder()
         .method(method)
         .uri(&path)
-        .header(http::header::CONTENT_TYPE, "application/json");
-    if let Some(a) = auth {
-        req = req.header(http::header::AUTHORIZATION, a);
-    }
-    let req = req
+        .header(http::header::CONTENT_TYPE, "application/json")
         .body(axum::body::Body::from(body))
         .map_err(|e| ApiError::internal(e.to_string()))?;
+    req.extensions_mut().insert(who);
     let resp = app
         .oneshot(req)
         .await
@@ -234,6 +238,7 @@ async fn call_self(
 
 pub async fn list(
     State(state): State<AppState>,
+    Extension(who): Extension<Principal>,
     Query(q): Query<SnapshotListQuery>,
 ) -> ApiResult<Json<SnapshotList>> {
     if let Some(s) = &q.sandbox {
@@ -246,23 +251,52 @@ pub async fn list(
         .await
         .map_err(snapshot_error)?;
     Ok(Json(SnapshotList {
-        snapshots: all.iter().map(snapshot_to_api).collect(),
+        snapshots: all
+            .iter()
+            .filter(|m| who.may_touch(m.tenant()))
+            .map(snapshot_to_api)
+            .collect(),
     }))
 }
 
-pub async fn get(State(state): State<AppState>, Path(sid): Path<String>) -> ApiResult<Response> {
-    validate_snapshot_id(&sid).map_err(ApiError::invalid)?;
+/// The manifest of a snapshot `who` may see; another tenant's is answered as absent.
+async fn visible_manifest(
+    state: &AppState,
+    who: &Principal,
+    sid: &str,
+) -> Result<warren_storage::snapshots::Manifest, ApiError> {
+    validate_snapshot_id(sid).map_err(ApiError::invalid)?;
     let m = state
         .mgr
         .snapshot_store()
-        .manifest(&sid)
+        .manifest(sid)
         .await
         .map_err(snapshot_error)?;
+    if !who.may_touch(m.tenant()) {
+        return Err(ApiError::new(
+            ErrorCode::SnapshotNotFound,
+            format!("snapshot {sid} not found"),
+        ));
+    }
+    Ok(m)
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    Extension(who): Extension<Principal>,
+    Path(sid): Path<String>,
+) -> ApiResult<Response> {
+    let m = visible_manifest(&state, &who, &sid).await?;
     Ok(Json(snapshot_to_api(&m)).into_response())
 }
 
-pub async fn delete(State(state): State<AppState>, Path(sid): Path<String>) -> ApiResult<Response> {
-    validate_snapshot_id(&sid).map_err(ApiError::invalid)?;
+pub async fn delete(
+    State(state): State<AppState>,
+    Extension(who): Extension<Principal>,
+    Path(sid): Path<String>,
+) -> ApiResult<Response> {
+    // An unknown snapshot is 404, and so is another tenant's.
+    visible_manifest(&state, &who, &sid).await?;
     state.mgr.delete_snapshot(&sid).await?;
     Ok(http::StatusCode::NO_CONTENT.into_response())
 }

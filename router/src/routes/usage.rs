@@ -1,6 +1,7 @@
 //! `GET /v1/usage`: from a client, every node's part (each sampled up to now) summed; from
 //! a peer, this node's own part, grouped the same way.
 
+use crate::auth::Principal;
 use crate::cluster::gather::from_other_nodes;
 use crate::cluster::FromPeer;
 use crate::error::ApiResult;
@@ -27,8 +28,8 @@ fn time(name: &str, v: &str) -> Result<SystemTime, ApiError> {
 
 /// The query of `GET /v1/usage`, with `now` for the default range.
 pub fn parse_query(q: Option<&str>, now: SystemTime) -> Result<UsageQuery, ApiError> {
-    let (mut sandbox, mut labels, mut from, mut to, mut group) =
-        (None, Vec::new(), None, None, UsageGroup::Sandbox);
+    let (mut sandbox, mut labels, mut from, mut to, mut group, mut tenant) =
+        (None, Vec::new(), None, None, UsageGroup::Sandbox, None);
     for (k, v) in form_urlencoded::parse(q.unwrap_or_default().as_bytes()) {
         match k.as_ref() {
             "sandbox" => {
@@ -39,6 +40,10 @@ pub fn parse_query(q: Option<&str>, now: SystemTime) -> Result<UsageQuery, ApiEr
             "from" => from = Some(time("from", &v)?),
             "to" => to = Some(time("to", &v)?),
             "group_by" => group = UsageGroup::parse(&v)?,
+            "tenant" => {
+                warren_api::keys::validate_tenant(&v)?;
+                tenant = Some(v.into_owned());
+            }
             other => {
                 return Err(ApiError::invalid(format!(
                     "unknown query parameter {other:?}"
@@ -57,6 +62,7 @@ pub fn parse_query(q: Option<&str>, now: SystemTime) -> Result<UsageQuery, ApiEr
         from_ms: unix_millis(from),
         to_ms: unix_millis(to),
         group,
+        tenant,
     })
 }
 
@@ -78,15 +84,23 @@ fn to_query(q: &UsageQuery) -> String {
     s.append_pair("from", &at(q.from_ms));
     s.append_pair("to", &at(q.to_ms));
     s.append_pair("group_by", &q.group.as_query());
+    if let Some(t) = &q.tenant {
+        s.append_pair("tenant", t);
+    }
     s.finish()
 }
 
 pub async fn get(
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
+    axum::Extension(who): axum::Extension<Principal>,
     req: axum::extract::Request,
 ) -> ApiResult<Response> {
-    let q = parse_query(raw.as_deref(), SystemTime::now())?;
+    let mut q = parse_query(raw.as_deref(), SystemTime::now())?;
+    // A tenant key sees its own tenant's usage only (an admin may pick one with `tenant=`).
+    if let Some(t) = who.only_tenant() {
+        q.tenant = Some(t.to_string());
+    }
     let (from, to) = (at(q.from_ms), at(q.to_ms));
     let path = format!("/v1/usage?{}", to_query(&q));
     let mine = state.mgr.usage_report(q.clone()).await?;
@@ -109,8 +123,7 @@ pub async fn get(
             .collect()
     });
     live.insert(state.mgr.config().node_id.clone());
-    let auth = req.headers().get(http::header::AUTHORIZATION);
-    let parts: Vec<UsageReport> = from_other_nodes(&state, &path, auth, "its usage").await?;
+    let parts: Vec<UsageReport> = from_other_nodes(&state, &path, &who, "its usage").await?;
     let gone = state.mgr.exported_usage(&q, &live).await?;
     let items = merge(
         mine.into_iter()
@@ -131,7 +144,7 @@ mod tests {
         assert_eq!((q.from_ms, q.to_ms), (9 * 86_400_000, 10 * 86_400_000));
         assert_eq!(q.group, UsageGroup::Sandbox);
         let q = parse_query(
-            Some("sandbox=a-1&label=team=x&label=env=prod&from=1970-01-02T00:00:00Z&to=1970-01-03T00:00:00Z&group_by=label:team"),
+            Some("sandbox=a-1&label=team=x&label=env=prod&from=1970-01-02T00:00:00Z&to=1970-01-03T00:00:00Z&group_by=label:team&tenant=acme"),
             now,
         )
         .unwrap();
@@ -139,6 +152,7 @@ mod tests {
         assert_eq!(q.labels.len(), 2);
         assert_eq!((q.from_ms, q.to_ms), (86_400_000, 2 * 86_400_000));
         assert_eq!(q.group, UsageGroup::Label("team".into()));
+        assert_eq!(q.tenant.as_deref(), Some("acme"));
         // What a node sends on reads back the same.
         assert_eq!(parse_query(Some(&to_query(&q)), now).unwrap(), q);
         for bad in [
@@ -147,6 +161,7 @@ mod tests {
             "label=nokey",
             "sandbox=Bad/Id",
             "color=red",
+            "tenant=Not/A/Tenant",
             "from=1970-01-03T00:00:00Z&to=1970-01-02T00:00:00Z",
         ] {
             let e = parse_query(Some(bad), now).unwrap_err();

@@ -302,6 +302,30 @@ export class Warren {
     await this.request('DELETE', `/v1/secrets/${encodeURIComponent(name)}`, { idempotent: true });
   }
 
+  /** `POST /v1/keys` (admin key only): a new key, admin or scoped to `tenant`; its value is shown once. */
+  async createKey(
+    tenant: string,
+    scope: 'admin' | 'tenant',
+    name?: string,
+  ): Promise<{ id: string; key: string; tenant: string; scope: 'admin' | 'tenant'; name: string | null; created_at: string }> {
+    return this.json('POST', '/v1/keys', { json: { tenant, scope, ...(name !== undefined ? { name } : {}) } });
+  }
+
+  /** `GET /v1/keys` (admin key only): every key's id, tenant, scope and times, never a value. */
+  async listKeys(): Promise<
+    { id: string; tenant: string; scope: 'admin' | 'tenant'; name: string | null; created_at: string; last_used_at: string | null }[]
+  > {
+    const r = await this.json<{
+      keys: { id: string; tenant: string; scope: 'admin' | 'tenant'; name: string | null; created_at: string; last_used_at: string | null }[];
+    }>('GET', '/v1/keys', { idempotent: true });
+    return r.keys;
+  }
+
+  /** `DELETE /v1/keys/{id}` (admin key only): answered once every node refuses the key. */
+  async revokeKey(id: string): Promise<void> {
+    await this.request('DELETE', `/v1/keys/${encodeURIComponent(id)}`, { idempotent: true });
+  }
+
   /** `GET /v1/cluster`. */
   cluster(): Promise<Record<string, unknown>> {
     return this.json('GET', '/v1/cluster', { idempotent: true });

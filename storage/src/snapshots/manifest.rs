@@ -1,6 +1,7 @@
 //! The snapshot manifest: what a snapshot is made of (versioned, written once).
 
 use serde::{Deserialize, Serialize};
+use warren_api::keys::DEFAULT_TENANT;
 
 /// Version of the manifest format. Readers refuse formats they do not know.
 pub const MANIFEST_FORMAT: u32 = 1;
@@ -61,6 +62,8 @@ pub struct NewSnapshot {
     pub dirs: Vec<String>,
     /// Paths of the image that the sandbox deleted (restores delete them again).
     pub deleted: Vec<String>,
+    /// The tenant whose sandbox it was saved from.
+    pub tenant: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,9 +84,18 @@ pub struct Manifest {
     /// Bytes this snapshot added to the store (chunks no earlier snapshot had).
     pub new_bytes: u64,
     pub chunks: Vec<ChunkRef>,
+    /// The tenant whose sandbox it was saved from (none: saved before tenants, the default
+    /// tenant's). Only that tenant's sandboxes start from it, and only its keys see it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 impl Manifest {
+    /// The tenant it belongs to.
+    pub fn tenant(&self) -> &str {
+        self.tenant.as_deref().unwrap_or(DEFAULT_TENANT)
+    }
+
     pub fn key(id: &str) -> object_store::path::Path {
         object_store::path::Path::from(format!("snapshots/{id}.json"))
     }

@@ -98,6 +98,7 @@ impl SnapshotStore {
                     image: new.image,
                     dirs: new.dirs,
                     deleted: new.deleted,
+                    tenant: Some(new.tenant),
                 };
                 let body = serde_json::to_vec_pretty(&m).expect("manifests serialize");
                 let opts = PutOptions {

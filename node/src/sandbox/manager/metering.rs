@@ -15,14 +15,6 @@ use warren_api::usage::UsageItem;
 use warren_api::ApiError;
 use warren_storage::usage_export;
 
-pub(super) fn metered(rec: &SandboxRecord) -> Metered {
-    Metered {
-        id: rec.id.clone(),
-        memory_mb: rec.resources.memory_mb,
-        labels: rec.labels.clone(),
-    }
-}
-
 /// Runs the meter's blocking work (cgroup reads, a synced write) off the async threads.
 async fn blocking(meter: &Arc<Meter>, f: impl FnOnce(&Meter) + Send + 'static) {
     let meter = meter.clone();
@@ -57,6 +49,16 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
 }
 
 impl SandboxManager {
+    /// What the meter records of a sandbox besides its container.
+    pub(super) fn metered(&self, rec: &SandboxRecord) -> Metered {
+        Metered {
+            id: rec.id.clone(),
+            memory_mb: rec.resources.memory_mb,
+            labels: rec.labels.clone(),
+            tenant: self.recovery.tenant_of(&rec.id),
+        }
+    }
+
     /// The meter (egress counts are connected to it once the proxy runs).
     pub fn meter(&self) -> &Arc<Meter> {
         &self.meter
@@ -69,7 +71,7 @@ impl SandboxManager {
             .values()
             .filter_map(|s| s.record())
             .filter(|r| r.state == SandboxState::Running)
-            .map(|r| metered(&r))
+            .map(|r| self.metered(&r))
             .collect()
     }
 
@@ -147,7 +149,7 @@ impl SandboxManager {
         let Some(rec) = self.existing_slot(id).and_then(|s| s.record()) else {
             return;
         };
-        let m = metered(&rec);
+        let m = self.metered(&rec);
         blocking(&self.meter, move |meter| meter.close(&m)).await;
     }
 

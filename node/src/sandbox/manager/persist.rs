@@ -245,6 +245,7 @@ impl SandboxManager {
             image: rec.image.clone(),
             dirs: dirs.to_vec(),
             deleted,
+            tenant: self.recovery.tenant_of(&rec.id),
         };
         let m = self
             .snapshots
@@ -354,12 +355,20 @@ impl SandboxManager {
     }
 
     /// Fetches and verifies every chunk of a snapshot into the local cache.
-    async fn prepare(&self, snapshot: &str) -> Result<Prepared, ApiError> {
+    /// Fetches and checks the chunks of `snapshot` for sandbox `sandbox`, which may start
+    /// only from its own tenant's snapshots (another's is answered as absent).
+    async fn prepare(&self, snapshot: &str, sandbox: &str) -> Result<Prepared, ApiError> {
         let m = self
             .snapshots
             .manifest(snapshot)
             .await
             .map_err(snapshot_error)?;
+        if m.tenant() != self.recovery.tenant_of(sandbox) {
+            return Err(ApiError::new(
+                ErrorCode::SnapshotNotFound,
+                format!("snapshot {snapshot} not found"),
+            ));
+        }
         if let Some(p) = crate::sandbox::progress::current() {
             p.phase("fetch", 0);
         }
@@ -491,7 +500,7 @@ impl SandboxManager {
         rec: &SandboxRecord,
     ) -> Result<Option<Prepared>, ApiError> {
         match &rec.snapshot {
-            Some(s) => self.prepare(s).await.map(Some),
+            Some(s) => self.prepare(s, &rec.id).await.map(Some),
             None => Ok(None),
         }
     }
@@ -528,7 +537,7 @@ impl SandboxManager {
         let mut rec = slot.record().ok_or_else(|| not_found(id))?;
         // Everything is fetched and verified before the current container is touched.
         let t = Instant::now();
-        let prepared = self.prepare(snapshot).await?;
+        let prepared = self.prepare(snapshot, id).await?;
         tracing::info!(sandbox_id = %id, snapshot = %snapshot, ms = t.elapsed().as_millis() as u64, "restore: chunks ready");
         let previous = rec.snapshot.replace(snapshot.to_string());
         rec.image = prepared.manifest().image.clone();
@@ -753,6 +762,11 @@ impl SandboxManager {
                 }
             }
         }
+    }
+
+    /// The tenant sandbox `id` belongs to (`RecoveryPoints::tenant_of`).
+    pub fn tenant_of(&self, id: &str) -> String {
+        self.recovery.tenant_of(id)
     }
 
     pub fn snapshot_store(&self) -> &warren_storage::snapshots::SnapshotStore {

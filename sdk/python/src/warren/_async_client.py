@@ -519,6 +519,22 @@ class AsyncWarren:
     async def delete_secret(self, name: str) -> None:
         await self._t.send("DELETE", f"/v1/secrets/{name}")
 
+    async def create_key(self, tenant: str, scope: str, name: Optional[str] = None) -> dict[str, Any]:
+        """`POST /v1/keys` (admin key only): a new key, ``scope`` "admin" or "tenant"; its value is shown once."""
+        body: dict[str, Any] = {"tenant": tenant, "scope": scope}
+        if name is not None:
+            body["name"] = name
+        return dict(await self._t.json("POST", "/v1/keys", json=body, idempotent=False))
+
+    async def list_keys(self) -> list[dict[str, Any]]:
+        """`GET /v1/keys` (admin key only): ids, tenants, scopes and times, never values."""
+        d = await self._t.json("GET", "/v1/keys")
+        return list(d.get("keys") or [])
+
+    async def revoke_key(self, key_id: str) -> None:
+        """`DELETE /v1/keys/{id}` (admin key only): answered once every node refuses the key."""
+        await self._t.send("DELETE", f"/v1/keys/{key_id}")
+
     async def create_ticket(self, sandbox: str, scope: str, ttl: Optional[int] = None) -> Ticket:
         """`POST /v1/tickets` — a single-use credential for a browser's WebSocket/SSE URL."""
         body: dict[str, Any] = {"sandbox": sandbox, "scope": scope}
