@@ -14,7 +14,7 @@ pub struct ExposeRequest {
     pub port: u16,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// A token of your own (8–63 of a-z, 0-9); one is generated when absent.
+    /// A token of your own (20–63 of a-z, 0-9); one of 20 is generated when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
 }
@@ -34,17 +34,20 @@ impl ExposeRequest {
     }
 }
 
+/// Shortest token one may choose: 20 of 36 symbols, about 103 bits, as generated ones.
+pub const MIN_TOKEN_LEN: usize = 20;
+
 /// Tokens are DNS-label friendly and carry no `-` (it separates the parts of the host).
 pub fn validate_token(t: &str) -> Result<(), ApiError> {
-    let ok = (8..=63).contains(&t.len())
+    let ok = (MIN_TOKEN_LEN..=63).contains(&t.len())
         && t.bytes()
             .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase());
     if ok {
         Ok(())
     } else {
-        Err(ApiError::invalid(
-            "token must be 8 to 63 characters of a-z and 0-9",
-        ))
+        Err(ApiError::invalid(format!(
+            "token must be {MIN_TOKEN_LEN} to 63 characters of a-z and 0-9"
+        )))
     }
 }
 
@@ -179,9 +182,19 @@ mod tests {
         }
         .validate()
         .is_err());
+        assert!(
+            ExposeRequest {
+                port: 80,
+                token: Some("abcdefgh12".into()),
+                ..Default::default()
+            }
+            .validate()
+            .is_err(),
+            "a guessable 10-character token"
+        );
         assert!(ExposeRequest {
             port: 80,
-            token: Some("abcdefgh12".into()),
+            token: Some("abcdefghij0123456789".into()),
             ..Default::default()
         }
         .validate()

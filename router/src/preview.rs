@@ -3,6 +3,12 @@
 //! the owner checks the token (constant time) and proxies the request through a tunnel the
 //! guest opens to that port: HTTP, streamed bodies and WebSocket (or any upgrade), with the
 //! service's status, headers (redirects, every Set-Cookie) and body passed unchanged.
+//!
+//! What the sandbox never gets: the caller's warren key (an `Authorization` header that is
+//! one of the cluster's keys is dropped; any other, the app's own, passes), nor a client's
+//! own `x-forwarded-for` (the entry node sets it to the address the connection came from).
+//! Every answer carries `Referrer-Policy: no-referrer`, so that the token in the host name
+//! does not leave in the `Referer` of links the page follows.
 
 use crate::error::ApiErrorResponse;
 use crate::routes::body::GuestResponseBody;
@@ -27,11 +33,53 @@ fn target(st: &AppState, req: &Request) -> Option<PreviewHost> {
     parse_preview_host(host, &st.mgr.config().preview.domain)
 }
 
-pub async fn intercept(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    match target(&st, &req) {
-        Some(t) => crate::cluster::route::route_preview(&st, t, req).await,
-        None => next.run(req).await,
+pub async fn intercept(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+    let Some(t) = target(&st, &req) else {
+        return next.run(req).await;
+    };
+    if req.extensions().get::<crate::cluster::FromPeer>().is_none() {
+        entering(&st, &mut req);
     }
+    let mut resp = crate::cluster::route::route_preview(&st, t, req).await;
+    resp.headers_mut().insert(
+        http::header::REFERRER_POLICY,
+        http::HeaderValue::from_static("no-referrer"),
+    );
+    resp
+}
+
+/// At the node a preview request entered: the client's address as `x-forwarded-for` (what
+/// the client said there is dropped), and no warren key on to the sandbox.
+fn entering(st: &AppState, req: &mut Request) {
+    let remote = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    let headers = req.headers_mut();
+    headers.remove("x-forwarded-for");
+    headers.remove("forwarded");
+    if let Some(ip) = remote {
+        if let Ok(v) = http::HeaderValue::from_str(&ip.to_string()) {
+            headers.insert("x-forwarded-for", v);
+        }
+    }
+    let is_warren_key = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .is_some_and(|k| {
+            st.cluster
+                .cluster
+                .read(|s| crate::auth::keys::resolve(s, &st.api_key, k.trim()))
+                .is_some()
+        });
+    if is_warren_key {
+        headers.remove(http::header::AUTHORIZATION);
+    }
+    headers.remove(crate::auth::principal::HEADER_PRINCIPAL);
 }
 
 /// Serves a preview request on the sandbox's owner (the router checked placement and lease).

@@ -218,12 +218,12 @@ async fn preview_refuses_wrong_tokens_and_reports_silent_ports() {
             &ExposeRequest {
                 port: 9000,
                 name: None,
-                token: Some("mytoken123".into()),
+                token: Some("mytoken1234567890abc".into()),
             },
         )
         .await
         .unwrap();
-    assert_eq!(exposed.token, "mytoken123");
+    assert_eq!(exposed.token, "mytoken1234567890abc");
     // Nothing listens on 9000 yet.
     let http = preview_client(&exposed.url, addr);
     let r = http.get(&exposed.url).send().await.unwrap();
@@ -233,8 +233,8 @@ async fn preview_refuses_wrong_tokens_and_reports_silent_ports() {
 
     for host in [
         format!("9000-{id}-wrongtoken1.localhost"),
-        format!("9001-{id}-mytoken123.localhost"),
-        format!("9000-nosuchbox-{}-mytoken123.localhost", unique()),
+        format!("9001-{id}-mytoken1234567890abc.localhost"),
+        format!("9000-nosuchbox-{}-mytoken1234567890abc.localhost", unique()),
     ] {
         let url = format!("http://{host}:{}/", addr.port());
         let r = preview_client(&url, addr).get(&url).send().await.unwrap();
@@ -253,4 +253,54 @@ async fn preview_refuses_wrong_tokens_and_reports_silent_ports() {
         .await
         .unwrap_err();
     assert_eq!(api_err(e).1, ErrorCode::InvalidArgument);
+}
+
+/// A page in a sandbox is untrusted: the caller's warren key, a forged client address and the
+/// principal header never reach it, and its answers do not leak the token as a `Referer`.
+#[tokio::test]
+async fn a_preview_never_hands_the_sandbox_the_callers_key_or_a_forged_address() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("prev3-{}", unique());
+    start_server(c, &id, 8123).await;
+    let url = expose(c, &id, 8123).await;
+    let addr = node_addr(&node.url);
+    let http = preview_client(&url, addr);
+    let ask = |auth: String| {
+        http.get(format!("{url}allheaders"))
+            .header("authorization", auth)
+            .header("x-forwarded-for", "6.6.6.6")
+            .header("forwarded", "for=6.6.6.6")
+            .header("x-warren-principal", "admin default root")
+            .send()
+    };
+    // The node's admin key, as a browser that was given it might send it along.
+    let r = ask(format!("Bearer {}", node.key)).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()
+            .get("referrer-policy")
+            .map(|v| v.to_str().unwrap()),
+        Some("no-referrer")
+    );
+    let seen: Vec<(String, String)> = r.json().await.unwrap();
+    let get = |name: &str| -> Vec<&str> {
+        seen.iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    };
+    assert!(
+        get("authorization").is_empty(),
+        "the key reached the sandbox: {seen:?}"
+    );
+    assert!(!seen.iter().any(|(_, v)| v.contains(&node.key)), "{seen:?}");
+    assert!(get("x-warren-principal").is_empty(), "{seen:?}");
+    assert!(get("forwarded").is_empty(), "{seen:?}");
+    assert_eq!(get("x-forwarded-for"), vec!["127.0.0.1"], "{seen:?}");
+    // The app's own credentials pass.
+    let r = ask("Bearer app-token-123".into()).await.unwrap();
+    let seen: Vec<(String, String)> = r.json().await.unwrap();
+    assert!(seen.contains(&("authorization".into(), "Bearer app-token-123".into())));
+    c.delete_sandbox(&id).await.unwrap();
 }

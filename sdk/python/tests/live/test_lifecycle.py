@@ -95,13 +95,13 @@ def test_listing_and_api_errors(w, sb, live_env):
 
 
 def test_ports_tokens_and_silent_ports(w, sb):
-    exposed = sb.expose_port(9000, token="mytoken123")
-    assert exposed.token == "mytoken123"
-    assert sb.expose_port(9000).token == "mytoken123", "exposing again keeps the token"
+    exposed = sb.expose_port(9000, token="mytoken1234567890abc")
+    assert exposed.token == "mytoken1234567890abc"
+    assert sb.expose_port(9000).token == "mytoken1234567890abc", "exposing again keeps the token"
     with httpx.Client(transport=w.preview_transport(), timeout=20) as http:
         r = http.get(exposed.url)
         assert r.status_code == 502 and r.json()["code"] == "PORT_NOT_LISTENING"
-        wrong = exposed.url.replace("mytoken123", "wrongtoken1")
+        wrong = exposed.url.replace("mytoken1234567890abc", "wrongtoken1")
         assert http.get(wrong).json()["code"] == "INVALID_TOKEN"
     with pytest.raises(warren.InvalidArgumentError):
         sb.expose_port(0)
