@@ -3,17 +3,21 @@
 
 use crate::ApiError;
 
-/// Sandbox ids: 1–63 chars of `[a-z0-9]`, inner `-` allowed (a DNS label).
-pub fn validate_sandbox_id(id: &str) -> Result<(), ApiError> {
-    let bytes = id.as_bytes();
-    let ok = !bytes.is_empty()
+/// 1–63 chars of `[a-z0-9]`, inner `-` allowed: a DNS label (sandbox ids, tenants).
+pub(crate) fn is_dns_label(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    !bytes.is_empty()
         && bytes.len() <= 63
         && bytes
             .iter()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
         && bytes[0] != b'-'
-        && bytes[bytes.len() - 1] != b'-';
-    if ok {
+        && bytes[bytes.len() - 1] != b'-'
+}
+
+/// Sandbox ids: 1–63 chars of `[a-z0-9]`, inner `-` allowed (a DNS label).
+pub fn validate_sandbox_id(id: &str) -> Result<(), ApiError> {
+    if is_dns_label(id) {
         Ok(())
     } else {
         Err(ApiError::invalid(format!(

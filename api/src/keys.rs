@@ -87,14 +87,7 @@ pub struct KeyList {
 
 /// Tenant names: 1–63 characters of `[a-z0-9]`, inner `-` allowed (like sandbox ids).
 pub fn validate_tenant(t: &str) -> Result<(), ApiError> {
-    let b = t.as_bytes();
-    let ok = !b.is_empty()
-        && b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-';
-    if ok {
+    if crate::ids::is_dns_label(t) {
         Ok(())
     } else {
         Err(ApiError::invalid(format!(

@@ -20,6 +20,7 @@ pub mod sandbox;
 pub mod session;
 pub mod snapshot;
 pub mod sse;
+pub mod tenants;
 pub mod terminal;
 pub mod ticket;
 pub mod time;

@@ -5,7 +5,7 @@
 
 use crate::{
     egress, exec, files, git, interpreter, keys, ports, process, sandbox, session, snapshot,
-    ticket, usage, watch, ApiError,
+    tenants, ticket, usage, watch, ApiError,
 };
 use utoipa::openapi::path::{
     HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem,
@@ -269,6 +269,12 @@ pub fn operations() -> Vec<Operation> {
             .gives(200, Json(of::<keys::KeyList>)),
         op("delete", "/v1/keys/{key}", "revokeKey", OPS, "Revoke a key; answered once every node that is not down applied it (admin only)")
             .gives(204, Body::None),
+        op("put", "/v1/tenants/{tenant}", "setTenantQuota", OPS, "Set a tenant's quota: sandboxes, CPUs and memory it may hold at once, cluster-wide (admin only)")
+            .takes(Json(of::<tenants::TenantQuota>)).gives(200, Json(of::<tenants::Tenant>)),
+        op("get", "/v1/tenants/{tenant}", "getTenant", OPS, "A tenant's quota and what it holds (admin, or the tenant's own key)")
+            .gives(200, Json(of::<tenants::Tenant>)),
+        op("get", "/v1/tenants", "listTenants", OPS, "Every tenant with a quota, a key or a sandbox (admin only)")
+            .gives(200, Json(of::<tenants::TenantList>)),
         op("get", "/v1/usage", "getUsage", OPS, "Usage per sandbox, label or day, cluster-wide")
             .query(&[("sandbox", "string", ""), ("label", "string", "k=v"), ("from", "string", "RFC 3339"), ("to", "string", "RFC 3339"), ("group_by", "string", "sandbox|label:KEY|day"), ("tenant", "string", "an admin's filter; a tenant key sees its own only")])
             .gives(200, Json(of::<usage::UsageReport>)),

@@ -297,9 +297,14 @@ pub struct ForkArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct NodeArgs {
-    /// Read every setting from this TOML file instead (see docs/cluster.md).
+    /// Read every setting from this TOML file instead (see docs/cluster.md); no other
+    /// setting flag may be given with it.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// The settings given on the command line (not defaulted): with `--config`, each would
+    /// be ignored, so the node refuses to start instead.
+    #[arg(skip)]
+    pub given: Vec<String>,
     /// Log lines as `pretty` text or as `json` (one object per line). Levels: `WARREN_LOG`
     /// (an env-filter directive; default `info` for warren, `warn` for its dependencies).
     #[arg(long, env = "WARREN_LOG_FORMAT", default_value = "pretty", value_parser = ["pretty", "json"])]
@@ -478,6 +483,13 @@ pub struct NodeArgs {
     /// taken too). Without it, `/metrics` is open.
     #[arg(long)]
     pub metrics_token_file: Option<PathBuf>,
+    /// Wrong preview tokens a client address may send per minute before its previews are
+    /// refused for a while (0: no limit).
+    #[arg(long, default_value_t = 30)]
+    pub preview_guesses_per_min: u32,
+    /// How long a request body may go without a byte before it is cut, ms.
+    #[arg(long, default_value_t = 30_000)]
+    pub body_read_timeout_ms: u64,
     /// Requests per second each API key may make through this node on average (0: no
     /// limit); over it, 429 RATE_LIMITED with retry-after.
     #[arg(long, default_value_t = 1000)]
@@ -487,10 +499,65 @@ pub struct NodeArgs {
     pub rate_limit_burst: u32,
 }
 
+/// Flags of `serve` that are not settings of the file (they may go with `--config`).
+const NOT_SETTINGS: &[&str] = &["config", "log_format", "url", "api_key", "json"];
+
+impl Cli {
+    /// Parses the command line, noting which of `serve`'s flags were given explicitly.
+    pub fn parse_noting_flags() -> Result<Cli, clap::Error> {
+        Cli::parse_noting_flags_from(std::env::args_os())
+    }
+
+    pub fn parse_noting_flags_from<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::{CommandFactory, FromArgMatches};
+        let matches = Cli::command().try_get_matches_from(args)?;
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        if let (Command::Serve(node), Some(("serve", m))) = (&mut cli.command, matches.subcommand())
+        {
+            let cmd = Cli::command();
+            let args: Vec<String> = cmd
+                .find_subcommand("serve")
+                .map(|c| c.get_arguments().map(|a| a.get_id().to_string()).collect())
+                .unwrap_or_default();
+            node.given = given_flags(m)
+                .into_iter()
+                .filter(|id| args.contains(id))
+                .collect();
+        }
+        Ok(cli)
+    }
+}
+
+/// The ids set on the command line (not those of the environment, which is ambient:
+/// `WARREN_GUEST_BIN` may be set for every node a shell starts); groups included.
+fn given_flags(m: &clap::ArgMatches) -> Vec<String> {
+    use clap::parser::ValueSource;
+    m.ids()
+        .filter(|id| m.value_source(id.as_str()) == Some(ValueSource::CommandLine))
+        .map(|id| id.as_str().to_string())
+        .collect()
+}
+
 impl NodeArgs {
     /// The settings these flags describe, or those of `--config`.
     pub fn settings(&self) -> anyhow::Result<crate::settings::Settings> {
         if let Some(path) = &self.config {
+            let ignored: Vec<String> = self
+                .given
+                .iter()
+                .filter(|f| !NOT_SETTINGS.contains(&f.as_str()))
+                .map(|f| format!("--{}", f.replace('_', "-")))
+                .collect();
+            anyhow::ensure!(
+                ignored.is_empty(),
+                "{} would be ignored with --config {}: put them in the file instead",
+                ignored.join(", "),
+                path.display()
+            );
             return crate::settings::Settings::load(path);
         }
         let s = crate::settings::Settings {
@@ -545,6 +612,8 @@ impl NodeArgs {
             max_connections: self.max_connections,
             drain_timeout_ms: self.drain_timeout_ms,
             metrics_token_file: self.metrics_token_file.clone(),
+            body_read_timeout_ms: self.body_read_timeout_ms,
+            preview_guesses_per_min: self.preview_guesses_per_min,
             rate_limit_per_s: self.rate_limit_per_s,
             rate_limit_burst: self.rate_limit_burst,
         };
@@ -695,4 +764,54 @@ pub struct LocalClusterArgs {
     /// Sandbox networks each node keeps ready.
     #[arg(long, default_value_t = 2)]
     pub spare_networks: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve(args: &[&str]) -> NodeArgs {
+        let cli = Cli::parse_noting_flags_from(["warren", "serve"].iter().chain(args)).unwrap();
+        match cli.command {
+            Command::Serve(n) => n,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_setting_flag_next_to_config_is_refused_instead_of_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("node.toml");
+        std::fs::write(&file, "name = \"n1\"\n").unwrap();
+        let f = file.to_str().unwrap();
+        let e = serve(&[
+            "--config",
+            f,
+            "--listen",
+            "0.0.0.0:9",
+            "--max-connections",
+            "5",
+        ])
+        .settings()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("--listen") && e.contains("--max-connections"),
+            "{e}"
+        );
+        // The file alone, or with flags that are not settings, is fine.
+        assert_eq!(serve(&["--config", f]).settings().unwrap().name, "n1");
+        assert_eq!(
+            serve(&["--config", f, "--log-format", "json", "--url", "http://x"])
+                .settings()
+                .unwrap()
+                .name,
+            "n1"
+        );
+        // Without --config, flags are the settings.
+        let s = serve(&["--node-id", "n2", "--listen", "127.0.0.1:9"])
+            .settings()
+            .unwrap();
+        assert_eq!((s.name.as_str(), s.listen.as_str()), ("n2", "127.0.0.1:9"));
+    }
 }

@@ -124,6 +124,16 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         .api_key_file
         .clone()
         .unwrap_or_else(|| warren_client::api_key_path(&data_dir));
+    // Every node of a cluster serves the same bootstrap key (and derives its tickets' key
+    // from it): one that joins must be given it, not make up its own.
+    if let Some(seed) = &s.join {
+        let has_key = std::fs::read_to_string(&key_file).is_ok_and(|k| !k.trim().is_empty());
+        anyhow::ensure!(
+            has_key,
+            "this node joins {seed} but has no API key at {}: copy the cluster's key file there (or point api_key_file at it)",
+            key_file.display()
+        );
+    }
     let api_key = load_or_create_secret(&key_file, "wk_")?;
     let guest =
         warren_node::guest::binary::locate(s.guest_bin.as_deref()).map_err(anyhow::Error::msg)?;
@@ -421,6 +431,9 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     let own_ports = vec![listener.local_addr()?.port(), peers.local_addr()?.port()];
     let mut state = warren_router::AppState::new(mgr, ctx, &api_key, registry.clone())?;
     state.rate = Arc::new(warren_router::auth::rate::KeyLimiter::new(s.key_rate()));
+    state.preview_guesses = Arc::new(warren_router::auth::rate::GuessLimiter::new(
+        s.preview_guesses_per_min,
+    ));
     if let Some(f) = &s.metrics_token_file {
         let token = std::fs::read_to_string(f)
             .with_context(|| format!("metrics_token_file {}", f.display()))?;

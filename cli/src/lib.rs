@@ -10,13 +10,14 @@ pub mod settings;
 pub mod setup;
 pub mod sudo_user;
 
-use clap::Parser;
-
 /// Exit code for failures of warren itself (not of the remote command), as `docker run` does.
 pub const EXIT_WARREN_ERROR: i32 = 125;
 
 pub fn run() -> i32 {
-    let cli = args::Cli::parse();
+    let cli = match args::Cli::parse_noting_flags() {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

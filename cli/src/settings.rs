@@ -162,6 +162,13 @@ pub struct Settings {
     /// an admin key is taken too). None: `/metrics` is open, as on a loopback dev node.
     #[serde(default)]
     pub metrics_token_file: Option<PathBuf>,
+    /// Wrong preview tokens a client address may send per minute before its previews are
+    /// refused for a while (0: no limit).
+    #[serde(default = "default_preview_guesses_per_min")]
+    pub preview_guesses_per_min: u32,
+    /// How long a request body may go without a byte before it is cut, ms.
+    #[serde(default = "default_body_read_timeout_ms")]
+    pub body_read_timeout_ms: u64,
     /// Requests per second each API key may make through this node on average (0: no
     /// limit); over it, 429 `RATE_LIMITED` with `retry-after`.
     #[serde(default = "default_rate_limit_per_s")]
@@ -171,6 +178,12 @@ pub struct Settings {
     pub rate_limit_burst: u32,
 }
 
+fn default_preview_guesses_per_min() -> u32 {
+    30
+}
+fn default_body_read_timeout_ms() -> u64 {
+    30_000
+}
 fn default_rate_limit_per_s() -> u32 {
     1000
 }
@@ -304,6 +317,10 @@ impl Settings {
             "max_connections must be at least 1"
         );
         anyhow::ensure!(
+            self.body_read_timeout_ms >= 100,
+            "body_read_timeout_ms must be at least 100"
+        );
+        anyhow::ensure!(
             self.tls_reload_check_ms >= 10,
             "tls_reload_check_ms must be at least 10"
         );
@@ -323,6 +340,7 @@ impl Settings {
             tls_handshake_timeout: Duration::from_millis(self.header_read_timeout_ms),
             max_connections: self.max_connections,
             drain_timeout: Duration::from_millis(self.drain_timeout_ms),
+            body_idle_timeout: Duration::from_millis(self.body_read_timeout_ms),
         }
     }
 

@@ -1,8 +1,9 @@
-//! API keys and tenants (admin keys only).
+//! API keys and tenants' quotas (admin keys; a tenant key reads its own tenant).
 
 use crate::{Client, Result};
 use reqwest::Method;
 use warren_api::keys::{CreateKeyRequest, CreatedKey, KeyList, KeyScope};
+use warren_api::tenants::{Tenant, TenantList, TenantQuota};
 
 impl Client {
     /// `POST /v1/keys`: the new key, whose value is shown this once.
@@ -31,5 +32,23 @@ impl Client {
         let path = format!("/v1/keys/{id}");
         Self::check(self.request(Method::DELETE, &path).send().await?).await?;
         Ok(())
+    }
+
+    /// `PUT /v1/tenants/{tenant}`: its quota (`TenantQuota::default()` clears it).
+    pub async fn set_tenant_quota(&self, tenant: &str, quota: &TenantQuota) -> Result<Tenant> {
+        let path = format!("/v1/tenants/{tenant}");
+        self.json(self.request(Method::PUT, &path).json(quota))
+            .await
+    }
+
+    /// `GET /v1/tenants/{tenant}`: its quota and what it holds.
+    pub async fn tenant(&self, tenant: &str) -> Result<Tenant> {
+        self.json(self.request(Method::GET, &format!("/v1/tenants/{tenant}")))
+            .await
+    }
+
+    /// `GET /v1/tenants`.
+    pub async fn tenants(&self) -> Result<TenantList> {
+        self.json(self.request(Method::GET, "/v1/tenants")).await
     }
 }

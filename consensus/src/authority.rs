@@ -107,7 +107,8 @@ pub fn authorize_command(
         | Command::DeleteSecret { .. }
         | Command::CreateKey { .. }
         | Command::RevokeKey { .. }
-        | Command::TouchKeys { .. } => return Ok(()),
+        | Command::TouchKeys { .. }
+        | Command::SetQuota { .. } => return Ok(()),
     };
     match state.placements.get(sandbox) {
         Some(p) if p.node != caller => Err(Refusal::NotOwner {
@@ -145,6 +146,7 @@ mod tests {
                 handoff: None,
                 egress: None,
                 tenant: None,
+                size: None,
             },
         );
         s
@@ -242,6 +244,7 @@ mod tests {
             node: 1,
             expected_epoch: 0,
             tenant: None,
+            size: None,
         });
         assert_eq!(authorize(&s, 3, &place), Ok(()));
         let keys = |node| {

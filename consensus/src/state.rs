@@ -12,6 +12,9 @@ pub const STATE_FORMAT: u32 = 1;
 /// How a refused registration of a member's name starts (the join endpoint answers 409).
 pub const NAME_TAKEN: &str = "name taken";
 
+/// How a placement refused by its tenant's quota starts (the API answers 403).
+pub const QUOTA_EXCEEDED: &str = "quota exceeded";
+
 pub type NodeId = u64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,6 +88,35 @@ pub struct Placement {
     /// by the first placement and never changed after.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
+    /// What it holds of its tenant's quota (none: placed before quotas, counted as nothing
+    /// but one sandbox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<Size>,
+}
+
+/// A sandbox's size as its tenant's quota counts it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Size {
+    pub millicpus: u64,
+    pub memory_mb: u64,
+}
+
+/// What a tenant may hold at once, cluster-wide (none: no limit of that kind).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quota {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sandboxes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_millicpus: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_memory_mb: Option<u64>,
+}
+
+/// What a tenant holds: its sandboxes, and their sizes summed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TenantUse {
+    pub sandboxes: u64,
+    pub size: Size,
 }
 
 impl Placement {
@@ -129,6 +161,9 @@ pub enum Command {
         /// The tenant of a new sandbox (a placement that replaces one keeps its tenant).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tenant: Option<String>,
+        /// Its size, for its tenant's quota (a placement that replaces one keeps its size).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<Size>,
     },
     /// Forgets a placement if its epoch is still `epoch` (the sandbox was deleted).
     Unplace {
@@ -196,6 +231,11 @@ pub enum Command {
     TouchKeys {
         used: Vec<(String, String)>,
     },
+    /// Sets (or, with every limit none, clears) a tenant's quota.
+    SetQuota {
+        tenant: String,
+        quota: Quota,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -229,6 +269,9 @@ pub struct ClusterState {
     /// API keys by id, their values only as hashes (`keys`).
     #[serde(default)]
     pub keys: BTreeMap<String, KeyRecord>,
+    /// Tenants' quotas (a tenant without one has no limit).
+    #[serde(default)]
+    pub quotas: BTreeMap<String, Quota>,
 }
 
 /// One API key: the SHA-256 of its secret part, whose key it is and what it may do.
@@ -285,6 +328,48 @@ impl ClusterState {
             .filter(|(_, r)| r.sealed.key_id != current)
             .map(|(name, _)| name.clone())
             .collect()
+    }
+
+    /// What `tenant` holds now, over every placement.
+    pub fn tenant_use(&self, tenant: &str) -> TenantUse {
+        let mut u = TenantUse::default();
+        for p in self.placements.values().filter(|p| p.tenant() == tenant) {
+            u.sandboxes += 1;
+            let s = p.size.unwrap_or_default();
+            u.size.millicpus += s.millicpus;
+            u.size.memory_mb += s.memory_mb;
+        }
+        u
+    }
+
+    /// Why one more sandbox of `size` does not fit `tenant`'s quota, if it does not.
+    pub fn quota_refusal(&self, tenant: &str, size: Size) -> Option<String> {
+        let q = self.quotas.get(tenant)?;
+        let u = self.tenant_use(tenant);
+        let over = |name: &str, limit: Option<u64>, used: u64, more: u64, unit: &str| {
+            limit.filter(|l| used + more > *l).map(|l| {
+                format!("{QUOTA_EXCEEDED}: tenant {tenant} may hold {l}{unit} of {name}, holds {used}{unit}, and this sandbox needs {more}{unit} more")
+            })
+        };
+        over("sandboxes", q.max_sandboxes, u.sandboxes, 1, "")
+            .or_else(|| {
+                over(
+                    "CPU",
+                    q.max_millicpus,
+                    u.size.millicpus,
+                    size.millicpus,
+                    " millicpus",
+                )
+            })
+            .or_else(|| {
+                over(
+                    "memory",
+                    q.max_memory_mb,
+                    u.size.memory_mb,
+                    size.memory_mb,
+                    " MB",
+                )
+            })
     }
 
     pub fn node_by_name(&self, name: &str) -> Option<&NodeRecord> {
@@ -374,6 +459,7 @@ impl ClusterState {
                 node,
                 expected_epoch,
                 tenant,
+                size,
             } => {
                 let current = self.placements.get(sandbox).map(|p| p.epoch).unwrap_or(0);
                 if current != *expected_epoch {
@@ -387,9 +473,19 @@ impl ClusterState {
                         reason: format!("no node {node}"),
                     };
                 }
-                let tenant = self
-                    .placements
-                    .get(sandbox)
+                let existing = self.placements.get(sandbox);
+                // A new sandbox must fit its tenant's quota (decided here, in log order, so
+                // that concurrent creators on many nodes never overshoot it together).
+                if existing.is_none() {
+                    if let Some(t) = tenant {
+                        if let Some(reason) = self.quota_refusal(t, size.unwrap_or_default()) {
+                            return CommandResult::Rejected { reason };
+                        }
+                    }
+                }
+                let existing = self.placements.get(sandbox);
+                let size = existing.and_then(|p| p.size).or(*size);
+                let tenant = existing
                     .and_then(|p| p.tenant.clone())
                     .or_else(|| tenant.clone());
                 let p = Placement {
@@ -400,6 +496,7 @@ impl ClusterState {
                     handoff: None,
                     egress: None,
                     tenant,
+                    size,
                 };
                 self.placements.insert(sandbox.clone(), p.clone());
                 CommandResult::Placement {
@@ -493,6 +590,14 @@ impl ClusterState {
             }
             Command::RevokeKey { id } => {
                 self.keys.remove(id);
+                CommandResult::Done
+            }
+            Command::SetQuota { tenant, quota } => {
+                if *quota == Quota::default() {
+                    self.quotas.remove(tenant);
+                } else {
+                    self.quotas.insert(tenant.clone(), quota.clone());
+                }
                 CommandResult::Done
             }
             Command::TouchKeys { used } => {
@@ -609,6 +714,7 @@ mod tests {
             node,
             expected_epoch,
             tenant: None,
+            size: None,
         };
         let first = s.apply(&place(1, 0));
         assert_eq!(
@@ -622,6 +728,7 @@ mod tests {
                     handoff: None,
                     egress: None,
                     tenant: None,
+                    size: None,
                 }),
                 applied: true
             }
@@ -639,6 +746,7 @@ mod tests {
                     handoff: None,
                     egress: None,
                     tenant: None,
+                    size: None,
                 }),
                 applied: false
             }
@@ -675,6 +783,7 @@ mod tests {
             node,
             expected_epoch,
             tenant: Some(tenant.into()),
+            size: None,
         };
         s.apply(&place(1, 0, "acme"));
         assert_eq!(s.placements["x"].tenant(), "acme");
@@ -686,6 +795,77 @@ mod tests {
         );
         let old: Placement = serde_json::from_str(r#"{"sandbox":"y","node":1,"epoch":1}"#).unwrap();
         assert_eq!(old.tenant(), warren_api::keys::DEFAULT_TENANT);
+    }
+
+    #[test]
+    fn a_tenants_new_sandboxes_are_refused_past_its_quota_in_log_order() {
+        let mut s = ClusterState::default();
+        s.apply(&reg("a"));
+        let size = Size {
+            millicpus: 1000,
+            memory_mb: 512,
+        };
+        let place = |id: &str, tenant: &str, expected_epoch| Command::Place {
+            sandbox: id.into(),
+            node: 1,
+            expected_epoch,
+            tenant: Some(tenant.into()),
+            size: Some(size),
+        };
+        s.apply(&Command::SetQuota {
+            tenant: "acme".into(),
+            quota: Quota {
+                max_sandboxes: Some(3),
+                max_millicpus: Some(2500),
+                max_memory_mb: None,
+            },
+        });
+        for id in ["x1", "x2"] {
+            assert!(matches!(
+                s.apply(&place(id, "acme", 0)),
+                CommandResult::Placement { applied: true, .. }
+            ));
+        }
+        // A third of 1 CPU would make 3000 millicpus of 2500.
+        match s.apply(&place("x3", "acme", 0)) {
+            CommandResult::Rejected { reason } => {
+                assert!(
+                    reason.starts_with(QUOTA_EXCEEDED) && reason.contains("CPU"),
+                    "{reason}"
+                )
+            }
+            other => panic!("placed past the quota: {other:?}"),
+        }
+        assert!(!s.placements.contains_key("x3"));
+        // Another tenant is not held by acme's quota; re-placing a sandbox is not a new one.
+        assert!(matches!(
+            s.apply(&place("y1", "other", 0)),
+            CommandResult::Placement { applied: true, .. }
+        ));
+        assert!(matches!(
+            s.apply(&place("x1", "acme", 1)),
+            CommandResult::Placement { applied: true, .. }
+        ));
+        assert_eq!(s.tenant_use("acme").sandboxes, 2);
+        assert_eq!(s.tenant_use("acme").size.millicpus, 2000);
+        // A deleted sandbox frees its share; a cleared quota is no limit.
+        s.apply(&Command::Unplace {
+            sandbox: "x2".into(),
+            epoch: 1,
+        });
+        assert!(matches!(
+            s.apply(&place("x3", "acme", 0)),
+            CommandResult::Placement { applied: true, .. }
+        ));
+        s.apply(&Command::SetQuota {
+            tenant: "acme".into(),
+            quota: Quota::default(),
+        });
+        assert!(s.quotas.is_empty());
+        assert!(matches!(
+            s.apply(&place("x4", "acme", 0)),
+            CommandResult::Placement { applied: true, .. }
+        ));
     }
 
     #[test]
@@ -743,6 +923,7 @@ mod tests {
             node: 1,
             expected_epoch: 0,
             tenant: None,
+            size: None,
         });
         let h = Handoff {
             record: "{}".into(),

@@ -74,6 +74,7 @@ pub async fn commit_latency(n: usize, table: &mut Table) -> anyhow::Result<()> {
                 node: 1,
                 expected_epoch: 0,
                 tenant: None,
+                size: None,
             })
             .await;
         samples.push(t.elapsed());
@@ -89,6 +90,7 @@ pub async fn commit_latency(n: usize, table: &mut Table) -> anyhow::Result<()> {
                     node: 1,
                     expected_epoch: 0,
                     tenant: None,
+                    size: None,
                 })
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;

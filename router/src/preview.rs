@@ -8,7 +8,8 @@
 //! one of the cluster's keys is dropped; any other, the app's own, passes), nor a client's
 //! own `x-forwarded-for` (the entry node sets it to the address the connection came from).
 //! Every answer carries `Referrer-Policy: no-referrer`, so that the token in the host name
-//! does not leave in the `Referer` of links the page follows.
+//! does not leave in the `Referer` of links the page follows. A client address that sends
+//! wrong tokens past its rate is refused (429) for a while: tokens are not guessed online.
 
 use crate::error::ApiErrorResponse;
 use crate::routes::body::GuestResponseBody;
@@ -33,14 +34,29 @@ fn target(st: &AppState, req: &Request) -> Option<PreviewHost> {
     parse_preview_host(host, &st.mgr.config().preview.domain)
 }
 
+/// Marks the owner's refusal of a token for the entry node, which counts it per client.
+const HEADER_REFUSED: &str = "x-warren-preview-refused";
+
 pub async fn intercept(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let Some(t) = target(&st, &req) else {
         return next.run(req).await;
     };
-    if req.extensions().get::<crate::cluster::FromPeer>().is_none() {
+    let entry = req.extensions().get::<crate::cluster::FromPeer>().is_none();
+    let client = client_ip(&req);
+    if entry {
+        if let Some(ip) = client {
+            if let Err(e) = st.preview_guesses.check(ip) {
+                return err(e);
+            }
+        }
         entering(&st, &mut req);
     }
     let mut resp = crate::cluster::route::route_preview(&st, t, req).await;
+    if entry && resp.headers_mut().remove(HEADER_REFUSED).is_some() {
+        if let Some(ip) = client {
+            st.preview_guesses.refused(ip);
+        }
+    }
     resp.headers_mut().insert(
         http::header::REFERRER_POLICY,
         http::HeaderValue::from_static("no-referrer"),
@@ -48,13 +64,16 @@ pub async fn intercept(State(st): State<AppState>, mut req: Request, next: Next)
     resp
 }
 
+fn client_ip(req: &Request) -> Option<std::net::IpAddr> {
+    req.extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
 /// At the node a preview request entered: the client's address as `x-forwarded-for` (what
 /// the client said there is dropped), and no warren key on to the sandbox.
 fn entering(st: &AppState, req: &mut Request) {
-    let remote = req
-        .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip());
+    let remote = client_ip(req);
     let headers = req.headers_mut();
     headers.remove("x-forwarded-for");
     headers.remove("forwarded");
@@ -86,7 +105,15 @@ fn entering(st: &AppState, req: &mut Request) {
 pub(crate) async fn serve(st: &AppState, t: &PreviewHost, req: Request) -> Response {
     match proxy(st, t, req).await {
         Ok(r) => r,
-        Err(e) => err(e),
+        Err(e) => {
+            let refused = e.code == ErrorCode::InvalidToken;
+            let mut r = err(e);
+            if refused {
+                r.headers_mut()
+                    .insert(HEADER_REFUSED, http::HeaderValue::from_static("1"));
+            }
+            r
+        }
     }
 }
 

@@ -46,6 +46,7 @@ const WORDS: &[&str] = &[
     "tickets",
     "usage",
     "keys",
+    "tenants",
     "stdin",
     "signal",
     "interrupt",
@@ -63,6 +64,7 @@ fn placeholder(prev: &str) -> &'static str {
         "processes" => "{pid}",
         "ports" => "{port}",
         "keys" => "{key}",
+        "tenants" => "{tenant}",
         _ => "{}",
     }
 }

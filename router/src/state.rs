@@ -15,6 +15,8 @@ pub struct AppState {
     pub last_used: Arc<crate::auth::last_used::LastUsed>,
     /// Requests per key entering at this node (`auth::rate`).
     pub rate: Arc<crate::auth::rate::KeyLimiter>,
+    /// Wrong preview tokens per client address entering at this node.
+    pub preview_guesses: Arc<crate::auth::rate::GuessLimiter>,
     /// What `GET /metrics` asks for besides an admin key (none: open).
     pub metrics_token: Option<Arc<str>>,
     pub node_id: Arc<str>,
@@ -42,6 +44,7 @@ impl AppState {
             api_key,
             last_used: Arc::default(),
             metrics_token: None,
+            preview_guesses: Arc::new(crate::auth::rate::GuessLimiter::new(0)),
             rate: Arc::new(crate::auth::rate::KeyLimiter::new(
                 crate::auth::rate::KeyRate {
                     per_second: 0,

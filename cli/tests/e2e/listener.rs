@@ -309,3 +309,44 @@ async fn a_key_that_is_not_the_certificates_stops_the_start() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// A client that sends a file upload's header and the start of its body, then goes silent,
+/// is cut after the body timeout: its connection closes, the file is never half written,
+/// and other clients are served meanwhile.
+#[tokio::test]
+async fn a_body_that_stops_arriving_is_cut_and_leaves_no_half_written_file() {
+    let node = Node::start_with("127.0.0.1:0", &["--body-read-timeout-ms", "1500"]).await;
+    let id = format!("slowbody-{}", unique());
+    node.client.sh(&id, "true").await.unwrap();
+    let addr = node.url.trim_start_matches("http://").to_string();
+    let mut s = TcpStream::connect(&addr).unwrap();
+    write!(
+        s,
+        "PUT /v1/sandboxes/{id}/files/workspace/big.bin HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Length: 1000000\r\n\r\n",
+        node.key
+    )
+    .unwrap();
+    s.write_all(&[b'a'; 4096]).unwrap();
+    // Others are served while it hangs.
+    assert_eq!(node.client.sh(&id, "echo up").await.unwrap().stdout, "up\n");
+    let started = Instant::now();
+    assert!(
+        closed_within(&mut s, Duration::from_secs(20)),
+        "a connection whose body stopped arriving stayed open"
+    );
+    let took = started.elapsed();
+    let stat = node.client.stat(&id, "/workspace/big.bin").await;
+    assert!(stat.is_err(), "a half-sent upload left a file: {stat:?}");
+    let metrics = node.metrics_text().await;
+    assert!(
+        metrics.contains("warren_http_connections_cut_total{reason=\"body_timeout\"} 1"),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("cut_total"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    eprintln!("cut {took:?} after the others were served");
+    node.client.delete_sandbox(&id).await.unwrap();
+}

@@ -261,6 +261,7 @@ async fn a_certified_peer_cannot_speak_as_another_node_nor_move_what_it_does_not
         node: leader_id,
         expected_epoch: 0,
         tenant: None,
+        size: None,
     });
     let reply = rpc_to(&c, leader_idx, &peers, place).await;
     assert!(

@@ -304,3 +304,62 @@ async fn a_preview_never_hands_the_sandbox_the_callers_key_or_a_forged_address()
     assert!(seen.contains(&("authorization".into(), "Bearer app-token-123".into())));
     c.delete_sandbox(&id).await.unwrap();
 }
+
+/// Tokens are not guessed online: an address that sends wrong tokens past its rate is held
+/// off (429 with `retry-after`), also for the right token, while the API still answers it.
+#[tokio::test]
+async fn an_address_guessing_preview_tokens_is_held_off() {
+    let node = Node::start_with("127.0.0.1:0", &["--preview-guesses-per-min", "5"]).await;
+    let c = &node.client;
+    let id = format!("prev4-{}", unique());
+    start_server(c, &id, 8124).await;
+    let url = expose(c, &id, 8124).await;
+    let addr = node_addr(&node.url);
+    let good = preview_client(&url, addr)
+        .get(format!("{url}headers"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(good.status(), 200);
+    let mut statuses = Vec::new();
+    for i in 0..12 {
+        let host = format!("8124-{id}-guess{i:015}.localhost");
+        let wrong = format!("http://{host}:{}/", addr.port());
+        let r = preview_client(&wrong, addr)
+            .get(&wrong)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.headers().get("x-warren-preview-refused").is_none());
+        statuses.push(r.status().as_u16());
+        if r.status() == 429 {
+            let after: u64 = r.headers()["retry-after"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(after >= 1);
+        }
+    }
+    let first_held = statuses
+        .iter()
+        .position(|s| *s == 429)
+        .expect("never held off");
+    assert!(first_held >= 5, "held off before the rate: {statuses:?}");
+    assert!(
+        statuses[..first_held].iter().all(|s| *s == 404),
+        "{statuses:?}"
+    );
+    let r = preview_client(&url, addr)
+        .get(format!("{url}headers"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        429,
+        "the right token is held off too while guessing"
+    );
+    assert_eq!(c.sh(&id, "echo api").await.unwrap().stdout, "api\n");
+    c.delete_sandbox(&id).await.unwrap();
+}

@@ -12,6 +12,17 @@ use warren_api::snapshot::CreateSnapshotRequest;
 use warren_api::ErrorCode;
 use warren_client::Client;
 
+/// A new tenant key made with the node's admin key, and a client that uses it.
+async fn tenant_key(node: &Node, tenant: &str) -> (warren_api::keys::CreatedKey, Client) {
+    let k = node
+        .client
+        .create_key(tenant, KeyScope::Tenant, None)
+        .await
+        .unwrap();
+    let c = Client::new(&node.url, &k.key).unwrap();
+    (k, c)
+}
+
 /// What tenant B must get for an operation on tenant A's things.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Expect {
@@ -33,6 +44,8 @@ fn expected(method: &str, path: &str) -> Expect {
         (_, p) if p.starts_with("/v1/sandboxes/{id}") => Absent("SANDBOX_NOT_FOUND"),
         (_, p) if p.starts_with("/v1/snapshots/{sid}") => Absent("SNAPSHOT_NOT_FOUND"),
         (_, p) if p.starts_with("/v1/keys") || p.starts_with("/v1/cluster/nodes/") => Status(403),
+        ("put", "/v1/tenants/{tenant}") | ("get", "/v1/tenants") => Status(403),
+        ("get", "/v1/tenants/{tenant}") => Absent("NOT_FOUND"),
         // B's own namespace of secret names: A's "tok" is not B's.
         ("get", "/v1/secrets/{name}") => Absent("NOT_FOUND"),
         ("delete", "/v1/secrets/{name}") => Status(204),
@@ -55,13 +68,8 @@ async fn a_tenant_key_finds_nothing_of_another_tenant_through_any_operation() {
         .create_key(&format!("ta-{u}"), KeyScope::Tenant, Some("tenant a"))
         .await
         .unwrap();
-    let b = node
-        .client
-        .create_key(&format!("tb-{u}"), KeyScope::Tenant, None)
-        .await
-        .unwrap();
+    let (b, cb) = tenant_key(&node, &format!("tb-{u}")).await;
     let ca = Client::new(&node.url, &a.key).unwrap();
-    let cb = Client::new(&node.url, &b.key).unwrap();
 
     // A's things: a sandbox with a file, a snapshot of it, a secret, usage.
     let boxa = format!("a-box-{u}");
@@ -129,6 +137,7 @@ async fn a_tenant_key_finds_nothing_of_another_tenant_through_any_operation() {
                 .replace("{path}", "workspace/a.txt")
                 .replace("{name}", "tok")
                 .replace("{key}", &a.id)
+                .replace("{tenant}", &a.tenant)
                 .replace("{node}", &node.node_id)
                 .replace("{port}", "3000")
                 .replace(['{', '}'], "");
@@ -321,11 +330,7 @@ async fn metrics_need_their_token_or_an_admin_key_when_one_is_set() {
         &["--metrics-token-file", token_file.to_str().unwrap()],
     )
     .await;
-    let tenant = node
-        .client
-        .create_key("scraper", KeyScope::Tenant, None)
-        .await
-        .unwrap();
+    let (tenant, _) = tenant_key(&node, "scraper").await;
     let http = reqwest::Client::new();
     let url = format!("{}/metrics", node.url);
     let status = |bearer: Option<String>| {
@@ -349,16 +354,8 @@ async fn a_key_over_its_rate_gets_429_with_retry_after_while_another_key_is_serv
         &["--rate-limit-per-s", "2", "--rate-limit-burst", "5"],
     )
     .await;
-    let noisy = node
-        .client
-        .create_key("noisy", KeyScope::Tenant, None)
-        .await
-        .unwrap();
-    let quiet = node
-        .client
-        .create_key("quiet", KeyScope::Tenant, None)
-        .await
-        .unwrap();
+    let (noisy, _) = tenant_key(&node, "noisy").await;
+    let (quiet, _) = tenant_key(&node, "quiet").await;
     let http = reqwest::Client::new();
     let url = format!("{}/v1/secrets", node.url);
     let burst = futures_util::future::join_all(
@@ -402,5 +399,157 @@ async fn a_key_over_its_rate_gets_429_with_retry_after_while_another_key_is_serv
         r.status(),
         200,
         "the limited key is served again after its wait"
+    );
+}
+
+/// Tenant B names tenant A's secret in its own sandbox's egress rule: the proxy refuses the
+/// request as for an unknown secret instead of sending A's value; B's secret of the same name
+/// is B's, and A's sandbox with the same rule still gets A's.
+#[tokio::test]
+async fn a_sandboxs_egress_rules_open_only_its_own_tenants_secrets() {
+    use super::egress::{sandbox_with_rule, Upstream};
+    let node = Node::start_with("127.0.0.1:0", &["--egress-allow-net", "127.0.0.0/8"]).await;
+    let up = Upstream::start("127.0.0.6");
+    let u = unique();
+    let (_, ca) = tenant_key(&node, &format!("ea-{u}")).await;
+    let (_, cb) = tenant_key(&node, &format!("eb-{u}")).await;
+    let (a_value, b_value) = (format!("A-VALUE-{u}"), format!("B-VALUE-{u}"));
+    ca.put_secret("tok", &a_value).await.unwrap();
+    let template = "Bearer ${secret:tok}";
+    let boxa = sandbox_with_rule(&ca, "eg", "127.0.0.6", "authorization", template).await;
+    let boxb = sandbox_with_rule(&cb, "eg", "127.0.0.6", "authorization", template).await;
+    let curl = format!("curl -sS -m 10 {}", up.url("/x"));
+
+    let out = sh(&cb, &boxb, &curl).await;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+    assert_eq!(
+        v["code"], "EGRESS_DENIED",
+        "B's sandbox got through with A's secret: {out}"
+    );
+    assert_eq!(
+        up.count(),
+        0,
+        "B's request reached the upstream: {}",
+        up.last()
+    );
+
+    cb.put_secret("tok", &b_value).await.unwrap();
+    assert_eq!(sh(&cb, &boxb, &curl).await, "ok");
+    let seen = up.last();
+    assert!(seen.contains(&b_value.to_ascii_lowercase()), "{seen}");
+    assert!(!seen.contains(&a_value.to_ascii_lowercase()), "{seen}");
+    assert_eq!(sh(&ca, &boxa, &curl).await, "ok");
+    assert!(
+        up.last().contains(&a_value.to_ascii_lowercase()),
+        "{}",
+        up.last()
+    );
+    for (c, id) in [(&ca, &boxa), (&cb, &boxb)] {
+        c.delete_sandbox(id).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_tenant_past_its_quota_gets_no_new_sandbox_until_it_frees_one() {
+    let node = Node::start().await;
+    let u = unique();
+    let tenant = format!("q-{u}");
+    let (_, ck) = tenant_key(&node, &tenant).await;
+    let quota = serde_json::json!({"max_sandboxes": 2, "max_cpus": 1.5});
+    let r = ck
+        .request(reqwest::Method::PUT, &format!("/v1/tenants/{tenant}"))
+        .json(&quota)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "a tenant key set its own quota");
+    let r = node
+        .client
+        .request(reqwest::Method::PUT, &format!("/v1/tenants/{tenant}"))
+        .json(&quota)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let (s1, s2, s3) = (format!("q1-{u}"), format!("q2-{u}"), format!("q3-{u}"));
+    // The default size (standard-1) is half a CPU; a whole one more makes 1.5 of 1.5.
+    ck.put_sandbox(&s1, &create(serde_json::json!({})))
+        .await
+        .unwrap();
+    ck.put_sandbox(
+        &s2,
+        &create(serde_json::json!({"resources": {"cpus": 1.0}})),
+    )
+    .await
+    .unwrap();
+    for attempt in [
+        ck.put_sandbox(&s3, &create(serde_json::json!({"instance_type": "lite"})))
+            .await
+            .map(|_| ()),
+        // Get-or-create through any call counts the same.
+        ck.sh(&s3, "true").await.map(|_| ()),
+    ] {
+        let (status, code, details) = api_err(attempt.unwrap_err());
+        assert_eq!((status, code), (403, ErrorCode::Forbidden));
+        assert_eq!(details.unwrap()["tenant"], tenant.as_str());
+    }
+    assert!(
+        super::harness::all_containers(&s3).is_empty(),
+        "a refused sandbox left a container"
+    );
+    assert_eq!(
+        api_err(ck.get_sandbox(&s3).await.unwrap_err()).1,
+        ErrorCode::SandboxNotFound
+    );
+    let view: serde_json::Value = ck
+        .request(reqwest::Method::GET, &format!("/v1/tenants/{tenant}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(view["in_use"]["sandboxes"], 2, "{view}");
+    assert_eq!(view["in_use"]["cpus"], 1.5, "{view}");
+    assert_eq!(view["quota"]["max_sandboxes"], 2, "{view}");
+    // Another tenant's quota is not this key's to read.
+    let r = ck
+        .request(reqwest::Method::GET, "/v1/tenants/default")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    // Freed: the next one fits.
+    ck.delete_sandbox(&s1).await.unwrap();
+    ck.put_sandbox(&s3, &create(serde_json::json!({"instance_type": "lite"})))
+        .await
+        .unwrap();
+    for id in [&s2, &s3] {
+        ck.delete_sandbox(id).await.unwrap();
+    }
+}
+
+/// A node told to join a cluster but given no API key refuses to start, instead of making up
+/// a bootstrap key the cluster's clients do not have.
+#[tokio::test]
+async fn a_joining_node_without_the_clusters_key_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
+        .args(["serve", "--node-id", "joiner", "--listen", "127.0.0.1:0"])
+        .args(["--join", "http://127.0.0.1:9", "--join-token", "wj_nothing"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env(warren_cli::daemon::EXIT_WITH_PARENT_ENV, "1")
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), out)
+        .await
+        .expect("the node kept running")
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no API key"), "{err}");
+    assert!(
+        !warren_client::api_key_path(dir.path()).exists(),
+        "a key was made up"
     );
 }

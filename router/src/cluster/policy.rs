@@ -82,6 +82,7 @@ mod tests {
             }),
             egress: egress.map(str::to_string),
             tenant: None,
+            size: None,
         }
     }
 

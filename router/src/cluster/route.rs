@@ -24,6 +24,7 @@ use warren_api::keys::DEFAULT_TENANT;
 use warren_api::ports::PreviewHost;
 use warren_api::{ApiError, ErrorCode};
 use warren_consensus::placement::choose_owner_excluding;
+use warren_consensus::state::{Size, QUOTA_EXCEEDED};
 use warren_consensus::{Command, CommandResult, NodeId, NodeState, Placement, PlacementState};
 use warren_node::safety::Guarantee;
 
@@ -129,12 +130,12 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
             serve_owned(&st, &id, expected, req, Serve::Api(next)).await
         }
         None => {
-            let (req, region) = match precheck(req, &id, whole).await {
+            let (req, region, size) = match precheck(req, &id, whole).await {
                 Ok(x) => x,
                 Err(r) => return r,
             };
             let region = region.unwrap_or_else(|| cl.cfg.region.clone());
-            place_and_route(&st, &id, &region, &who, req, next).await
+            place_and_route(&st, &id, &region, &who, size, req, next).await
         }
     }
 }
@@ -218,6 +219,7 @@ async fn place_and_route(
     id: &str,
     region: &str,
     who: &Principal,
+    size: Size,
     mut req: Request,
     next: Next,
 ) -> Response {
@@ -236,6 +238,7 @@ async fn place_and_route(
             node: choice,
             expected_epoch,
             tenant: Some(who.tenant.clone()),
+            size: Some(size),
         };
         let p = match cl.propose(cmd).await {
             Ok(CommandResult::Placement {
@@ -251,6 +254,10 @@ async fn place_and_route(
                     return foreign(id, req.method(), false, p.tenant());
                 }
                 return route_to(st, id, p.node, p.epoch, req, Serve::Api(next)).await;
+            }
+            Ok(CommandResult::Rejected { reason }) if reason.starts_with(QUOTA_EXCEEDED) => {
+                return err(ApiError::new(ErrorCode::Forbidden, reason)
+                    .with_details(serde_json::json!({"tenant": who.tenant, "sandbox": id})))
             }
             Ok(other) => {
                 return err(ApiError::internal(format!(
@@ -559,14 +566,26 @@ async fn local_or_absent(st: &AppState, id: &str, req: Request, next: Next) -> R
     ))
 }
 
+/// The size a sandbox made with `req` (or with defaults) has, for its tenant's quota.
+fn size_of(req: Option<&warren_api::sandbox::CreateSandboxRequest>) -> Result<Size, ApiError> {
+    let r = warren_api::sandbox::Resources::resolve(
+        req.and_then(|r| r.instance_type.as_deref()),
+        req.and_then(|r| r.resources.as_ref()),
+    )?;
+    Ok(Size {
+        millicpus: warren_api::tenants::millicpus(r.cpus),
+        memory_mb: r.memory_mb,
+    })
+}
+
 /// Before a placement is committed for a new id: the request must be valid, so that bad
 /// input never leaves a placement (or a container) behind. Returns the request with its body
-/// restored, and the region hint of a PUT.
+/// restored, the region hint of a PUT, and the new sandbox's size.
 async fn precheck(
     req: Request,
     id: &str,
     whole: bool,
-) -> Result<(Request, Option<String>), Response> {
+) -> Result<(Request, Option<String>, Size), Response> {
     use crate::routes::validate::{classify, BodyKind};
     let method = req.method().clone();
     let rest = if whole {
@@ -581,12 +600,13 @@ async fn precheck(
                 .to_string(),
         )
     };
+    let defaults = size_of(None).map_err(err)?;
     let check = match &rest {
         None if method == Method::PUT => None,
-        None => return Ok((req, None)),
+        None => return Ok((req, None, defaults)),
         Some(rest) => match classify(&method, rest, req.uri().query()) {
             Ok(BodyKind::Json(check)) => Some(check),
-            Ok(_) => return Ok((req, None)),
+            Ok(_) => return Ok((req, None, defaults)),
             Err(e) => return Err(err(e)),
         },
     };
@@ -602,19 +622,20 @@ async fn precheck(
             ))))
         }
     };
-    let region = match check {
+    let (region, size) = match check {
         Some(check) => {
             check(&bytes).map_err(err)?;
-            None
+            (None, defaults)
         }
         None => {
             let create: warren_api::sandbox::CreateSandboxRequest =
                 warren_api::error::parse_json(&bytes).map_err(err)?;
             create.validate().map_err(err)?;
-            create.region
+            let size = size_of(Some(&create)).map_err(err)?;
+            (create.region, size)
         }
     };
-    Ok((Request::from_parts(parts, Body::from(bytes)), region))
+    Ok((Request::from_parts(parts, Body::from(bytes)), region, size))
 }
 
 #[cfg(test)]

@@ -5,8 +5,10 @@
 //! At most `max_connections` are served at once; past that, new ones wait in the kernel's
 //! backlog. On shutdown the listener stops accepting, lets requests in progress finish for
 //! `drain_timeout`, then cuts what is still open (event streams, terminals, tunnels):
-//! a shutdown never waits on a client.
+//! a shutdown never waits on a client. A request body the client stops sending for
+//! `body_idle_timeout` fails its reader (`body`).
 
+pub mod body;
 pub mod tls;
 
 use axum::Router;
@@ -34,6 +36,8 @@ pub struct ListenerLimits {
     pub max_connections: usize,
     /// How long a shutdown lets requests in progress finish before it cuts them.
     pub drain_timeout: Duration,
+    /// How long the server waits for the next bytes of a request body.
+    pub body_idle_timeout: Duration,
 }
 
 impl Default for ListenerLimits {
@@ -43,6 +47,7 @@ impl Default for ListenerLimits {
             tls_handshake_timeout: Duration::from_secs(10),
             max_connections: 4096,
             drain_timeout: Duration::from_secs(10),
+            body_idle_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -191,10 +196,16 @@ impl Connection {
         let remote = self.remote;
         let app = self.app;
         let keep_alive = keep_alive_header(self.limits.header_read_timeout);
+        let body_idle = self.limits.body_idle_timeout;
+        let body_cut = self.metrics.cut.with_label_values(&["body_timeout"]);
         let service = hyper::service::service_fn(move |mut req: http::Request<Incoming>| {
             req.extensions_mut()
                 .insert(axum::extract::ConnectInfo(remote));
-            let answer = app.clone().oneshot(req.map(axum::body::Body::new));
+            let cut = body_cut.clone();
+            let req = req.map(|b| {
+                axum::body::Body::new(body::IdleTimeoutBody::new(b, body_idle, Some(cut)))
+            });
+            let answer = app.clone().oneshot(req);
             let keep_alive = keep_alive.clone();
             async move {
                 let mut resp = answer.await?;

@@ -10,6 +10,7 @@ mod proxy;
 pub(crate) mod sandboxes;
 mod secrets;
 mod snapshots;
+mod tenants;
 mod terminals;
 mod tickets;
 mod transfer;
@@ -72,6 +73,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/usage", get(usage::get))
         .route("/v1/keys", post(keys::create).get(keys::list))
         .route("/v1/keys/{key}", delete(keys::delete))
+        .route("/v1/tenants", get(tenants::list))
+        .route("/v1/tenants/{tenant}", put(tenants::put).get(tenants::get))
         .route("/v1/cluster", get(cluster::api::get))
         .route("/v1/cluster/nodes/{node}/drain", post(cluster::api::drain))
         .route("/v1/cluster/nodes/{node}", delete(cluster::api::remove))

@@ -21,6 +21,13 @@ import {
 import { sleepMs, randomHex } from './util.js';
 import { Sandbox, SandboxOptions } from './sandbox.js';
 
+/** A tenant's quota and what it holds (`GET /v1/tenants/{tenant}`). */
+export interface TenantView {
+  tenant: string;
+  quota: { max_sandboxes?: number; max_cpus?: number; max_memory_mb?: number };
+  in_use: { sandboxes: number; cpus: number; memory_mb: number };
+}
+
 /** Default address of `warren dev`. */
 export const DEFAULT_URL = 'http://127.0.0.1:7070';
 
@@ -324,6 +331,25 @@ export class Warren {
   /** `DELETE /v1/keys/{id}` (admin key only): answered once every node refuses the key. */
   async revokeKey(id: string): Promise<void> {
     await this.request('DELETE', `/v1/keys/${encodeURIComponent(id)}`, { idempotent: true });
+  }
+
+  /** `PUT /v1/tenants/{tenant}` (admin key only): what the tenant may hold at once, cluster-wide (`{}` clears it). */
+  async setTenantQuota(
+    tenant: string,
+    quota: { max_sandboxes?: number; max_cpus?: number; max_memory_mb?: number },
+  ): Promise<TenantView> {
+    return this.json('PUT', `/v1/tenants/${encodeURIComponent(tenant)}`, { json: quota, idempotent: true });
+  }
+
+  /** `GET /v1/tenants/{tenant}`: its quota and what it holds (admin, or the tenant's own key). */
+  async getTenant(tenant: string): Promise<TenantView> {
+    return this.json('GET', `/v1/tenants/${encodeURIComponent(tenant)}`, { idempotent: true });
+  }
+
+  /** `GET /v1/tenants` (admin key only). */
+  async listTenants(): Promise<TenantView[]> {
+    const r = await this.json<{ tenants: TenantView[] }>('GET', '/v1/tenants', { idempotent: true });
+    return r.tenants;
   }
 
   /** `GET /v1/cluster`. */

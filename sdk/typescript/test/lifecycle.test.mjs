@@ -2,7 +2,7 @@
 // egress, destroy.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { getSandbox, SandboxNotFoundError, InvalidArgumentError } from '../dist/index.js';
+import { getSandbox, SandboxNotFoundError, InvalidArgumentError, Warren } from '../dist/index.js';
 import { warren, sandboxId, RUN } from './helpers.mjs';
 
 const T = { timeout: 90_000 };
@@ -85,4 +85,25 @@ test('secrets are write-only; cluster and health answer', T, async () => {
   assert.ok(Array.isArray(cluster.nodes) && cluster.nodes.length >= 1);
   const health = await warren.health();
   assert.equal(health.status, 'ok');
+});
+
+test('example: a tenant key made with createKey sees only its own sandboxes, until revoked', T, async () => {
+  const tenant = `ts-${RUN}`;
+  const made = await warren.createKey(tenant, 'tenant', 'sdk test');
+  assert.equal(made.tenant, tenant);
+  assert.match(made.key, /^wk_[0-9a-f]{16}_[0-9a-f]{64}$/);
+  const scoped = new Warren({ url: process.env.WARREN_URL, apiKey: made.key });
+  const mine = getSandbox(scoped, sandboxId('tenant'));
+  assert.equal((await mine.exec('echo mine')).stdout, 'mine\n');
+  const theirs = getSandbox(warren, sandboxId('admin'));
+  await theirs.exec('true');
+  const seen = (await scoped.listSandboxes({})).sandboxes.map((s) => s.id);
+  assert.ok(seen.includes(mine.id) && !seen.includes(theirs.id), JSON.stringify(seen));
+  await assert.rejects(getSandbox(scoped, theirs.id).exec('true'), SandboxNotFoundError);
+  const view = await warren.setTenantQuota(tenant, { max_sandboxes: 5 });
+  assert.equal(view.in_use.sandboxes, 1);
+  assert.ok((await warren.listKeys()).some((k) => k.id === made.id && k.key === undefined));
+  await mine.destroy();
+  await warren.revokeKey(made.id);
+  await assert.rejects(scoped.listSandboxes({}), (e) => e.status === 401);
 });

@@ -534,6 +534,24 @@ class Warren:
         """`DELETE /v1/keys/{id}` (admin key only): answered once every node refuses the key."""
         self._t.send("DELETE", f"/v1/keys/{key_id}")
 
+    def set_tenant_quota(
+        self,
+        tenant: str,
+        max_sandboxes: Optional[int] = None,
+        max_cpus: Optional[float] = None,
+        max_memory_mb: Optional[int] = None,
+    ) -> dict[str, Any]:
+        """`PUT /v1/tenants/{tenant}` (admin key only): limits of what it holds at once; none clears."""
+        body: dict[str, Any] = {}
+        for k, v in (("max_sandboxes", max_sandboxes), ("max_cpus", max_cpus), ("max_memory_mb", max_memory_mb)):
+            if v is not None:
+                body[k] = v
+        return dict(self._t.json("PUT", f"/v1/tenants/{tenant}", json=body))
+
+    def get_tenant(self, tenant: str) -> dict[str, Any]:
+        """`GET /v1/tenants/{tenant}`: its quota and what it holds."""
+        return dict(self._t.json("GET", f"/v1/tenants/{tenant}"))
+
     def create_ticket(self, sandbox: str, scope: str, ttl: Optional[int] = None) -> Ticket:
         """`POST /v1/tickets` — a single-use credential for a browser's WebSocket/SSE URL."""
         body: dict[str, Any] = {"sandbox": sandbox, "scope": scope}
