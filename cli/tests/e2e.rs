@@ -8,6 +8,7 @@ mod e2e {
 
     mod cli;
     mod cluster;
+    mod deploy;
     mod egress;
     mod egress_transparent;
     mod errors;
