@@ -30,6 +30,25 @@ pub struct Ready {
 }
 
 /// Reads a secret file, or creates it with a new random value (mode 0600).
+/// An error and every cause under it, as one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
+
+/// Whether a request failed because the server's certificate is not trusted (rustls says
+/// so in the error's causes).
+fn untrusted_certificate(e: &reqwest::Error) -> bool {
+    let chain = error_chain(e);
+    chain.contains("invalid peer certificate") || chain.contains("UnknownIssuer")
+}
+
 pub fn load_or_create_secret(path: &Path, prefix: &str) -> anyhow::Result<String> {
     if let Ok(k) = std::fs::read_to_string(path) {
         let k = k.trim().to_string();
@@ -573,6 +592,12 @@ async fn join(
                 r.text().await.unwrap_or_default()
             ),
             Ok(r) => last = format!("{}: {}", r.status(), r.text().await.unwrap_or_default()),
+            // A seed whose certificate this node does not trust will not become trusted by
+            // waiting: say so at once (join_ca_file names the CA to trust).
+            Err(e) if untrusted_certificate(&e) => bail!(
+                "{seed}'s certificate is not trusted ({}); set join_ca_file to the CA that issued it",
+                error_chain(&e)
+            ),
             Err(e) => last = e.to_string(),
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;

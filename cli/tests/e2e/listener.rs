@@ -350,3 +350,81 @@ async fn a_body_that_stops_arriving_is_cut_and_leaves_no_half_written_file() {
     eprintln!("cut {took:?} after the others were served");
     node.client.delete_sandbox(&id).await.unwrap();
 }
+
+/// A cluster whose API speaks TLS: a node joins its seed over HTTPS trusting the seed's CA
+/// (`join_ca_file`), and the cluster serves through both nodes; a node that does not trust
+/// that CA refuses the seed at once instead of joining it.
+#[tokio::test]
+async fn a_node_joins_a_tls_seed_over_https_only_when_it_trusts_the_seeds_ca() {
+    use super::cluster_harness::TestCluster;
+    let tls = TlsDir::new();
+    let ca = tls.issue("warren test cluster CA");
+    let ca_file = tls.path("ca.pem");
+    std::fs::write(&ca_file, &ca).unwrap();
+    // The harness's clients trust it too (this test's process only).
+    std::env::set_var(warren_client::CA_FILE_ENV, &ca_file);
+    let extra = format!(
+        "tls_cert_file = \"{}\"\ntls_key_file = \"{}\"\njoin_ca_file = \"{ca_file}\"\n",
+        tls.path("cert.pem"),
+        tls.path("key.pem"),
+    );
+    let c = TestCluster::start_with(2, 1, &extra).await;
+    let seed = c.nodes[0].url.clone();
+    assert!(
+        c.nodes
+            .iter()
+            .all(|n| n.url.starts_with("https://127.0.0.1:")),
+        "{:?}",
+        c.nodes.iter().map(|n| &n.url).collect::<Vec<_>>()
+    );
+    let id = format!("tlsj-{}", unique());
+    for n in &c.nodes {
+        assert_eq!(
+            n.client.sh(&id, "echo joined").await.unwrap().stdout,
+            "joined\n"
+        );
+    }
+    // The same join without the CA: refused at once, and no identity is kept.
+    let dir = tempfile::tempdir().unwrap();
+    let first = std::fs::read_to_string(&c.nodes[0].config).unwrap();
+    let key_file = first
+        .lines()
+        .find_map(|l| l.strip_prefix("api_key_file = "))
+        .unwrap()
+        .trim_matches('"')
+        .to_string();
+    let peer_port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = Instant::now();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
+        .args([
+            "serve",
+            "--node-id",
+            "untrusting",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--peer-listen", &format!("127.0.0.1:{peer_port}")])
+        .args(["--join", &seed, "--join-token", c.join_token()])
+        .args(["--api-key-file", &key_file])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env(warren_cli::daemon::EXIT_WITH_PARENT_ENV, "1")
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), out)
+        .await
+        .expect("the untrusting node kept running")
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not trusted"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "refused only after {:?} of retries",
+        started.elapsed()
+    );
+    c.nodes[0].client.delete_sandbox(&id).await.unwrap();
+}
