@@ -313,15 +313,15 @@ pub struct NodeArgs {
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// Address of the public API.
-    #[arg(long, default_value = "127.0.0.1:7070")]
+    #[arg(long, default_value_t = crate::settings::default_listen())]
     pub listen: String,
     /// This node's name (a DNS label), unique in its cluster.
     #[arg(long = "node-id", alias = "name", default_value = "dev")]
     pub node_id: String,
-    #[arg(long, default_value = "local")]
+    #[arg(long, default_value_t = crate::settings::default_region())]
     pub region: String,
     /// UDP address of the QUIC endpoint that peers use.
-    #[arg(long, default_value = "127.0.0.1:0")]
+    #[arg(long, default_value_t = crate::settings::default_peer_listen())]
     pub peer_listen: String,
     /// Address other nodes and clients use for this node's API (default: the bound one).
     #[arg(long)]
@@ -348,20 +348,20 @@ pub struct NodeArgs {
     #[arg(long, env = "DOCKER_HOST")]
     pub docker_host: Option<String>,
     /// IPv4 range for sandbox networks.
-    #[arg(long, default_value = "10.200.0.0/16")]
+    #[arg(long, default_value_t = crate::settings::default_subnet_pool())]
     pub subnet_pool: String,
     /// Sandbox networks kept ready.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = crate::settings::default_spare())]
     pub spare_networks: usize,
     /// Do not install the host firewall rules that isolate sandboxes (their traffic then
     /// reaches this host and every network it reaches). Never where untrusted code runs.
     #[arg(long)]
     pub no_firewall: bool,
     /// The iptables program the firewall rules are installed with (its `-restore` beside).
-    #[arg(long, default_value = "iptables")]
+    #[arg(long, default_value_os_t = crate::settings::default_iptables())]
     pub iptables: PathBuf,
     /// The ip6tables program (IPv6 rules; skipped on hosts without IPv6).
-    #[arg(long, default_value = "ip6tables")]
+    #[arg(long, default_value_os_t = crate::settings::default_ip6tables())]
     pub ip6tables: PathBuf,
     /// Start sandboxes even when Docker gives them no user namespace (no `userns-remap`):
     /// root in a sandbox is then root on this host. For development machines only.
@@ -369,7 +369,7 @@ pub struct NodeArgs {
     pub allow_host_root: bool,
     /// Size of each sandbox's guest run directory (a tmpfs: its socket, sessions and
     /// process logs, counted in the sandbox's memory), MiB.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = crate::settings::default_run_dir_mb())]
     pub run_dir_mb: u64,
     /// CPUs' worth of time the node's host work (snapshot archiving and unpacking, chunk
     /// hashing and compression, fork copies) may use, in a cgroup of its own; 0: no quota.
@@ -383,42 +383,42 @@ pub struct NodeArgs {
     /// How often running sandboxes' writable layers are measured against their `disk_mb`
     /// where Docker enforces no quota (ext4), ms; one over its limit has its processes
     /// killed. 0: never.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = crate::settings::default_disk_check_ms())]
     pub disk_check_ms: u64,
     /// How often this node's usage ledger is copied to the object store, ms; 0: never.
-    #[arg(long, default_value_t = 60_000)]
+    #[arg(long, default_value_t = crate::settings::default_usage_export_ms())]
     pub usage_export_ms: u64,
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = crate::settings::default_max())]
     pub max_sandboxes: usize,
     /// Relative placement weight of this node.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = crate::settings::default_capacity())]
     pub capacity: u32,
-    #[arg(long, default_value_t = 150)]
+    #[arg(long, default_value_t = crate::settings::default_heartbeat())]
     pub heartbeat_ms: u64,
-    #[arg(long, default_value_t = 8000)]
+    #[arg(long, default_value_t = crate::settings::default_down_after())]
     pub down_after_ms: u64,
-    #[arg(long, default_value_t = 4000)]
+    #[arg(long, default_value_t = crate::settings::default_lease())]
     pub lease_ms: u64,
     /// Snapshot store shared by the cluster's nodes (directory; default DATA_DIR/objects).
     #[arg(long)]
     pub object_store: Option<String>,
-    #[arg(long, default_value_t = 10 * 1024)]
+    #[arg(long, default_value_t = crate::settings::default_chunk_cache_mb())]
     pub chunk_cache_mb: u64,
     /// Unreferenced snapshot chunks younger than this are kept.
-    #[arg(long, default_value_t = 3600)]
+    #[arg(long, default_value_t = crate::settings::default_gc_grace())]
     pub snapshot_gc_grace_s: u64,
     /// Domain of preview URLs (`{port}-{id}-{token}.DOMAIN`).
-    #[arg(long, default_value = "localhost")]
+    #[arg(long, default_value_t = crate::settings::default_preview_domain())]
     pub preview_domain: String,
     /// Scheme of preview URLs (https when a TLS proxy fronts the nodes).
-    #[arg(long, default_value = "http")]
+    #[arg(long, default_value_t = crate::settings::default_preview_scheme())]
     pub preview_scheme: String,
     /// Port written in preview URLs (default: the API listener's; 0: none).
     #[arg(long)]
     pub preview_port: Option<u16>,
     /// Snapshot running, active sandboxes this often (their recovery point if this node
     /// fails; what its death can lose: `loss_window_s` in `GET /v1/cluster`); 0: never.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = crate::settings::default_checkpoint_every())]
     pub checkpoint_every_s: u64,
     /// Let the guest archive and unpack snapshots inside the sandbox (counted as the
     /// sandbox's CPU use) instead of the node entering the container's mount namespace
@@ -432,7 +432,7 @@ pub struct NodeArgs {
     pub restore_after_start: bool,
     /// Containers of the default image kept started and ready, so that a create, restore,
     /// wake or fork takes one instead of waiting for Docker to start one (0: none).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = crate::settings::default_warm())]
     pub warm_containers: usize,
     /// File of the cluster's secrets keys (made at bootstrap, received when joining).
     /// Default: DATA_DIR/cluster/secrets.key.
@@ -463,7 +463,7 @@ pub struct NodeArgs {
     #[arg(long, requires = "tls_cert_file")]
     pub tls_key_file: Option<PathBuf>,
     /// How often the TLS files are checked for a change, ms.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = crate::settings::default_tls_reload_check_ms())]
     pub tls_reload_check_ms: u64,
     /// PEM file of the CA trusted for the seed's HTTPS API when joining (a seed whose
     /// certificate is not from a public CA).
@@ -471,13 +471,13 @@ pub struct NodeArgs {
     pub join_ca_file: Option<PathBuf>,
     /// Time a client has to send a request's header (also the longest a connection may
     /// sit idle between requests), ms.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = crate::settings::default_header_read_timeout_ms())]
     pub header_read_timeout_ms: u64,
     /// Connections to the public API served at once (more wait in the kernel's backlog).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = crate::settings::default_max_connections())]
     pub max_connections: usize,
     /// On shutdown, how long requests in progress may finish before they are cut, ms.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = crate::settings::default_drain_timeout_ms())]
     pub drain_timeout_ms: u64,
     /// File holding the token `GET /metrics` asks for (as a bearer token; an admin key is
     /// taken too). Without it, `/metrics` is open.
@@ -485,17 +485,17 @@ pub struct NodeArgs {
     pub metrics_token_file: Option<PathBuf>,
     /// Wrong preview tokens a client address may send per minute before its previews are
     /// refused for a while (0: no limit).
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = crate::settings::default_preview_guesses_per_min())]
     pub preview_guesses_per_min: u32,
     /// How long a request body may go without a byte before it is cut, ms.
-    #[arg(long, default_value_t = 30_000)]
+    #[arg(long, default_value_t = crate::settings::default_body_read_timeout_ms())]
     pub body_read_timeout_ms: u64,
     /// Requests per second each API key may make through this node on average (0: no
     /// limit); over it, 429 RATE_LIMITED with retry-after.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = crate::settings::default_rate_limit_per_s())]
     pub rate_limit_per_s: u32,
     /// Requests a key may make at once above its average rate.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = crate::settings::default_rate_limit_burst())]
     pub rate_limit_burst: u32,
 }
 
@@ -776,6 +776,41 @@ mod tests {
             Command::Serve(n) => n,
             other => panic!("{other:?}"),
         }
+    }
+
+    /// The flags' defaults and the file's are the same settings: a node set up by flags
+    /// and one set up by a file that names only itself behave alike.
+    #[test]
+    fn flags_and_the_file_default_every_setting_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("node.toml");
+        let by_flags = serve(&["--node-id", "n1"]).settings().unwrap();
+        std::fs::write(&file, "name = \"n1\"\n").unwrap();
+        let by_file = crate::settings::Settings::load(&file).unwrap();
+        let (a, b) = (
+            serde_json::to_value(&by_flags).unwrap(),
+            serde_json::to_value(&by_file).unwrap(),
+        );
+        // Flags that read the environment take what the test's environment holds.
+        let from_env = [
+            ("guest_bin", "WARREN_GUEST_BIN"),
+            ("docker_host", "DOCKER_HOST"),
+            ("join_token", "WARREN_JOIN_TOKEN"),
+            ("egress_allow_nets", "WARREN_EGRESS_ALLOW_NETS"),
+        ];
+        let differ: Vec<String> = a
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| {
+                !from_env
+                    .iter()
+                    .any(|(f, var)| f == k && std::env::var_os(var).is_some())
+            })
+            .filter(|(k, v)| b.get(k.as_str()) != Some(v))
+            .map(|(k, v)| format!("{k}: flags {v}, file {}", b[k.as_str()]))
+            .collect();
+        assert!(differ.is_empty(), "defaults differ:\n{}", differ.join("\n"));
     }
 
     #[test]

@@ -178,99 +178,99 @@ pub struct Settings {
     pub rate_limit_burst: u32,
 }
 
-fn default_preview_guesses_per_min() -> u32 {
+pub(crate) fn default_preview_guesses_per_min() -> u32 {
     30
 }
-fn default_body_read_timeout_ms() -> u64 {
+pub(crate) fn default_body_read_timeout_ms() -> u64 {
     30_000
 }
-fn default_rate_limit_per_s() -> u32 {
+pub(crate) fn default_rate_limit_per_s() -> u32 {
     1000
 }
-fn default_rate_limit_burst() -> u32 {
+pub(crate) fn default_rate_limit_burst() -> u32 {
     2000
 }
 
-fn default_region() -> String {
+pub(crate) fn default_region() -> String {
     "local".into()
 }
-fn default_listen() -> String {
+pub(crate) fn default_listen() -> String {
     "127.0.0.1:7070".into()
 }
-fn default_peer_listen() -> String {
+pub(crate) fn default_peer_listen() -> String {
     "127.0.0.1:0".into()
 }
-fn default_subnet_pool() -> String {
+pub(crate) fn default_subnet_pool() -> String {
     "10.200.0.0/16".into()
 }
-fn default_spare() -> usize {
+pub(crate) fn default_spare() -> usize {
     4
 }
-fn default_warm() -> usize {
+pub(crate) fn default_warm() -> usize {
     4
 }
-fn default_true() -> bool {
+pub(crate) fn default_true() -> bool {
     true
 }
-fn default_iptables() -> PathBuf {
+pub(crate) fn default_iptables() -> PathBuf {
     "iptables".into()
 }
-fn default_ip6tables() -> PathBuf {
+pub(crate) fn default_ip6tables() -> PathBuf {
     "ip6tables".into()
 }
-fn default_disk_check_ms() -> u64 {
+pub(crate) fn default_disk_check_ms() -> u64 {
     2000
 }
-fn default_usage_export_ms() -> u64 {
+pub(crate) fn default_usage_export_ms() -> u64 {
     60_000
 }
-fn default_run_dir_mb() -> u64 {
+pub(crate) fn default_run_dir_mb() -> u64 {
     256
 }
-fn default_max() -> usize {
+pub(crate) fn default_max() -> usize {
     2000
 }
-fn default_capacity() -> u32 {
+pub(crate) fn default_capacity() -> u32 {
     1
 }
-fn default_heartbeat() -> u64 {
+pub(crate) fn default_heartbeat() -> u64 {
     150
 }
-fn default_down_after() -> u64 {
+pub(crate) fn default_down_after() -> u64 {
     8000
 }
 /// What the leader adds to a lease before it hands a silent node's sandboxes on (clock rates
 /// differ between machines): `lease_ms + LEASE_MARGIN_MS < down_after_ms`.
 pub const LEASE_MARGIN_MS: u64 = 500;
 
-fn default_lease() -> u64 {
+pub(crate) fn default_lease() -> u64 {
     4000
 }
-fn default_chunk_cache_mb() -> u64 {
+pub(crate) fn default_chunk_cache_mb() -> u64 {
     10 * 1024
 }
-fn default_gc_grace() -> u64 {
+pub(crate) fn default_gc_grace() -> u64 {
     3600
 }
-fn default_checkpoint_every() -> u64 {
+pub(crate) fn default_checkpoint_every() -> u64 {
     60
 }
-fn default_preview_domain() -> String {
+pub(crate) fn default_preview_domain() -> String {
     "localhost".into()
 }
-fn default_preview_scheme() -> String {
+pub(crate) fn default_preview_scheme() -> String {
     "http".into()
 }
-fn default_tls_reload_check_ms() -> u64 {
+pub(crate) fn default_tls_reload_check_ms() -> u64 {
     2000
 }
-fn default_header_read_timeout_ms() -> u64 {
+pub(crate) fn default_header_read_timeout_ms() -> u64 {
     10_000
 }
-fn default_max_connections() -> usize {
+pub(crate) fn default_max_connections() -> usize {
     4096
 }
-fn default_drain_timeout_ms() -> u64 {
+pub(crate) fn default_drain_timeout_ms() -> u64 {
     10_000
 }
 
