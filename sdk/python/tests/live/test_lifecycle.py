@@ -174,3 +174,32 @@ def test_health_and_write_only_secrets(w):
     assert name not in {s["name"] for s in w.list_secrets()}
     with pytest.raises(warren.InvalidArgumentError):
         w.set_secret("bad name!", "v")
+
+
+def test_a_tenant_key_sees_only_its_tenant_and_its_quota_holds(w, live_env):
+    url, _ = live_env
+    tenant = f"py-{RUN}"
+    made = w.create_key(tenant, "tenant", name="sdk test")
+    assert made["tenant"] == tenant and made["key"].startswith("wk_")
+    scoped = warren.Warren(url, made["key"])
+    try:
+        mine = scoped.sandbox(new_id("tenant"))
+        assert mine.exec("echo mine").stdout == "mine\n"
+        theirs = w.sandbox(new_id("admin"))
+        theirs.exec("true")
+        seen = [s.id for s in scoped.list_sandboxes()]
+        assert mine.id in seen and theirs.id not in seen
+        with pytest.raises(warren.SandboxNotFoundError):
+            scoped.sandbox(theirs.id).exec("true")
+        view = w.set_tenant_quota(tenant, max_sandboxes=1)
+        assert view["in_use"]["sandboxes"] == 1
+        with pytest.raises(warren.ForbiddenError):
+            scoped.sandbox(new_id("over")).exec("true")
+        assert scoped.get_tenant(tenant)["quota"]["max_sandboxes"] == 1
+        assert any(k["id"] == made["id"] and "key" not in k for k in w.list_keys())
+        mine.destroy()
+        theirs.destroy()
+    finally:
+        w.revoke_key(made["id"])
+    with pytest.raises(warren.UnauthorizedError):
+        scoped.list_sandboxes()
