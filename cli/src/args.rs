@@ -483,6 +483,10 @@ pub struct NodeArgs {
     /// taken too). Without it, `/metrics` is open.
     #[arg(long)]
     pub metrics_token_file: Option<PathBuf>,
+    /// Wrong API keys (or tickets) a client address may present per minute before it is
+    /// refused everything for a while (0: no limit).
+    #[arg(long, default_value_t = crate::settings::default_auth_failures_per_min())]
+    pub auth_failures_per_min: u32,
     /// Wrong preview tokens a client address may send per minute before its previews are
     /// refused for a while (0: no limit).
     #[arg(long, default_value_t = crate::settings::default_preview_guesses_per_min())]
@@ -614,6 +618,7 @@ impl NodeArgs {
             metrics_token_file: self.metrics_token_file.clone(),
             body_read_timeout_ms: self.body_read_timeout_ms,
             preview_guesses_per_min: self.preview_guesses_per_min,
+            auth_failures_per_min: self.auth_failures_per_min,
             rate_limit_per_s: self.rate_limit_per_s,
             rate_limit_burst: self.rate_limit_burst,
         };

@@ -453,6 +453,9 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     state.preview_guesses = Arc::new(warren_router::auth::rate::GuessLimiter::new(
         s.preview_guesses_per_min,
     ));
+    state.key_guesses = Arc::new(warren_router::auth::rate::GuessLimiter::new(
+        s.auth_failures_per_min,
+    ));
     if let Some(f) = &s.metrics_token_file {
         let token = std::fs::read_to_string(f)
             .with_context(|| format!("metrics_token_file {}", f.display()))?;

@@ -162,6 +162,10 @@ pub struct Settings {
     /// an admin key is taken too). None: `/metrics` is open, as on a loopback dev node.
     #[serde(default)]
     pub metrics_token_file: Option<PathBuf>,
+    /// Wrong API keys (or tickets) a client address may present per minute before it is
+    /// refused everything for a while (0: no limit).
+    #[serde(default = "default_auth_failures_per_min")]
+    pub auth_failures_per_min: u32,
     /// Wrong preview tokens a client address may send per minute before its previews are
     /// refused for a while (0: no limit).
     #[serde(default = "default_preview_guesses_per_min")]
@@ -178,6 +182,9 @@ pub struct Settings {
     pub rate_limit_burst: u32,
 }
 
+pub(crate) fn default_auth_failures_per_min() -> u32 {
+    120
+}
 pub(crate) fn default_preview_guesses_per_min() -> u32 {
     30
 }

@@ -94,10 +94,29 @@ pub async fn require_api_key(
     });
     let principal = match carried {
         Some(p) => p,
-        None => match authenticate(&state, credential_of(&req)).await {
-            Ok(p) => p,
-            Err(e) => return ApiErrorResponse(e).into_response(),
-        },
+        None => {
+            // An address that keeps presenting wrong keys is held off for a while: keys are
+            // not guessed online, and unknown keys (each waits for a read barrier) do not
+            // become a way to load the cluster.
+            let client = req
+                .extensions()
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map(|c| c.0.ip());
+            if let Some(ip) = client {
+                if let Err(e) = state.key_guesses.check(ip) {
+                    return ApiErrorResponse(e).into_response();
+                }
+            }
+            match authenticate(&state, credential_of(&req)).await {
+                Ok(p) => p,
+                Err(e) => {
+                    if let Some(ip) = client {
+                        state.key_guesses.refused(ip);
+                    }
+                    return ApiErrorResponse(e).into_response();
+                }
+            }
+        }
     };
     // Counted where the request entered (a forwarded or in-process one was counted there).
     if !from_peer && req.extensions().get::<Principal>().is_none() {

@@ -15,6 +15,8 @@ pub struct AppState {
     pub last_used: Arc<crate::auth::last_used::LastUsed>,
     /// Requests per key entering at this node (`auth::rate`).
     pub rate: Arc<crate::auth::rate::KeyLimiter>,
+    /// Refused keys and tickets per client address entering at this node.
+    pub key_guesses: Arc<crate::auth::rate::GuessLimiter>,
     /// Wrong preview tokens per client address entering at this node.
     pub preview_guesses: Arc<crate::auth::rate::GuessLimiter>,
     /// What `GET /metrics` asks for besides an admin key (none: open).
@@ -45,6 +47,7 @@ impl AppState {
             last_used: Arc::default(),
             metrics_token: None,
             preview_guesses: Arc::new(crate::auth::rate::GuessLimiter::new(0)),
+            key_guesses: Arc::new(crate::auth::rate::GuessLimiter::new(0)),
             rate: Arc::new(crate::auth::rate::KeyLimiter::new(
                 crate::auth::rate::KeyRate {
                     per_second: 0,

@@ -553,3 +553,31 @@ async fn a_joining_node_without_the_clusters_key_refuses_to_start() {
         "a key was made up"
     );
 }
+
+/// Keys are not guessed online: an address that keeps presenting wrong keys (of the key form,
+/// each of which costs the node a catch-up with the cluster) is held off with 429, its own
+/// valid key included, until its rate allows another try.
+#[tokio::test]
+async fn an_address_presenting_wrong_keys_is_held_off() {
+    let node = Node::start_with("127.0.0.1:0", &["--auth-failures-per-min", "5"]).await;
+    let http = reqwest::Client::new();
+    let url = format!("{}/v1/sandboxes", node.url);
+    let mut statuses = Vec::new();
+    for i in 0..10 {
+        let guess = format!("wk_{:016x}_{}", i, "0".repeat(64));
+        let r = http.get(&url).bearer_auth(guess).send().await.unwrap();
+        statuses.push(r.status().as_u16());
+    }
+    let first_held = statuses
+        .iter()
+        .position(|s| *s == 429)
+        .expect("never held off");
+    assert!(first_held >= 5, "held off before the rate: {statuses:?}");
+    assert!(
+        statuses[..first_held].iter().all(|s| *s == 401),
+        "{statuses:?}"
+    );
+    let r = http.get(&url).bearer_auth(&node.key).send().await.unwrap();
+    assert_eq!(r.status(), 429, "held off, whatever key it shows now");
+    assert!(r.headers().contains_key("retry-after"));
+}

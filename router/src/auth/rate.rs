@@ -100,7 +100,7 @@ impl GuessLimiter {
                 let secs = (t - now).as_secs() + 1;
                 Err(ApiError::new(
                     ErrorCode::RateLimited,
-                    format!("too many wrong preview tokens from this address; retry in {secs} s"),
+                    format!("too many refused guesses (wrong keys or tokens) from this address; retry in {secs} s"),
                 )
                 .with_details(serde_json::json!({ "retry_after_s": secs })))
             }
