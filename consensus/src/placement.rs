@@ -73,8 +73,19 @@ pub fn choose_owner_excluding(
 
 /// Whether the sandboxes placed on `node` must go to survivors: it is down, it is draining
 /// but has gone silent (it can move nothing away any more), or it was removed from the
-/// cluster. `silent`: the nodes the leader has not heard from for `down_after`.
-pub fn needs_failover(state: &ClusterState, silent: &BTreeSet<NodeId>, node: NodeId) -> bool {
+/// cluster. `silent`: the nodes the leader has not heard from for `down_after`. Never the
+/// leader's own: it runs this, so it is alive and serving them, whatever a stale record of
+/// its liveness says (handing them on would leave two copies, and the newer writes in the
+/// one that loses).
+pub fn needs_failover(
+    state: &ClusterState,
+    silent: &BTreeSet<NodeId>,
+    node: NodeId,
+    leader: NodeId,
+) -> bool {
+    if node == leader {
+        return false;
+    }
     match state.nodes.get(&node) {
         None => true,
         Some(n) => {
@@ -144,18 +155,21 @@ mod tests {
         s.nodes.insert(3, test_node(3, "r", NodeState::Draining));
         s.nodes.insert(4, test_node(4, "r", NodeState::Joining));
         let none = BTreeSet::new();
-        assert!(!needs_failover(&s, &none, 1));
-        assert!(needs_failover(&s, &none, 2));
+        assert!(!needs_failover(&s, &none, 1, 1));
+        assert!(needs_failover(&s, &none, 2, 1));
         assert!(
-            !needs_failover(&s, &none, 3),
+            !needs_failover(&s, &none, 3, 1),
             "a draining node moves its own"
         );
-        assert!(needs_failover(&s, &BTreeSet::from([3]), 3));
+        assert!(needs_failover(&s, &BTreeSet::from([3]), 3, 1));
         assert!(
-            !needs_failover(&s, &BTreeSet::from([1, 4]), 1),
+            !needs_failover(&s, &BTreeSet::from([1, 4]), 1, 4),
             "up: the state decides"
         );
-        assert!(needs_failover(&s, &none, 9), "removed");
+        assert!(needs_failover(&s, &none, 9, 1), "removed");
+        // The leader's own, recorded as down (a stale record: it is running this): kept.
+        assert!(!needs_failover(&s, &BTreeSet::from([2]), 2, 2));
+        assert!(needs_failover(&s, &BTreeSet::from([2]), 2, 1));
     }
 
     proptest! {

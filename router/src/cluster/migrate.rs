@@ -213,7 +213,7 @@ async fn move_out(st: &AppState, id: &str, p: &Placement, target: NodeId, draini
 async fn fail_over(st: &AppState, state: &ClusterState) {
     let cl = &st.cluster.cluster;
     let silent = cl.silent_nodes();
-    let gone = |node: NodeId| needs_failover(state, &silent, node);
+    let gone = |node: NodeId| needs_failover(state, &silent, node, cl.id);
     let down: Vec<NodeId> = state.nodes.keys().copied().filter(|n| gone(*n)).collect();
     for (id, p) in &state.placements {
         if !gone(p.node) || !cl.may_fail_over(p.node) {
