@@ -1,7 +1,7 @@
 //! Request ids, the node header, metrics, and who calls (`auth`).
 
-use crate::auth::keys;
 use crate::auth::principal::{Principal, HEADER_PRINCIPAL};
+use crate::auth::{self, keys};
 use crate::error::ApiErrorResponse;
 use crate::state::AppState;
 use axum::extract::{Request, State};
@@ -98,10 +98,7 @@ pub async fn require_api_key(
             // An address that keeps presenting wrong keys is held off for a while: keys are
             // not guessed online, and unknown keys (each waits for a read barrier) do not
             // become a way to load the cluster.
-            let client = req
-                .extensions()
-                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-                .map(|c| c.0.ip());
+            let client = auth::client_ip(req.extensions());
             if let Some(ip) = client {
                 if let Err(e) = state.key_guesses.check(ip) {
                     return ApiErrorResponse(e).into_response();
@@ -147,16 +144,7 @@ enum Credential {
 }
 
 fn credential_of(req: &Request) -> Credential {
-    let presented = req
-        .headers()
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
-    match (presented, ticket_of(req.uri().query())) {
+    match (auth::bearer_of(req.headers()), ticket_of(req.uri().query())) {
         (Some(p), _) => Credential::Bearer(p.to_string()),
         (None, Some(ticket)) => Credential::Ticket {
             ticket,
@@ -187,15 +175,19 @@ async fn authenticate(state: &AppState, cred: Credential) -> Result<Principal, A
         }
     };
     let presented = presented.as_str();
-    let cl = &state.cluster.cluster;
-    let found = cl.read(|s| keys::resolve(s, &state.api_key, presented));
-    let found = match found {
+    let found = match auth::key_principal(state, presented) {
         Some(p) => Some(p),
         // A key made a moment ago through another node may not be applied here yet: once
         // this node has caught up with the cluster, it knows every key created before.
         None if keys::is_key_form(presented) => {
-            if cl.read_barrier(KEY_CATCH_UP).await.is_ok() {
-                cl.read(|s| keys::resolve(s, &state.api_key, presented))
+            if state
+                .cluster
+                .cluster
+                .read_barrier(KEY_CATCH_UP)
+                .await
+                .is_ok()
+            {
+                auth::key_principal(state, presented)
             } else {
                 None
             }

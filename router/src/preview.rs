@@ -42,7 +42,7 @@ pub async fn intercept(State(st): State<AppState>, mut req: Request, next: Next)
         return next.run(req).await;
     };
     let entry = req.extensions().get::<crate::cluster::FromPeer>().is_none();
-    let client = client_ip(&req);
+    let client = crate::auth::client_ip(req.extensions());
     if entry {
         if let Some(ip) = client {
             if let Err(e) = st.preview_guesses.check(ip) {
@@ -64,16 +64,10 @@ pub async fn intercept(State(st): State<AppState>, mut req: Request, next: Next)
     resp
 }
 
-fn client_ip(req: &Request) -> Option<std::net::IpAddr> {
-    req.extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip())
-}
-
 /// At the node a preview request entered: the client's address as `x-forwarded-for` (what
 /// the client said there is dropped), and no warren key on to the sandbox.
 fn entering(st: &AppState, req: &mut Request) {
-    let remote = client_ip(req);
+    let remote = crate::auth::client_ip(req.extensions());
     let headers = req.headers_mut();
     headers.remove("x-forwarded-for");
     headers.remove("forwarded");
@@ -82,19 +76,8 @@ fn entering(st: &AppState, req: &mut Request) {
             headers.insert("x-forwarded-for", v);
         }
     }
-    let is_warren_key = headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .is_some_and(|k| {
-            st.cluster
-                .cluster
-                .read(|s| crate::auth::keys::resolve(s, &st.api_key, k.trim()))
-                .is_some()
-        });
+    let is_warren_key = crate::auth::bearer_of(headers)
+        .is_some_and(|k| crate::auth::key_principal(st, k).is_some());
     if is_warren_key {
         headers.remove(http::header::AUTHORIZATION);
     }

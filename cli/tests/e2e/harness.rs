@@ -376,3 +376,36 @@ pub fn assert_unavailable(e: &warren_client::Error) {
         other => panic!("not an API error: {other}"),
     }
 }
+
+/// Runs `warren serve ARGS --data-dir DIR`, which must refuse to start within a minute;
+/// returns what it said on stderr.
+pub async fn refused_start(args: &[&str], data_dir: &std::path::Path) -> String {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
+        .arg("serve")
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env(warren_cli::daemon::EXIT_WITH_PARENT_ENV, "1")
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), out)
+        .await
+        .expect("the node kept running")
+        .unwrap();
+    assert!(!out.status.success(), "the node started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Where a run of answers to one address's guesses first holds it off (429): after at
+/// least `allowed` refusals (`refused`, each one), and never before.
+pub fn first_held_off(statuses: &[u16], refused: u16, allowed: usize) -> usize {
+    let first = statuses
+        .iter()
+        .position(|s| *s == 429)
+        .expect("never held off");
+    assert!(first >= allowed, "held off before the rate: {statuses:?}");
+    assert!(
+        statuses[..first].iter().all(|s| *s == refused),
+        "{statuses:?}"
+    );
+    first
+}

@@ -399,27 +399,25 @@ async fn a_node_joins_a_tls_seed_over_https_only_when_it_trusts_the_seeds_ca() {
         .unwrap()
         .port();
     let started = Instant::now();
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
-        .args([
-            "serve",
+    let peer_listen = format!("127.0.0.1:{peer_port}");
+    let err = super::harness::refused_start(
+        &[
             "--node-id",
             "untrusting",
             "--listen",
             "127.0.0.1:0",
-        ])
-        .args(["--peer-listen", &format!("127.0.0.1:{peer_port}")])
-        .args(["--join", &seed, "--join-token", c.join_token()])
-        .args(["--api-key-file", &key_file])
-        .arg("--data-dir")
-        .arg(dir.path())
-        .env(warren_cli::daemon::EXIT_WITH_PARENT_ENV, "1")
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(60), out)
-        .await
-        .expect("the untrusting node kept running")
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+            "--peer-listen",
+            &peer_listen,
+            "--join",
+            &seed,
+            "--join-token",
+            c.join_token(),
+            "--api-key-file",
+            &key_file,
+        ],
+        dir.path(),
+    )
+    .await;
     assert!(err.contains("not trusted"), "{err}");
     assert!(
         started.elapsed() < Duration::from_secs(20),

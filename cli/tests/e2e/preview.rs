@@ -341,15 +341,7 @@ async fn an_address_guessing_preview_tokens_is_held_off() {
             assert!(after >= 1);
         }
     }
-    let first_held = statuses
-        .iter()
-        .position(|s| *s == 429)
-        .expect("never held off");
-    assert!(first_held >= 5, "held off before the rate: {statuses:?}");
-    assert!(
-        statuses[..first_held].iter().all(|s| *s == 404),
-        "{statuses:?}"
-    );
+    super::harness::first_held_off(&statuses, 404, 5);
     let r = preview_client(&url, addr)
         .get(format!("{url}headers"))
         .send()

@@ -534,19 +534,20 @@ async fn a_tenant_past_its_quota_gets_no_new_sandbox_until_it_frees_one() {
 #[tokio::test]
 async fn a_joining_node_without_the_clusters_key_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
-        .args(["serve", "--node-id", "joiner", "--listen", "127.0.0.1:0"])
-        .args(["--join", "http://127.0.0.1:9", "--join-token", "wj_nothing"])
-        .arg("--data-dir")
-        .arg(dir.path())
-        .env(warren_cli::daemon::EXIT_WITH_PARENT_ENV, "1")
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(60), out)
-        .await
-        .expect("the node kept running")
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = super::harness::refused_start(
+        &[
+            "--node-id",
+            "joiner",
+            "--listen",
+            "127.0.0.1:0",
+            "--join",
+            "http://127.0.0.1:9",
+            "--join-token",
+            "wj_nothing",
+        ],
+        dir.path(),
+    )
+    .await;
     assert!(err.contains("no API key"), "{err}");
     assert!(
         !warren_client::api_key_path(dir.path()).exists(),
@@ -568,15 +569,7 @@ async fn an_address_presenting_wrong_keys_is_held_off() {
         let r = http.get(&url).bearer_auth(guess).send().await.unwrap();
         statuses.push(r.status().as_u16());
     }
-    let first_held = statuses
-        .iter()
-        .position(|s| *s == 429)
-        .expect("never held off");
-    assert!(first_held >= 5, "held off before the rate: {statuses:?}");
-    assert!(
-        statuses[..first_held].iter().all(|s| *s == 401),
-        "{statuses:?}"
-    );
+    super::harness::first_held_off(&statuses, 401, 5);
     let r = http.get(&url).bearer_auth(&node.key).send().await.unwrap();
     assert_eq!(r.status(), 429, "held off, whatever key it shows now");
     assert!(r.headers().contains_key("retry-after"));

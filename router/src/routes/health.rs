@@ -39,21 +39,12 @@ fn may_scrape(state: &AppState, headers: &http::HeaderMap) -> bool {
     let Some(token) = &state.metrics_token else {
         return true;
     };
-    let Some(presented) = headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-    else {
+    let Some(presented) = crate::auth::bearer_of(headers) else {
         return false;
     };
     use subtle::ConstantTimeEq;
     bool::from(presented.as_bytes().ct_eq(token.as_bytes()))
-        || state
-            .cluster
-            .cluster
-            .read(|s| crate::auth::keys::resolve(s, &state.api_key, presented))
-            .is_some_and(|p| p.admin)
+        || crate::auth::key_principal(state, presented).is_some_and(|p| p.admin)
 }
 
 pub async fn metrics(State(state): State<AppState>, headers: http::HeaderMap) -> Response {
