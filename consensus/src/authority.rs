@@ -86,6 +86,8 @@ pub fn authorize_command(
 ) -> Result<(), Refusal> {
     let sandbox = match cmd {
         Command::Init { .. } => return Err(Refusal::Forbidden("the cluster's initialisation")),
+        // Only the leader judges liveness, and it writes its judgements itself.
+        Command::Liveness { .. } => return Err(Refusal::Forbidden("a liveness judgement")),
         Command::SetSecretsKeys { node, .. } if *node != caller => {
             return Err(Refusal::Impersonation {
                 caller,
@@ -268,6 +270,18 @@ mod tests {
         });
         assert!(matches!(
             authorize(&s, 1, &init),
+            Err(Refusal::Forbidden(_))
+        ));
+        // A node that was leader and is no longer (or any member) cannot hand its
+        // judgement of who is down to the leader: only the leader writes those.
+        let judgement = Request::Propose(Command::Liveness {
+            node: 2,
+            from: NodeState::Up,
+            to: NodeState::Down,
+            term: 7,
+        });
+        assert!(matches!(
+            authorize(&s, 1, &judgement),
             Err(Refusal::Forbidden(_))
         ));
     }

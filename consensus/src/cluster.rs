@@ -645,12 +645,32 @@ impl Cluster {
             };
             if let Some(state) = next {
                 tracing::warn!(node = %n.name, ?state, "node liveness changed");
-                let _ = self
-                    .propose(Command::SetNodeState { node: n.id, state })
-                    .await;
+                self.record_liveness(n.id, n.state, state).await;
             }
         }
         silent_nodes
+    }
+
+    /// Writes this leader's judgement that `node` went from `from` to `to`, in this term
+    /// only: never forwarded (a leader that lost its office while the write waited would hand
+    /// a judgement made while cut off to its successor), and rejected by the state machine if
+    /// it commits in a later term.
+    async fn record_liveness(&self, node: NodeId, from: NodeState, to: NodeState) {
+        let cmd = Command::Liveness {
+            node,
+            from,
+            to,
+            term: self.term(),
+        };
+        match tokio::time::timeout(PROPOSE_DEADLINE, self.raft.client_write(cmd)).await {
+            Ok(Ok(r)) => {
+                if let CommandResult::Rejected { reason } = r.data {
+                    tracing::info!(%node, %reason, "liveness judgement not applied");
+                }
+            }
+            Ok(Err(e)) => tracing::info!(%node, error = %e, "liveness judgement not written"),
+            Err(_) => tracing::info!(%node, "liveness judgement not committed in time"),
+        }
     }
 
     async fn reconcile_membership(&self, silent: &BTreeSet<NodeId>) -> Result<(), ClusterError> {

@@ -146,9 +146,21 @@ pub enum Command {
         #[serde(default)]
         key_id: String,
     },
+    /// An operator's setting of a node's state (draining).
     SetNodeState {
         node: NodeId,
         state: NodeState,
+    },
+    /// The leader's judgement, made in `term`, that `node` went from `from` to `to` (down,
+    /// back up, or joined). It counts only in a log entry of that same term, and only while
+    /// the node is still in `from`: a judgement proposed by a leader that was deposed before
+    /// it committed (a cut-off leader finds everyone silent) cannot be carried into a later
+    /// term, and a stale one cannot overwrite an operator's `Draining`.
+    Liveness {
+        node: NodeId,
+        from: NodeState,
+        to: NodeState,
+        term: u64,
     },
     RemoveNode {
         node: NodeId,
@@ -381,9 +393,57 @@ impl ClusterState {
         self.nodes.values().filter(|n| n.state == NodeState::Up)
     }
 
+    /// Applies `cmd`, committed in a log entry of `entry_term`.
+    pub fn apply_entry(&mut self, cmd: &Command, entry_term: u64) -> CommandResult {
+        self.format = STATE_FORMAT;
+        match cmd {
+            Command::Liveness {
+                node,
+                from,
+                to,
+                term,
+            } => self.apply_liveness(*node, *from, *to, *term, entry_term),
+            other => self.apply(other),
+        }
+    }
+
+    fn apply_liveness(
+        &mut self,
+        node: NodeId,
+        from: NodeState,
+        to: NodeState,
+        judged_in: u64,
+        entry_term: u64,
+    ) -> CommandResult {
+        if judged_in != entry_term {
+            return CommandResult::Rejected {
+                reason: format!(
+                    "a liveness judgement of term {judged_in} committed in term {entry_term}"
+                ),
+            };
+        }
+        match self.nodes.get_mut(&node) {
+            Some(n) if n.state == from => {
+                n.state = to;
+                CommandResult::Done
+            }
+            Some(n) => CommandResult::Rejected {
+                reason: format!("node {node} is {:?}, not {from:?}", n.state),
+            },
+            None => CommandResult::Rejected {
+                reason: format!("no node {node}"),
+            },
+        }
+    }
+
+    /// Applies a command whatever the term of its entry (every command but `Liveness`,
+    /// which needs it: see `apply_entry`).
     pub fn apply(&mut self, cmd: &Command) -> CommandResult {
         self.format = STATE_FORMAT;
         match cmd {
+            Command::Liveness { .. } => CommandResult::Rejected {
+                reason: "a liveness judgement is applied with its entry's term".into(),
+            },
             Command::Init { cluster, ca } => {
                 if self.ca.is_some() {
                     return CommandResult::Rejected {
@@ -670,6 +730,58 @@ mod tests {
 
     fn reg(name: &str) -> Command {
         reg_with(name, &format!("key-{name}"))
+    }
+
+    fn judged(node: NodeId, from: NodeState, to: NodeState, term: u64) -> Command {
+        Command::Liveness {
+            node,
+            from,
+            to,
+            term,
+        }
+    }
+
+    #[test]
+    fn a_liveness_judgement_counts_only_in_the_term_it_was_made_in() {
+        let mut s = ClusterState::default();
+        s.apply(&reg("a"));
+        s.nodes.get_mut(&1).unwrap().state = NodeState::Up;
+        // A leader of term 3 judged node 1 down, was deposed, and its entry was carried
+        // into term 4 (forwarded, or re-proposed): it must not count.
+        let stale = judged(1, NodeState::Up, NodeState::Down, 3);
+        assert!(matches!(
+            s.apply_entry(&stale, 4),
+            CommandResult::Rejected { .. }
+        ));
+        assert_eq!(s.nodes[&1].state, NodeState::Up);
+        assert_eq!(s.apply_entry(&stale, 3), CommandResult::Done);
+        assert_eq!(s.nodes[&1].state, NodeState::Down);
+        // Without its entry's term, a judgement is never applied.
+        let back = judged(1, NodeState::Down, NodeState::Up, 5);
+        assert!(matches!(s.apply(&back), CommandResult::Rejected { .. }));
+        assert_eq!(s.nodes[&1].state, NodeState::Down);
+    }
+
+    #[test]
+    fn a_liveness_judgement_applies_only_from_the_state_it_was_judged_in() {
+        let mut s = ClusterState::default();
+        s.apply(&reg("a"));
+        s.nodes.get_mut(&1).unwrap().state = NodeState::Down;
+        // The operator drains the node while the leader's "back up" is in flight.
+        s.apply(&Command::SetNodeState {
+            node: 1,
+            state: NodeState::Draining,
+        });
+        let up = judged(1, NodeState::Down, NodeState::Up, 2);
+        assert!(matches!(
+            s.apply_entry(&up, 2),
+            CommandResult::Rejected { .. }
+        ));
+        assert_eq!(s.nodes[&1].state, NodeState::Draining);
+        assert!(matches!(
+            s.apply_entry(&judged(9, NodeState::Up, NodeState::Down, 2), 2),
+            CommandResult::Rejected { .. }
+        ));
     }
 
     #[test]

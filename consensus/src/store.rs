@@ -303,7 +303,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 last = Some(entry.log_id.index);
                 out.push(match &entry.payload {
                     EntryPayload::Blank => CommandResult::Done,
-                    EntryPayload::Normal(cmd) => sm.state.apply(cmd),
+                    EntryPayload::Normal(cmd) => {
+                        sm.state.apply_entry(cmd, entry.log_id.leader_id.term)
+                    }
                     EntryPayload::Membership(m) => {
                         sm.last_membership = StoredMembership::new(Some(entry.log_id), m.clone());
                         CommandResult::Done

@@ -634,3 +634,89 @@ async fn a_request_for_a_dead_owners_sandbox_waits_for_the_failover() {
         "{body}"
     );
 }
+
+/// The names of the nodes that node `i`'s applied state records as down (None: no answer).
+async fn recorded_down(c: &TestCluster, i: usize) -> Option<Vec<String>> {
+    let v = c.view(i).await?;
+    Some(
+        v["nodes"]
+            .as_array()?
+            .iter()
+            .filter(|n| n["state"] == "down")
+            .filter_map(|n| n["id"].as_str().map(str::to_string))
+            .collect(),
+    )
+}
+
+/// A leader cut off alone finds every other node silent and proposes them down; those
+/// writes cannot commit while it is cut off. When the cut heals it learns who leads now, and
+/// its pending judgements must die with its term: handed to the new leader, they record
+/// live, serving nodes as down (and their sandboxes are failed over from old checkpoints,
+/// losing what they acknowledged since).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposed_leaders_judgement_that_the_others_are_down_dies_with_its_term() {
+    let (mut c, id, owner) = checkpointed_on_a_follower("deposed").await;
+    let leader = c.leader().await;
+    let others: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let majority_names: Vec<String> = others.iter().map(|&i| c.nodes[i].name.clone()).collect();
+    let logged_before = c.nodes[leader].log.lock().unwrap().len();
+    c.partition(&[leader], &others);
+    // The cut-off leader judges the others down once they are silent for the failure
+    // timeout (4 s); that write waits for a quorum (up to 10 s). The cut heals while it waits.
+    let cut = Instant::now();
+    let mut acked = Vec::new();
+    let mut seq = 0;
+    let mut judged_at = None;
+    while judged_at.is_none_or(|t: Instant| t.elapsed() < Duration::from_secs(1)) {
+        assert!(
+            cut.elapsed() < Duration::from_secs(20),
+            "the cut-off leader judged no node down"
+        );
+        seq += 1;
+        let line = format!("{seq}-cut");
+        if append(&c, owner, &id, &line).await.is_some() {
+            acked.push(line);
+        }
+        if judged_at.is_none() {
+            let log = c.nodes[leader].log.lock().unwrap();
+            if log[logged_before..]
+                .iter()
+                .any(|l| l.contains("node liveness changed") && l.contains("state=Down"))
+            {
+                judged_at = Some(Instant::now());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    c.heal();
+    let healed = Instant::now();
+    let mut seen_down = Vec::new();
+    while healed.elapsed() < Duration::from_secs(10) {
+        for &i in &others {
+            if let Some(down) = recorded_down(&c, i).await {
+                for n in down.into_iter().filter(|n| majority_names.contains(n)) {
+                    seen_down.push((healed.elapsed(), c.nodes[i].name.clone(), n));
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        seen_down.is_empty(),
+        "nodes that stayed with the majority were recorded down after the heal (when, seen by, node): {seen_down:?}"
+    );
+    let (node, content) = exec_on(&c, owner, &id, "cat /workspace/log")
+        .await
+        .expect("the sandbox answers");
+    assert_eq!(node, c.nodes[owner].name, "the sandbox moved");
+    for line in &acked {
+        assert!(
+            content.lines().any(|l| l == line),
+            "acknowledged write {line} is lost: {content}"
+        );
+    }
+    assert!(
+        !acked.is_empty(),
+        "the majority served nothing during the cut"
+    );
+}
