@@ -6,8 +6,8 @@
 #
 # Steps: Debian build packages (musl-tools, libclang-dev, pkg-config, iptables, git, and
 # Node.js with npm, which bundle the web page's xterm.js; with --test-deps also Chromium
-# for the browser tests, moto's S3 server for the object-store tests and systemd-analyze
-# for the unit file's check), the
+# for the browser tests, moto's S3 server for the object-store tests, systemd-analyze
+# for the unit file's check, and Prometheus with promtool for the monitoring tests), the
 # Rust toolchain (rustup with rustfmt and clippy, when no cargo is found; cargo-nextest with
 # --test-deps), the Rust musl target, a running Docker daemon (docker.io installed and dockerd started when
 # none answers, with user namespaces: `--userns-remap=default`, so that root in a sandbox
@@ -46,6 +46,8 @@ if [ "$want_test_deps" = 1 ]; then
   python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
   # `systemd-analyze verify` checks deploy/systemd's unit.
   command -v systemd-analyze >/dev/null || missing+=(systemd)
+  # A real Prometheus scrapes a test cluster; promtool checks deploy/prometheus's rules.
+  command -v promtool >/dev/null || missing+=(prometheus)
 fi
 [ -e /usr/lib/llvm-14/lib/libclang.so ] || ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || missing+=(libclang-dev)
 if [ "$want_docker" = 1 ]; then

@@ -412,6 +412,12 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
 
     let registry = prometheus::Registry::new();
     let metrics = warren_node::metrics::NodeMetrics::register(&registry)?;
+    // The node process's own CPU, memory, open files and threads (`process_*`).
+    registry.register(Box::new(
+        prometheus::process_collector::ProcessCollector::for_self(),
+    ))?;
+    warren_consensus::metrics::register(&cluster, &registry)?;
+    peers.register_metrics(&registry)?;
     // Adopted sandboxes stay frozen until this node knows they are still its own.
     warren_router::cluster::fence::fence_until_leased(&cluster, &safety);
     let mgr = SandboxManager::start(

@@ -28,6 +28,7 @@ mod e2e {
     mod ownership;
     mod preview;
     mod processes;
+    mod prometheus;
     mod runtime_fill;
     mod s3;
     mod sdk;

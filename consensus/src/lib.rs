@@ -14,6 +14,7 @@
 //!   certificate binds, removed nodes are refused, sandbox commands come from their owner.
 //! - `secrets`: sealing secrets' values with the cluster's secrets key (never in the log).
 //! - `join`: admission of a new node (join-token proof over every field, key-bound names).
+//! - `metrics`: the Raft and cluster series of `/metrics`, read when scraped.
 //!
 //! Must not depend on Docker, HTTP routing or sandbox code.
 
@@ -22,6 +23,7 @@ pub mod cluster;
 pub mod join;
 pub mod lease;
 pub mod membership;
+pub mod metrics;
 pub mod network;
 pub mod placement;
 pub mod rpc;

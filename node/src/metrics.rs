@@ -30,6 +30,14 @@ pub struct NodeMetrics {
     /// Sandboxes with a record here, by state (set when scraped).
     pub sandboxes_by_state: IntGaugeVec,
     pub usage: UsageCounters,
+    /// Requests and bytes of the object store the node's snapshots and ledger go to.
+    pub object_store: warren_storage::metered::ObjectStoreMetrics,
+    /// 1 while a guarantee of `safety` holds, by guarantee (set when scraped).
+    pub guarantees: IntGaugeVec,
+    /// The filesystem of the node's data dir (set when scraped).
+    pub data_disk_free_bytes: IntGauge,
+    pub data_disk_size_bytes: IntGauge,
+    pub chunk_cache: warren_storage::snapshots::ChunkCacheMetrics,
 }
 
 impl NodeMetrics {
@@ -109,12 +117,39 @@ impl NodeMetrics {
                 "warren_sandbox_disk_limit_kills_total",
                 "Times a sandbox's processes were killed for taking more disk than its disk_mb (where the storage driver enforces no quota)",
             ))?,
+            object_store: Default::default(),
+            chunk_cache: Default::default(),
+            guarantees: IntGaugeVec::new(
+                Opts::new(
+                    "warren_safety_guarantee_holds",
+                    "1 while a guarantee sandboxes rest on holds on this node (firewall, user_namespaces, cluster_lease); 0: the node refuses to start sandboxes (and freezes them, for firewall and cluster_lease)",
+                ),
+                &["guarantee"],
+            )?,
+            data_disk_free_bytes: IntGauge::with_opts(Opts::new(
+                "warren_data_disk_free_bytes",
+                "Bytes free to unprivileged writers on the filesystem of the node's data dir",
+            ))?,
+            data_disk_size_bytes: IntGauge::with_opts(Opts::new(
+                "warren_data_disk_size_bytes",
+                "Size of the filesystem of the node's data dir",
+            ))?,
         };
+        registry.register(Box::new(m.guarantees.clone()))?;
+        registry.register(Box::new(m.data_disk_free_bytes.clone()))?;
+        registry.register(Box::new(m.data_disk_size_bytes.clone()))?;
+        m.object_store.register(registry)?;
+        m.chunk_cache.register(registry)?;
         registry.register(Box::new(m.sandboxes.clone()))?;
         registry.register(Box::new(m.creates.clone()))?;
         registry.register(Box::new(m.recoveries.clone()))?;
         registry.register(Box::new(m.guest_requests.clone()))?;
         registry.register(Box::new(m.snapshots.clone()))?;
+        // Every refusal reason is a series from the start (at 0): an alert on its rate is
+        // never blind.
+        for reason in crate::guest::connect::Refusal::REASONS {
+            m.guest_refused.with_label_values(&[reason]);
+        }
         registry.register(Box::new(m.guest_refused.clone()))?;
         registry.register(Box::new(m.disk_limit_kills.clone()))?;
         registry.register(Box::new(m.sandboxes_by_state.clone()))?;

@@ -23,6 +23,12 @@ pub enum Guarantee {
 }
 
 impl Guarantee {
+    pub const ALL: [Guarantee; 3] = [
+        Guarantee::Firewall,
+        Guarantee::UserNamespaces,
+        Guarantee::Lease,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Guarantee::Firewall => "firewall",

@@ -5,6 +5,8 @@ use prometheus::{HistogramOpts, HistogramVec, Registry};
 #[derive(Clone)]
 pub struct RouterMetrics {
     pub requests: HistogramVec,
+    /// Requests sent on to their sandbox's owner, by outcome.
+    pub forwards: HistogramVec,
 }
 
 impl RouterMetrics {
@@ -20,6 +22,17 @@ impl RouterMetrics {
             &["method", "route", "status", "role"],
         )?;
         registry.register(Box::new(requests.clone()))?;
-        Ok(RouterMetrics { requests })
+        let forwards = HistogramVec::new(
+            HistogramOpts::new(
+                "warren_forward_seconds",
+                "Requests forwarded to the node that owns their sandbox, timed to the owner's response head, by outcome (response; unavailable: 503, from the owner or because the exchange broke; unreachable: never sent)",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+            ]),
+            &["outcome"],
+        )?;
+        registry.register(Box::new(forwards.clone()))?;
+        Ok(RouterMetrics { requests, forwards })
     }
 }

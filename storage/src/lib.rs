@@ -10,11 +10,13 @@
 //! - `ledger`: the usage ledger of a node (per-interval records and counter cursors), and
 //!   `usage_export`: its copy in the object store.
 //! - `blocking`: the threads its CPU-heavy work runs on, chosen by the caller.
+//! - `metered`: the object store wrapped to count its requests and bytes.
 //!
 //! It must not depend on the other warren crates.
 
 mod blocking;
 pub mod ledger;
+pub mod metered;
 mod raftdb;
 pub mod snapshots;
 pub mod usage_export;

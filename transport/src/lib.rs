@@ -10,6 +10,7 @@
 //! It knows nothing about Raft or HTTP semantics; those crates bring their own handlers.
 
 pub mod frame;
+mod peer_metrics;
 pub mod peers;
 pub mod tls;
 

@@ -1,6 +1,7 @@
 //! One QUIC endpoint per node: it accepts peers' streams and opens streams to peers over
 //! pooled, mutually authenticated connections.
 
+use crate::peer_metrics::{PeerCollector, PeerMetrics};
 use crate::tls::{self, NodeIdentity, PeerId};
 use crate::TransportError;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
@@ -23,6 +24,14 @@ pub enum StreamKind {
 }
 
 impl StreamKind {
+    /// Its label on `/metrics`.
+    fn label(self) -> &'static str {
+        match self {
+            StreamKind::Rpc => "rpc",
+            StreamKind::Http => "http",
+        }
+    }
+
     fn from_byte(b: u8) -> Option<Self> {
         match b {
             1 => Some(StreamKind::Rpc),
@@ -56,6 +65,7 @@ pub struct Peers {
     endpoint: Endpoint,
     slots: Mutex<HashMap<(SocketAddr, String), Slot>>,
     name: String,
+    metrics: PeerMetrics,
 }
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -96,7 +106,16 @@ impl Peers {
             endpoint,
             slots: Mutex::new(HashMap::new()),
             name: id.name.clone(),
+            metrics: PeerMetrics::default(),
         }))
+    }
+
+    /// Adds the endpoint's series (`warren_peer_*`) to `registry`.
+    pub fn register_metrics(&self, registry: &prometheus::Registry) -> prometheus::Result<()> {
+        registry.register(Box::new(PeerCollector::new(
+            self.metrics.clone(),
+            self.endpoint.clone(),
+        )))
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -157,6 +176,7 @@ impl Peers {
                 Ok(conn)
             }
             Err(why) => {
+                self.metrics.connect_failures.inc();
                 guard.failed = Some((std::time::Instant::now(), why.clone()));
                 Err(err(why))
             }
@@ -185,6 +205,10 @@ impl Peers {
                     send.write_all(&[kind as u8])
                         .await
                         .map_err(|e| TransportError::Stream(e.to_string()))?;
+                    self.metrics
+                        .streams
+                        .with_label_values(&["out", kind.label()])
+                        .inc();
                     return Ok((send, recv));
                 }
                 Err(e) if attempt == 0 => {
@@ -200,18 +224,22 @@ impl Peers {
     /// Accepts peers' connections and hands each stream to `handler`, until closed.
     pub fn serve<H: Handler>(self: &Arc<Self>, handler: Arc<H>) -> tokio::task::JoinHandle<()> {
         let endpoint = self.endpoint.clone();
+        let metrics = self.metrics.clone();
         tokio::spawn(async move {
             while let Some(incoming) = endpoint.accept().await {
                 let handler = handler.clone();
+                let metrics = metrics.clone();
                 tokio::spawn(async move {
                     let conn = match incoming.await {
                         Ok(c) => c,
                         Err(e) => {
+                            metrics.refused.inc();
                             tracing::debug!(error = %e, "peer handshake failed");
                             return;
                         }
                     };
                     let Some(peer) = peer_identity(&conn) else {
+                        metrics.refused.inc();
                         conn.close(VarInt::from_u32(1), b"no identity");
                         return;
                     };
@@ -227,6 +255,10 @@ impl Peers {
                         let Some(kind) = StreamKind::from_byte(kind[0]) else {
                             continue;
                         };
+                        metrics
+                            .streams
+                            .with_label_values(&["in", kind.label()])
+                            .inc();
                         tokio::spawn(handler.clone().handle(kind, peer.clone(), send, recv));
                     }
                 });

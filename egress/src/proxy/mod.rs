@@ -60,6 +60,13 @@ impl ProxyMetrics {
             ),
             &["direction"],
         )?;
+        // Series from the start (at 0), so rates over them are never blind.
+        for d in ["allow", "deny"] {
+            requests.with_label_values(&[d]);
+        }
+        for d in ["up", "down"] {
+            bytes.with_label_values(&[d]);
+        }
         reg.register(Box::new(requests.clone()))?;
         reg.register(Box::new(bytes.clone()))?;
         Ok(ProxyMetrics { requests, bytes })

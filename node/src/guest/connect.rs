@@ -97,7 +97,17 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// A short name for metrics.
+    /// Every `reason`.
+    pub const REASONS: [&'static str; 6] = [
+        "symlink",
+        "not_a_socket",
+        "wrong_peer",
+        "protocol",
+        "handshake",
+        "silent",
+    ];
+
+    /// A short name for metrics (one of `REASONS`).
     pub fn reason(&self) -> &'static str {
         match self {
             Refusal::Symlink => "symlink",

@@ -218,11 +218,15 @@ impl SandboxManager {
         let guest_binary =
             crate::guest::binary::install(&cfg.guest_binary, &cfg.data_dir.join("bin"))
                 .map_err(|e| io("cannot install the guest binary", e))?;
-        let objects = open_object_store(&cfg.object_store).map_err(snapshot_error)?;
+        let objects = warren_storage::metered::MeteredStore::wrap(
+            open_object_store(&cfg.object_store).map_err(snapshot_error)?,
+            metrics.object_store.clone(),
+        );
         let cache = ChunkCache::open_on(
             &cfg.chunk_cache_dir(),
             cfg.chunk_cache_bytes,
             host_work.pool(),
+            metrics.chunk_cache.clone(),
         )
         .map_err(|e| io("cannot open the chunk cache", e))?;
         let meter =
@@ -375,7 +379,28 @@ impl SandboxManager {
     }
 
     /// Sets `warren_sandboxes_by_state` from the records now (before a scrape).
-    pub fn count_states(&self) {
+    /// Sets the gauges read when `/metrics` is scraped: sandboxes by state, the safety
+    /// guarantees, and the data dir's disk.
+    pub fn sample_gauges(&self) {
+        self.count_states();
+        for g in crate::safety::Guarantee::ALL {
+            self.metrics
+                .guarantees
+                .with_label_values(&[g.name()])
+                .set(i64::from(self.safety.holds(g)));
+        }
+        if let Ok(fs) = rustix::fs::statvfs(&self.cfg.data_dir) {
+            let unit = fs.f_frsize as i64;
+            self.metrics
+                .data_disk_free_bytes
+                .set(fs.f_bavail as i64 * unit);
+            self.metrics
+                .data_disk_size_bytes
+                .set(fs.f_blocks as i64 * unit);
+        }
+    }
+
+    fn count_states(&self) {
         let mut by: HashMap<&'static str, i64> = HashMap::new();
         for s in self.slots.lock().expect("slots lock").values() {
             if let Some(r) = s.record() {

@@ -2,6 +2,7 @@
 //! connection, bodies streamed both ways (SSE, file uploads and downloads included).
 
 use crate::error::ApiErrorResponse;
+use crate::state::AppState;
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use hyper_util::rt::TokioIo;
@@ -26,19 +27,37 @@ pub enum Forwarded {
 }
 
 /// Forwards `req` to `node` and returns its response (status, headers and body unchanged).
-pub async fn forward(peers: &Peers, node: &NodeRecord, req: axum::extract::Request) -> Response {
-    match try_forward(peers, node, req).await {
+pub async fn forward(st: &AppState, node: &NodeRecord, req: axum::extract::Request) -> Response {
+    match try_forward(st, node, req).await {
         Forwarded::Response(r) => r,
         Forwarded::Unreachable(_, why) => unavailable(node, why),
     }
 }
 
-/// Like [`forward`], but says when the request never left this node.
+/// Like [`forward`], but says when the request never left this node. Timed to the owner's
+/// response head in `warren_forward_seconds`.
 pub async fn try_forward(
-    peers: &Peers,
+    st: &AppState,
     node: &NodeRecord,
     req: axum::extract::Request,
 ) -> Forwarded {
+    let started = std::time::Instant::now();
+    let out = exchange(st.cluster.cluster.peers(), node, req).await;
+    let outcome = match &out {
+        Forwarded::Response(r) if r.status() == http::StatusCode::SERVICE_UNAVAILABLE => {
+            "unavailable"
+        }
+        Forwarded::Response(_) => "response",
+        Forwarded::Unreachable(..) => "unreachable",
+    };
+    st.metrics
+        .forwards
+        .with_label_values(&[outcome])
+        .observe(started.elapsed().as_secs_f64());
+    out
+}
+
+async fn exchange(peers: &Peers, node: &NodeRecord, req: axum::extract::Request) -> Forwarded {
     let addr = match warren_consensus::rpc::resolve(&node.peer_addr).await {
         Ok(a) => a,
         Err(e) => return Forwarded::Unreachable(req, e.to_string()),

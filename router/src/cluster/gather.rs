@@ -32,7 +32,7 @@ pub async fn from_other_nodes<T: serde::de::DeserializeOwned>(
             .body(axum::body::Body::empty())
             .expect("valid request");
         async move {
-            let resp = forward(cl.peers(), node, r).await;
+            let resp = forward(state, node, r).await;
             if !resp.status().is_success() {
                 return Err(ApiError::new(
                     ErrorCode::Unavailable,

@@ -274,7 +274,7 @@ async fn place_and_route(
                 "placement of {id} names an unknown node"
             )));
         };
-        match try_forward(cl.peers(), &node, with_epoch(req, p.epoch)).await {
+        match try_forward(st, &node, with_epoch(req, p.epoch)).await {
             Forwarded::Response(r) => return r,
             Forwarded::Unreachable(back, why) => {
                 tracing::warn!(sandbox_id = %id, node = %node.name, %why, "new sandbox's node is unreachable; placing it elsewhere");
@@ -384,7 +384,7 @@ async fn try_forward_to_owner(
             format!("the owner of {id}, node {}, is down", node.name),
         ));
     }
-    match try_forward(cl.peers(), &node, req).await {
+    match try_forward(st, &node, req).await {
         Forwarded::Response(r) => Ok(r),
         Forwarded::Unreachable(back, why) => Err((
             back,

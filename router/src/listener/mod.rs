@@ -76,6 +76,15 @@ impl ListenerMetrics {
             &["reason"],
         )
         .expect("valid metric");
+        // Every reason is a series from the start (at 0), so a rate over it is never blind.
+        for reason in [
+            "tls_handshake",
+            "header_timeout",
+            "body_timeout",
+            "drain_deadline",
+        ] {
+            cut.with_label_values(&[reason]);
+        }
         for c in [
             Box::new(open.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(cut.clone()),

@@ -55,7 +55,7 @@ pub async fn metrics(State(state): State<AppState>, headers: http::HeaderMap) ->
         ))
         .into_response();
     }
-    state.mgr.count_states();
+    state.mgr.sample_gauges();
     let mut out = String::new();
     let encoder = prometheus::TextEncoder::new();
     if let Err(e) = encoder.encode_utf8(&state.registry.gather(), &mut out) {

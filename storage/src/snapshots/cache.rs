@@ -17,6 +17,50 @@ pub struct ChunkCache {
     /// Where the CPU-heavy work on chunks runs (writes here, hashing and compression in
     /// the store).
     blocking: BlockingPool,
+    metrics: ChunkCacheMetrics,
+}
+
+/// The cache's series: how restores found their chunks, and the bytes held. Made
+/// unregistered with the cache; `register` adds them to a registry.
+#[derive(Clone)]
+pub struct ChunkCacheMetrics {
+    lookups: prometheus::IntCounterVec,
+    bytes: prometheus::IntGauge,
+}
+
+impl Default for ChunkCacheMetrics {
+    fn default() -> Self {
+        ChunkCacheMetrics {
+            lookups: prometheus::IntCounterVec::new(
+                prometheus::Opts::new(
+                    "warren_chunk_cache_lookups_total",
+                    "Chunks a restore needed, by whether the node's cache held them (hit) or they were fetched from the object store (miss)",
+                ),
+                &["result"],
+            )
+            .expect("valid counter"),
+            bytes: prometheus::IntGauge::new(
+                "warren_chunk_cache_bytes",
+                "Bytes of chunks in the node's cache",
+            )
+            .expect("valid gauge"),
+        }
+    }
+}
+
+impl ChunkCacheMetrics {
+    pub fn register(&self, registry: &prometheus::Registry) -> prometheus::Result<()> {
+        registry.register(Box::new(self.lookups.clone()))?;
+        registry.register(Box::new(self.bytes.clone()))
+    }
+
+    /// Counts `hits` chunks found in the cache and `misses` fetched.
+    pub fn looked_up(&self, hits: usize, misses: usize) {
+        self.lookups.with_label_values(&["hit"]).inc_by(hits as u64);
+        self.lookups
+            .with_label_values(&["miss"])
+            .inc_by(misses as u64);
+    }
 }
 
 struct Inner {
@@ -50,11 +94,22 @@ impl Drop for Pins {
 impl ChunkCache {
     /// Opens the cache directory, indexing what an earlier run left (oldest use first).
     pub fn open(dir: &Path, budget: u64) -> std::io::Result<Arc<Self>> {
-        Self::open_on(dir, budget, BlockingPool::default())
+        Self::open_on(
+            dir,
+            budget,
+            BlockingPool::default(),
+            ChunkCacheMetrics::default(),
+        )
     }
 
-    /// `open`, with the chunk work of this cache and of the stores using it on `blocking`.
-    pub fn open_on(dir: &Path, budget: u64, blocking: BlockingPool) -> std::io::Result<Arc<Self>> {
+    /// `open`, with the chunk work of this cache and of the stores using it on `blocking`,
+    /// counted in `metrics`.
+    pub fn open_on(
+        dir: &Path,
+        budget: u64,
+        blocking: BlockingPool,
+        metrics: ChunkCacheMetrics,
+    ) -> std::io::Result<Arc<Self>> {
         std::fs::create_dir_all(dir)?;
         let mut found = Vec::new();
         for e in std::fs::read_dir(dir)? {
@@ -83,6 +138,7 @@ impl ChunkCache {
             budget,
             inner: Mutex::new(inner),
             blocking,
+            metrics,
         });
         cache.evict(&mut cache.inner.lock().expect("cache lock"));
         Ok(cache)
@@ -91,6 +147,11 @@ impl ChunkCache {
     /// Where CPU-heavy chunk work runs.
     pub fn blocking(&self) -> &BlockingPool {
         &self.blocking
+    }
+
+    /// The cache's series (to register with the node's).
+    pub fn metrics(&self) -> &ChunkCacheMetrics {
+        &self.metrics
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -150,6 +211,7 @@ impl ChunkCache {
         if let Some(len) = g.lru.pop(name) {
             g.bytes -= len;
         }
+        self.metrics.bytes.set(g.bytes as i64);
         let _ = std::fs::remove_file(self.path(name));
     }
 
@@ -203,6 +265,7 @@ impl ChunkCache {
             g.lru.put(name.clone(), len);
             g.lru.demote(&name);
         }
+        self.metrics.bytes.set(g.bytes as i64);
     }
 }
 

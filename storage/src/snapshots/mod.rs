@@ -17,7 +17,7 @@ mod location;
 mod manifest;
 mod store;
 
-pub use cache::ChunkCache;
+pub use cache::{ChunkCache, ChunkCacheMetrics};
 pub use error::SnapshotError;
 pub use location::open_object_store;
 pub use manifest::{

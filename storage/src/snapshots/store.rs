@@ -263,6 +263,9 @@ impl SnapshotStore {
             .filter(|c| seen.insert(c.hash.clone()) && !self.cache.has(&c.hash))
             .cloned()
             .collect();
+        self.cache
+            .metrics()
+            .looked_up(seen.len() - missing.len(), missing.len());
         futures_util::stream::iter(missing)
             .map(|c| fetch(&self.objects, &self.cache, &m.id, c))
             .buffer_unordered(TRANSFERS)

@@ -1,0 +1,152 @@
+//! Prometheus series of this node's Raft member and of the cluster it sees, read when
+//! scraped (`warren_raft_*`, `warren_cluster_nodes`): nothing is sampled in between.
+
+use crate::cluster::Cluster;
+use crate::state::NodeState;
+use openraft::ServerState;
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
+use prometheus::{IntGauge, IntGaugeVec, Opts, Registry};
+use std::sync::{Arc, Weak};
+
+/// Registers the Raft and cluster series of `cluster` (held weakly: the registry does not
+/// keep a stopped member alive).
+pub fn register(cluster: &Arc<Cluster>, registry: &Registry) -> prometheus::Result<()> {
+    registry.register(Box::new(RaftCollector::new(Arc::downgrade(cluster))?))
+}
+
+struct RaftCollector {
+    cluster: Weak<Cluster>,
+    term: IntGauge,
+    leader: IntGauge,
+    has_leader: IntGauge,
+    last_log: IntGauge,
+    applied: IntGauge,
+    apply_lag: IntGauge,
+    snapshot: IntGauge,
+    voters: IntGauge,
+    quorum_ack_age_ms: IntGauge,
+    nodes: IntGaugeVec,
+    descs: Vec<Desc>,
+}
+
+fn gauge(name: &str, help: &str) -> prometheus::Result<IntGauge> {
+    IntGauge::with_opts(Opts::new(name, help))
+}
+
+impl RaftCollector {
+    fn new(cluster: Weak<Cluster>) -> prometheus::Result<Self> {
+        let mut c = RaftCollector {
+            cluster,
+            term: gauge("warren_raft_term", "This node's current Raft term")?,
+            leader: gauge(
+                "warren_raft_is_leader",
+                "1 while this node is the Raft leader",
+            )?,
+            has_leader: gauge(
+                "warren_raft_has_leader",
+                "1 while this node knows a leader (0: an election, or no quorum it can reach)",
+            )?,
+            last_log: gauge(
+                "warren_raft_last_log_index",
+                "Index of the last entry in this node's Raft log",
+            )?,
+            applied: gauge(
+                "warren_raft_applied_index",
+                "Index of the last entry this node applied to its state",
+            )?,
+            apply_lag: gauge(
+                "warren_raft_apply_lag_entries",
+                "Entries in this node's log not applied yet",
+            )?,
+            snapshot: gauge(
+                "warren_raft_snapshot_index",
+                "Index up to which this node's state is in its latest Raft snapshot",
+            )?,
+            voters: gauge(
+                "warren_raft_voters",
+                "Voters in the membership this node sees",
+            )?,
+            quorum_ack_age_ms: gauge(
+                "warren_raft_quorum_ack_age_ms",
+                "On the leader: milliseconds since a quorum last acknowledged it (-1 elsewhere)",
+            )?,
+            nodes: IntGaugeVec::new(
+                Opts::new(
+                    "warren_cluster_nodes",
+                    "Registered nodes by state (joining, up, down, draining), as this node's applied state has them",
+                ),
+                &["state"],
+            )?,
+            descs: Vec::new(),
+        };
+        c.descs = c.parts().iter().flat_map(|m| m.desc()).cloned().collect();
+        Ok(c)
+    }
+
+    fn parts(&self) -> [&dyn Collector; 10] {
+        [
+            &self.term,
+            &self.leader,
+            &self.has_leader,
+            &self.last_log,
+            &self.applied,
+            &self.apply_lag,
+            &self.snapshot,
+            &self.voters,
+            &self.quorum_ack_age_ms,
+            &self.nodes,
+        ]
+    }
+
+    fn read(&self, cluster: &Cluster) {
+        let m = cluster.raft.metrics().borrow().clone();
+        let idx = |i: Option<u64>| i.map_or(-1, |i| i as i64);
+        self.term.set(m.current_term as i64);
+        self.leader.set(i64::from(m.state == ServerState::Leader));
+        self.has_leader.set(i64::from(m.current_leader.is_some()));
+        let last = idx(m.last_log_index);
+        let applied = idx(m.last_applied.map(|l| l.index));
+        self.last_log.set(last);
+        self.applied.set(applied);
+        self.apply_lag.set((last - applied).max(0));
+        self.snapshot.set(idx(m.snapshot.map(|l| l.index)));
+        self.voters
+            .set(m.membership_config.membership().voter_ids().count() as i64);
+        self.quorum_ack_age_ms
+            .set(m.millis_since_quorum_ack.map_or(-1, |ms| ms as i64));
+        let counts = cluster.read(|s| {
+            let mut c = [0i64; 4];
+            for n in s.nodes.values() {
+                c[state_slot(n.state)] += 1;
+            }
+            c
+        });
+        for (state, n) in ["joining", "up", "down", "draining"].iter().zip(counts) {
+            self.nodes.with_label_values(&[state]).set(n);
+        }
+    }
+}
+
+fn state_slot(s: NodeState) -> usize {
+    match s {
+        NodeState::Joining => 0,
+        NodeState::Up => 1,
+        NodeState::Down => 2,
+        NodeState::Draining => 3,
+    }
+}
+
+impl Collector for RaftCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let Some(cluster) = self.cluster.upgrade() else {
+            return Vec::new();
+        };
+        self.read(&cluster);
+        self.parts().iter().flat_map(|m| m.collect()).collect()
+    }
+}
