@@ -2,6 +2,7 @@
 
 use crate::authority::{self, Refusal};
 use crate::lease::{FollowerLease, Grant, Grants};
+use crate::liveness;
 use crate::membership::desired_voters;
 use crate::network::Network;
 use crate::rpc::{self, Envelope, Reply, Request, RPC_VERSION};
@@ -600,6 +601,7 @@ impl Cluster {
             .map(|n| async move { (n.id, self.ping(n).await) });
         let answered: Vec<(NodeId, bool)> = futures_util::future::join_all(probes).await;
         let now = Instant::now();
+        let mut heard = BTreeSet::from([self.id]);
         for (id, ok) in answered {
             // A node that asked for a lease lately is alive, whatever one ping said.
             let recent = self.cfg.lease.as_millis() as u64 / 2;
@@ -610,6 +612,7 @@ impl Cluster {
                 .last_grant(id)
                 .is_some_and(|t| self.now_ms().saturating_sub(t) < recent);
             if ok || leased {
+                heard.insert(id);
                 last_seen.insert(id, now);
             } else {
                 last_seen.entry(id).or_insert(now);
@@ -632,18 +635,13 @@ impl Cluster {
             if silent {
                 silent_nodes.insert(n.id);
             }
-            let answered = seen == now;
-            let next = match (n.state, silent) {
-                (NodeState::Up, true) => Some(NodeState::Down),
-                (NodeState::Down, false) => Some(NodeState::Up),
-                (NodeState::Joining, _)
-                    if answered && members.contains(&n.id) && n.id != self.id =>
-                {
-                    Some(NodeState::Up)
-                }
-                _ => None,
+            let observed = liveness::Observation {
+                heard: heard.contains(&n.id),
+                silent,
+                member: members.contains(&n.id),
+                is_self: n.id == self.id,
             };
-            if let Some(state) = next {
+            if let Some(state) = liveness::judge(n.state, observed) {
                 tracing::warn!(node = %n.name, ?state, "node liveness changed");
                 self.record_liveness(n.id, n.state, state).await;
             }

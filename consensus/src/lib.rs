@@ -8,6 +8,8 @@
 //! - `cluster`: the running member: bootstrap, proposals forwarded to the leader, the
 //!   leader's supervisor (liveness, learners, voters), and the leases that fence a node cut
 //!   off from the majority.
+//! - `liveness`: what a probe changes in a node's state (pure): down when silent, up only
+//!   when heard.
 //! - `lease`: the lease rules (pure): read-index grants, and when the leader may hand a
 //!   node's sandboxes on.
 //! - `authority`: who may say what (pure): a peer speaks only as the node id its
@@ -22,6 +24,7 @@ pub mod authority;
 pub mod cluster;
 pub mod join;
 pub mod lease;
+pub mod liveness;
 pub mod membership;
 pub mod metrics;
 pub mod network;
