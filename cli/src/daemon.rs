@@ -176,6 +176,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     cfg.run_dir_mb = s.run_dir_mb;
     cfg.disk_check_every = std::time::Duration::from_millis(s.disk_check_ms);
     cfg.usage_export_every = std::time::Duration::from_millis(s.usage_export_ms);
+    cfg.usage_sample_every = std::time::Duration::from_millis(s.usage_sample_ms);
     cfg.max_sandboxes = s.max_sandboxes;
     if let Some(o) = &s.object_store {
         cfg.object_store = o.clone();

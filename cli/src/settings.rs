@@ -68,6 +68,11 @@ pub struct Settings {
     /// recorded survives it by this much at most); 0: never.
     #[serde(default = "default_usage_export_ms")]
     pub usage_export_ms: u64,
+    /// How often running sandboxes' usage is sampled, ms (1000 to 10000); 0: only when a
+    /// container goes (sleep, move, delete), which loses nothing but a crashed container's
+    /// use since it started.
+    #[serde(default = "default_usage_sample_ms")]
+    pub usage_sample_ms: u64,
     #[serde(default = "default_max")]
     pub max_sandboxes: usize,
     /// Relative placement weight.
@@ -231,6 +236,9 @@ pub(crate) fn default_disk_check_ms() -> u64 {
 pub(crate) fn default_usage_export_ms() -> u64 {
     60_000
 }
+pub(crate) fn default_usage_sample_ms() -> u64 {
+    10_000
+}
 pub(crate) fn default_run_dir_mb() -> u64 {
     256
 }
@@ -307,6 +315,10 @@ impl Settings {
         warren_consensus::lease::validate(self.lease_ms, LEASE_MARGIN_MS, self.down_after_ms)
             .map_err(|e| anyhow::anyhow!(e))?;
         anyhow::ensure!(self.heartbeat_ms >= 10, "heartbeat_ms must be at least 10");
+        anyhow::ensure!(
+            self.usage_sample_ms == 0 || (1000..=10_000).contains(&self.usage_sample_ms),
+            "usage_sample_ms must be 0 (only when a container goes) or between 1000 and 10000"
+        );
         anyhow::ensure!(
             (16..=64 * 1024).contains(&self.run_dir_mb),
             "run_dir_mb must be between 16 and 65536"

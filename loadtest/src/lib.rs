@@ -10,6 +10,7 @@ pub mod egress_bench;
 pub mod failover_bench;
 pub mod host_work_bench;
 pub mod interpreter_bench;
+pub mod metering_bench;
 pub mod node;
 pub mod placement_bench;
 pub mod report;

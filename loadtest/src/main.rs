@@ -8,15 +8,17 @@
 //! and watch samples, default 200), WARREN_BENCH_INTERP (interpreter round trips, default
 //! 200), WARREN_BENCH_FAILOVER (sandboxes on the node killed in the failover scenario,
 //! default 10), WARREN_BENCH_EGRESS (requests per egress proxy scenario, default 2000),
+//! WARREN_BENCH_METERED (running sandboxes in the metering scenario, default 200),
+//! WARREN_BENCH_METER_WINDOW_S (its measured window, default 60),
 //! WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`,
 //! `snapshots`, `watch`, `interpreter`, `userns`, `hostwork`, `cluster`, `failover`,
-//! `commits`, `placement`, `egress`; default all),
+//! `commits`, `placement`, `egress`, `metering`; default all),
 //! WARREN_BENCH_WORKDIR (where the snapshot baselines write, default /tmp).
 
 use warren_loadtest::{
     cluster_node, commit_bench, egress_bench, failover_bench, host_work_bench, interpreter_bench,
-    node::BenchNode, placement_bench, report::Table, scenarios, snapshot_bench, surface_bench,
-    userns_bench,
+    metering_bench, node::BenchNode, placement_bench, report::Table, scenarios, snapshot_bench,
+    surface_bench, userns_bench,
 };
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -37,6 +39,8 @@ async fn main() -> anyhow::Result<()> {
     let interp_n = env_usize("WARREN_BENCH_INTERP", 200).clamp(10, 5000);
     let failover_n = env_usize("WARREN_BENCH_FAILOVER", 10).clamp(1, 100);
     let egress_n = env_usize("WARREN_BENCH_EGRESS", 2000).clamp(100, 100_000);
+    let metered_n = env_usize("WARREN_BENCH_METERED", 200).clamp(1, 1000);
+    let meter_window = env_usize("WARREN_BENCH_METER_WINDOW_S", 60).clamp(10, 600);
     let sim_ids = env_usize("WARREN_BENCH_SIM_IDS", 1_000_000).clamp(1000, 5_000_000);
     let only = std::env::var("WARREN_BENCH_ONLY").unwrap_or_default();
     let run = |part: &str| only.is_empty() || only.split(',').any(|p| p.trim() == part);
@@ -90,6 +94,14 @@ async fn main() -> anyhow::Result<()> {
     }
     if run("egress") {
         egress_bench::proxy_cost(egress_n, &mut table).await?;
+    }
+    if run("metering") {
+        metering_bench::metering_cost(
+            metered_n,
+            std::time::Duration::from_secs(meter_window as u64),
+            &mut table,
+        )
+        .await?;
     }
     if run("placement") {
         placement_bench::lookup_cost(&mut table);

@@ -114,6 +114,11 @@ impl BenchNode {
         }
     }
 
+    /// The node process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Docker's name for a sandbox's container.
     pub fn container(&self, sandbox: &str) -> String {
         format!("wrn-{}-{sandbox}", self.node_id)

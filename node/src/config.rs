@@ -53,6 +53,9 @@ pub struct NodeConfig {
     pub disk_check_every: Duration,
     /// How often the usage ledger is exported to the object store (zero: never).
     pub usage_export_every: Duration,
+    /// How often running sandboxes are sampled by the meter (zero: only when a container
+    /// goes).
+    pub usage_sample_every: Duration,
     /// Preview URLs: `{scheme}://{port}-{id}-{token}.{domain}[:{public port}]/`.
     pub preview: PreviewConfig,
     /// Running sandboxes active since their last checkpoint are snapshotted this often (the
@@ -106,6 +109,7 @@ impl NodeConfig {
             idle_check_every: Duration::from_secs(1),
             disk_check_every: Duration::from_secs(2),
             usage_export_every: Duration::from_secs(60),
+            usage_sample_every: crate::usage::SAMPLE_EVERY,
             preview: PreviewConfig::default(),
             checkpoint_every: Duration::from_secs(60),
             pack_in_node: true,

@@ -1,5 +1,5 @@
 // Drives the web page in headless Chromium (Debian's, through playwright-core): sign in,
-// see the sandbox list, open a terminal, type a command, see its output, reload, and see the
+// see the sandbox list with its usage, open a terminal, type a command, see its output, reload, and see the
 // output replayed. Exits non-zero with a message on any failure.
 //   WARREN_URL=http://127.0.0.1:7070 WARREN_API_KEY=... SANDBOX=id node web/e2e/terminal.mjs
 import { chromium } from "playwright-core";
@@ -27,6 +27,17 @@ try {
   await page.fill("#api-key", key);
   await page.click("#sign-in-form button");
   await page.waitForSelector(`#sandbox-rows td:text-is("${sandbox}")`);
+
+  // Its row shows what it used: the CPU second the test burned before (MIN_CPU_S).
+  const cpu = Number(
+    await page.textContent(`#sandbox-rows tr[data-sandbox="${sandbox}"] td.cpu`),
+  );
+  const minCpu = Number(process.env.MIN_CPU_S || "0");
+  if (!(cpu >= minCpu)) throw new Error(`CPU shown for ${sandbox}: ${cpu}, want >= ${minCpu}`);
+  const running = Number(
+    await page.textContent(`#sandbox-rows tr[data-sandbox="${sandbox}"] td.running`),
+  );
+  if (!(running > 0)) throw new Error(`running seconds shown: ${running}`);
 
   // Open its terminal, type, see the output (the sum proves the shell ran it).
   await page.fill("#open-id", sandbox);

@@ -1,4 +1,5 @@
-// The warren web page: sign in with an API key, list sandboxes, open terminals.
+// The warren web page: sign in with an API key, list sandboxes with what each used in the
+// last 24 h (GET /v1/usage), open terminals.
 // Terminals are WebSockets opened with a single-use ticket (browsers cannot set headers on
 // a WebSocket); a dropped socket reconnects on its own, from the cursor of the last byte it
 // showed, so nothing is printed twice and nothing is lost.
@@ -67,11 +68,26 @@ async function listSandboxes() {
   const rows = $("sandbox-rows");
   try {
     const list = await api("GET", "/v1/sandboxes?limit=500");
+    const usage = await usageBySandbox();
     rows.replaceChildren(
       ...list.sandboxes.map((s) => {
         const tr = document.createElement("tr");
-        for (const v of [s.id, s.state, s.node, s.region, s.image]) {
+        tr.dataset.sandbox = s.id;
+        const u = usage && usage.get(s.id);
+        const used = (field, digits) =>
+          !usage ? "–" : u ? u[field].toFixed(digits) : (0).toFixed(digits);
+        for (const [v, cls] of [
+          [s.id, "id"],
+          [s.state, "state"],
+          [s.node, "node"],
+          [s.region, "region"],
+          [s.image, "image"],
+          [used("cpu_seconds", 2), "cpu"],
+          [used("memory_gib_seconds", 1), "memory"],
+          [used("running_seconds", 0), "running"],
+        ]) {
           const td = document.createElement("td");
+          td.className = cls;
           td.textContent = v;
           tr.appendChild(td);
         }
@@ -88,6 +104,19 @@ async function listSandboxes() {
   } catch (err) {
     if (err.status === 401) return signOutAndAsk();
     $("list-error").textContent = "Cannot list sandboxes: " + err.message;
+  }
+}
+
+// What each sandbox used in the last 24 h, by id; null (shown as "–") when usage cannot be
+// read, which leaves the list itself shown.
+async function usageBySandbox() {
+  try {
+    const u = await api("GET", "/v1/usage?group_by=sandbox");
+    $("usage-note").textContent = `Usage from ${u.from} to ${u.to}.`;
+    return new Map(u.items.map((i) => [i.sandbox, i]));
+  } catch (err) {
+    $("usage-note").textContent = "Usage cannot be read: " + err.message;
+    return null;
   }
 }
 

@@ -371,6 +371,11 @@ impl TestCluster {
         }
     }
 
+    /// The bootstrap (admin) key every node of the cluster takes.
+    pub fn admin_key(&self) -> &str {
+        &self.key
+    }
+
     /// The join token of the cluster (what an operator hands a new node).
     pub fn join_token(&self) -> &str {
         &self.token

@@ -309,6 +309,41 @@ async fn keys_made_and_revoked_through_one_node_hold_at_once_on_every_node() {
     assert_eq!(first.status(), 200);
     drop(first);
     assert_eq!(watch(2).await.unwrap().status(), 401, "a ticket used twice");
+    // `GET /v1/cluster` counts a tenant's own sandboxes only and shows it no peer addresses.
+    let view = |key: String, i: usize| {
+        let url = format!("{}/v1/cluster", c.nodes[i].url);
+        let http = http.clone();
+        async move {
+            let v: serde_json::Value = http
+                .get(url)
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let nodes = v["nodes"].as_array().unwrap().clone();
+            let placed: u64 = nodes.iter().map(|n| n["sandboxes"].as_u64().unwrap()).sum();
+            let addressed = nodes.iter().filter(|n| n["peer_addr"] != "").count();
+            (nodes.len(), placed, addressed)
+        }
+    };
+    assert_eq!(
+        view(other.key.clone(), 0).await,
+        (3, 0, 0),
+        "another tenant's view"
+    );
+    assert_eq!(
+        view(k.key.clone(), 1).await,
+        (3, 1, 0),
+        "the tenant's own view"
+    );
+    let (n, placed, addressed) = view(c.admin_key().to_string(), 2).await;
+    assert!(
+        n == 3 && placed >= 1 && addressed == 3,
+        "the admin's view: {placed} {addressed}"
+    );
     // Revoked through node 1: every node refuses it once the revocation is answered.
     c.nodes[1].client.revoke_key(&k.id).await.unwrap();
     for i in 0..3 {

@@ -1,5 +1,6 @@
 //! The web page in a real headless Chromium (web/e2e/terminal.mjs, playwright-core): sign in,
-//! list, a terminal that shows typed output and replays it after a reload.
+//! list with each sandbox's usage, a terminal that shows typed output and replays it after a
+//! reload.
 
 use super::harness::{unique, Node};
 use std::process::Command;
@@ -8,7 +9,14 @@ use std::process::Command;
 async fn web_page_terminal_works_in_headless_chromium() {
     let node = Node::start().await;
     let id = format!("web-{}", unique());
-    node.client.sh(&id, "true").await.unwrap();
+    // One second of CPU, which its row must show.
+    node.client
+        .sh(
+            &id,
+            "python3 -c 'import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass'",
+        )
+        .await
+        .unwrap();
     // The page is served by the node without credentials.
     let page = reqwest::get(format!("{}/", node.url)).await.unwrap();
     assert_eq!(page.status(), 200);
@@ -27,6 +35,7 @@ async fn web_page_terminal_works_in_headless_chromium() {
             .env("WARREN_URL", url)
             .env("WARREN_API_KEY", key)
             .env("SANDBOX", id)
+            .env("MIN_CPU_S", "0.8")
             .output()
             .expect("node runs (deploy/host-setup.sh installs Node.js and Chromium)")
     })

@@ -21,7 +21,7 @@ use warren_api::usage::UsageItem;
 use warren_storage::ledger::{LedgerBatch, RecordKey, UsageLedger, UsageRecord};
 use warren_storage::StorageError;
 
-/// How often running sandboxes are sampled.
+/// How often running sandboxes are sampled by default (`usage_sample_ms`), and at most.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(10);
 
 /// The proxy's byte count per sandbox since this node started.

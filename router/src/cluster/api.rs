@@ -17,9 +17,10 @@ pub struct ClusterNode {
     pub id: String,
     pub region: String,
     pub api_addr: String,
+    /// Empty for a tenant key: the cluster's inner addresses are the operator's.
     pub peer_addr: String,
     pub state: NodeState,
-    /// Sandboxes placed on the node.
+    /// Sandboxes placed on the node: the caller's tenant's only, for a tenant key.
     pub sandboxes: usize,
     pub capacity: u32,
     /// The isolation classes the node runs sandboxes in (every node of this version offers
@@ -40,7 +41,21 @@ pub struct ClusterView {
     pub nodes: Vec<ClusterNode>,
 }
 
-pub async fn get(State(st): State<AppState>) -> Json<ClusterView> {
+/// The cluster as `who` may see it: an admin sees everything; a tenant key sees the nodes,
+/// their regions and states, but counts only its own sandboxes and no peer addresses.
+pub async fn get(
+    State(st): State<AppState>,
+    axum::Extension(who): axum::Extension<crate::auth::Principal>,
+) -> Json<ClusterView> {
+    let only = who.only_tenant();
+    let counted = |p: &warren_consensus::Placement| {
+        only.is_none_or(|t| {
+            p.tenant
+                .as_deref()
+                .unwrap_or(warren_api::keys::DEFAULT_TENANT)
+                == t
+        })
+    };
     let cl = &st.cluster.cluster;
     let metrics = cl.raft.metrics().borrow().clone();
     let voters: BTreeSet<u64> = metrics.membership_config.membership().voter_ids().collect();
@@ -54,9 +69,17 @@ pub async fn get(State(st): State<AppState>) -> Json<ClusterView> {
                 id: n.name.clone(),
                 region: n.region.clone(),
                 api_addr: n.api_addr.clone(),
-                peer_addr: n.peer_addr.clone(),
+                peer_addr: if only.is_some() {
+                    String::new()
+                } else {
+                    n.peer_addr.clone()
+                },
                 state: n.state,
-                sandboxes: s.placements.values().filter(|p| p.node == n.id).count(),
+                sandboxes: s
+                    .placements
+                    .values()
+                    .filter(|p| p.node == n.id && counted(p))
+                    .count(),
                 capacity: n.capacity,
                 isolation: offered(),
                 raft_id: n.id,

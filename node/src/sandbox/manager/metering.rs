@@ -1,5 +1,5 @@
 //! The manager's side of metering: which sandboxes run (and with what memory and labels),
-//! a sample of them all every `SAMPLE_EVERY`, and a last sample of a container before it is
+//! a sample of them all every `usage_sample_every` (`SAMPLE_EVERY` by default), and a last sample of a container before it is
 //! removed (sleep, move, delete, restore, failed start), so that nothing between samples
 //! is lost. The sampling itself is `crate::usage`.
 
@@ -7,7 +7,7 @@ use super::SandboxManager;
 use crate::runtime::{RemoveAfter, RuntimeError};
 use crate::sandbox::record::SandboxRecord;
 use crate::usage::report::{aggregate, UsageQuery};
-use crate::usage::{Meter, Metered, SAMPLE_EVERY};
+use crate::usage::{Meter, Metered};
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 use warren_api::sandbox::SandboxState;
@@ -24,14 +24,17 @@ async fn blocking(meter: &Arc<Meter>, f: impl FnOnce(&Meter) + Send + 'static) {
 /// Samples every running sandbox, and exports the ledger every `usage_export_every`, until
 /// the manager is dropped.
 pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
-    let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(SAMPLE_EVERY).await;
-            let Some(mgr) = weak.upgrade() else { return };
-            mgr.sample_running().await;
-        }
-    });
+    let sample_every = mgr.cfg.usage_sample_every;
+    if !sample_every.is_zero() {
+        let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(sample_every).await;
+                let Some(mgr) = weak.upgrade() else { return };
+                mgr.sample_running().await;
+            }
+        });
+    }
     let every = mgr.cfg.usage_export_every;
     if every.is_zero() {
         return;
