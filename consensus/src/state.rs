@@ -395,14 +395,16 @@ impl ClusterState {
 
     /// Applies `cmd`, committed in a log entry of `entry_term`.
     pub fn apply_entry(&mut self, cmd: &Command, entry_term: u64) -> CommandResult {
-        self.format = STATE_FORMAT;
         match cmd {
             Command::Liveness {
                 node,
                 from,
                 to,
                 term,
-            } => self.apply_liveness(*node, *from, *to, *term, entry_term),
+            } => {
+                self.format = STATE_FORMAT;
+                self.apply_liveness(*node, *from, *to, *term, entry_term)
+            }
             other => self.apply(other),
         }
     }

@@ -378,7 +378,6 @@ impl SandboxManager {
         self.metrics.sandboxes.set(self.sandbox_count() as i64);
     }
 
-    /// Sets `warren_sandboxes_by_state` from the records now (before a scrape).
     /// Sets the gauges read when `/metrics` is scraped: sandboxes by state, the safety
     /// guarantees, and the data dir's disk.
     pub fn sample_gauges(&self) {
@@ -400,6 +399,7 @@ impl SandboxManager {
         }
     }
 
+    /// Sets `warren_sandboxes_by_state` from the records now.
     fn count_states(&self) {
         let mut by: HashMap<&'static str, i64> = HashMap::new();
         for s in self.slots.lock().expect("slots lock").values() {
