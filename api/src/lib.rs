@@ -1,11 +1,13 @@
 //! Wire types shared by every part of warren: requests, responses, stream events and the
 //! error model of the public API (`docs/api.md`), which the node also speaks to its guest
-//! agent. Pure data and validation: this crate must not depend on tokio, HTTP stacks or any
-//! other warren crate, so that the static guest binary and SDKs can use it cheaply.
+//! agent. Pure data and validation (and the one clock of the node-to-guest fence): this crate
+//! must not depend on tokio, HTTP stacks or any other warren crate, so that the static guest
+//! binary and SDKs can use it cheaply.
 
 pub mod egress;
 pub mod error;
 pub mod exec;
+pub mod fence;
 pub mod files;
 pub mod git;
 pub mod guest_auth;

@@ -201,6 +201,12 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     )
     .await
     .context("cannot use Docker")?;
+    // Every container this node makes sees its fence file (`fence_file`), warm ones too.
+    let fence_file = Arc::new(
+        warren_node::runtime::fence_file::FenceFile::open(&data_dir.join("fence"))
+            .context("cannot make the fence directory")?,
+    );
+    docker.use_fence_dir(fence_file.dir());
     // Snapshot archiving and unpacking, chunk work and fork copies: bounded, in a cgroup of
     // their own, on the disks of the data dir and of Docker's data root.
     let host_work = {
@@ -419,8 +425,10 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     ))?;
     warren_consensus::metrics::register(&cluster, &registry)?;
     peers.register_metrics(&registry)?;
-    // Adopted sandboxes stay frozen until this node knows they are still its own.
-    warren_router::cluster::fence::fence_until_leased(&cluster, &safety);
+    // Adopted sandboxes stay frozen until this node knows they are still its own, and the
+    // guests of every container stop their sandboxes when this process stops vouching for
+    // them (it died, or lost its lease).
+    warren_router::cluster::fence::fence_until_leased(&cluster, &safety, &fence_file);
     let mgr = SandboxManager::start(
         cfg.clone(),
         Arc::new(docker.clone()),
@@ -453,6 +461,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         cluster: cluster.clone(),
         join_token: join_token.clone(),
         secrets_key,
+        fence_file,
     });
     let own_ports = vec![listener.local_addr()?.port(), peers.local_addr()?.port()];
     let mut state = warren_router::AppState::new(mgr, ctx, &api_key, registry.clone())?;

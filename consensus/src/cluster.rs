@@ -275,20 +275,31 @@ impl Cluster {
     /// it within the lease; otherwise, a lease the leader granted it is running and the
     /// state it was granted at is applied here.
     pub fn has_lease(&self) -> bool {
+        self.lease_left().is_some()
+    }
+
+    /// How long this node's lease still runs (`has_lease`); None: it holds none. A leader
+    /// that is the only voter holds a whole lease at every moment.
+    pub fn lease_left(&self) -> Option<Duration> {
         let m = self.raft.metrics().borrow().clone();
         let lease = self.cfg.lease.as_millis() as u64;
-        if m.current_leader == Some(self.id) {
+        let left_ms = if m.current_leader == Some(self.id) {
             let voters: BTreeSet<NodeId> = m.membership_config.membership().voter_ids().collect();
             if voters.len() <= 1 {
-                return true;
+                lease
+            } else {
+                m.millis_since_quorum_ack
+                    .filter(|ms| *ms <= lease)
+                    .map_or(0, |ms| (lease - ms).max(1))
             }
-            return m.millis_since_quorum_ack.is_some_and(|ms| ms <= lease);
-        }
-        let applied = m.last_applied.map_or(0, |l| l.index);
-        self.lease
-            .lock()
-            .expect("lease lock")
-            .holds(self.now_ms(), applied, lease)
+        } else {
+            let applied = m.last_applied.map_or(0, |l| l.index);
+            self.lease
+                .lock()
+                .expect("lease lock")
+                .left_ms(self.now_ms(), applied, lease)
+        };
+        (left_ms > 0).then(|| Duration::from_millis(left_ms))
     }
 
     /// Whether the leader may hand `node`'s sandboxes to another: no lease it may hold is

@@ -51,11 +51,17 @@ impl FollowerLease {
 
     /// Whether the lease holds at `now_ms` with `applied` applied here.
     pub fn holds(&mut self, now_ms: u64, applied: u64, lease_ms: u64) -> bool {
+        self.left_ms(now_ms, applied, lease_ms) > 0
+    }
+
+    /// How long the lease still runs at `now_ms` with `applied` applied here (0: it does
+    /// not hold).
+    pub fn left_ms(&mut self, now_ms: u64, applied: u64, lease_ms: u64) -> u64 {
         if let Some(p) = self.pending.filter(|p| p.read_index <= applied) {
             self.valid_until_ms = self.valid_until_ms.max(p.asked_at_ms + lease_ms);
             self.pending = None;
         }
-        now_ms < self.valid_until_ms
+        self.valid_until_ms.saturating_sub(now_ms)
     }
 }
 
@@ -138,7 +144,9 @@ mod tests {
         assert!(!l.holds(150, 6, 2000), "the read index is not applied yet");
         assert!(l.holds(160, 7, 2000));
         assert!(l.holds(2099, 7, 2000));
+        assert_eq!(l.left_ms(1600, 7, 2000), 500, "runs until 2100");
         assert!(!l.holds(2100, 7, 2000), "asked at 100, lease 2000");
+        assert_eq!(l.left_ms(2500, 7, 2000), 0);
     }
 
     #[test]

@@ -789,3 +789,94 @@ async fn a_new_leader_keeps_a_dead_node_down_until_it_answers() {
         "the dead node {dead_name} was recorded other than down after the leader changed to {new_leader:?}: {seen_up:?}"
     );
 }
+
+/// A node process that dies (`kill -9`: a crash, an OOM kill) leaves its containers running,
+/// and nothing of it is left to freeze them. Once the lease it held has run out, the cluster
+/// may start its sandboxes elsewhere, so their own processes must stop by themselves by then
+/// (before: they ran on for as long as the node was gone); when the node comes back and
+/// still owns them, they go on from where they stopped.
+#[tokio::test]
+async fn a_dead_nodes_sandboxes_stop_by_themselves_and_go_on_when_it_returns() {
+    // No failover while the node is away: it comes back as the owner.
+    let mut c = TestCluster::start_with(3, 1, "lease_ms = 2000\ndown_after_ms = 30000\n").await;
+    c.wait_voters_everywhere(3).await;
+    let (id, owner) = on_a_follower(&c, "deadman").await;
+    let owner_name = c.nodes[owner].name.clone();
+    // The sandbox's own work: a line every 100 ms, whoever calls it or not.
+    c.nodes[owner]
+        .client
+        .start_process(
+            &id,
+            &warren_api::process::StartProcessRequest {
+                command: Some("while :; do echo t >> /workspace/ticks; sleep 0.1; done".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let ticks = || lines_in_container(&owner_name, &id, "/workspace/ticks").unwrap_or(0);
+    let grows_past = |n: usize, within: Duration| async move {
+        let t = Instant::now();
+        while t.elapsed() < within {
+            if ticks() > n {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    };
+    assert!(
+        grows_past(5, Duration::from_secs(15)).await,
+        "the process never wrote"
+    );
+    // The sandbox reads its node's fence and can neither change nor remove it.
+    let tamper = "cat /.warren/fence/lease; \
+        ! (echo 'warren-fence 1 off' > /.warren/fence/lease) 2>/dev/null \
+        && ! rm -f /.warren/fence/lease 2>/dev/null \
+        && ! mount -o remount,rw /.warren/fence 2>/dev/null \
+        && ! mount -t tmpfs none /.warren/fence 2>/dev/null \
+        && cat /.warren/fence/lease";
+    let (_, out) = exec_on(&c, owner, &id, tamper)
+        .await
+        .expect("the sandbox changed its fence");
+    assert!(
+        out.lines().all(|l| l.starts_with("warren-fence 1 until ")),
+        "{out}"
+    );
+
+    c.kill(owner);
+    // Its lease ran out at most `LEASE` after it died; the guests look every 100 ms.
+    tokio::time::sleep(LEASE + Duration::from_millis(1500)).await;
+    let stopped_at = ticks();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let later = ticks();
+    assert_eq!(
+        stopped_at,
+        later,
+        "the dead node's sandbox went on: {} lines written between {:?} and {:?} after the node died",
+        later - stopped_at,
+        LEASE + Duration::from_millis(1500),
+        LEASE + Duration::from_millis(4500)
+    );
+
+    c.restart(owner);
+    assert!(
+        grows_past(later + 5, Duration::from_secs(30)).await,
+        "the sandbox's process did not go on once its node was back ({} lines)",
+        ticks()
+    );
+    // The same container, not a new copy: nothing written before was lost.
+    let (node, out) = exec_on(
+        &c,
+        owner,
+        &id,
+        "cat /workspace/log; wc -l < /workspace/ticks",
+    )
+    .await
+    .unwrap();
+    assert_eq!(node, owner_name);
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("kept"));
+    let n: usize = lines.next().unwrap().trim().parse().unwrap();
+    assert!(n > later, "{n} lines after the return, {later} before");
+}

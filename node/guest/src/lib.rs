@@ -13,6 +13,7 @@ pub mod cmd;
 pub mod content_type;
 pub mod enter;
 pub mod exec;
+pub mod fence;
 pub mod files;
 pub mod fsops;
 pub mod git;

@@ -67,6 +67,8 @@ fn main() {
         }
     };
     point_at_egress_proxy();
+    // After the environment is settled (while this process has one thread).
+    warren_guest::fence::spawn(warren_guest::fence::default_path());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

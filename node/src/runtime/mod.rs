@@ -5,6 +5,7 @@ pub mod data_root;
 pub mod docker;
 pub mod enter;
 mod fd_dir;
+pub mod fence_file;
 pub mod firewall;
 pub mod host_work;
 pub mod root_mount;

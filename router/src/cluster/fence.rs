@@ -6,10 +6,17 @@
 //! answer 503. When the lease is back, the copies another node took over meanwhile are
 //! settled first — what each held is saved as a `conflict` snapshot, then the copy goes —
 //! and only then are the rest thawed. A node alone in its cluster needs no fence.
+//!
+//! The same holds when the node process itself is gone: while it holds the lease, the fence
+//! renews the fence file (`warren_node::runtime::fence_file`) with the time the lease still
+//! runs, and every guest stops its sandbox's processes once that time has passed without a
+//! renewal. The file is renewed only after the copies taken over meanwhile are settled, so a
+//! copy that is about to go never runs on.
 
 use crate::state::AppState;
 use std::time::Duration;
 use warren_consensus::Cluster;
+use warren_node::runtime::fence_file::FenceFile;
 use warren_node::safety::{Guarantee, Safety};
 
 /// How often the fence looks at the lease.
@@ -19,10 +26,14 @@ const NO_LEASE: &str =
     "this node holds no lease from the cluster's majority; its sandboxes are frozen until it does";
 
 /// Marks the lease missing before anything starts on a node of a real cluster: until its
-/// first lease, it cannot know which of its sandboxes are still its own.
-pub fn fence_until_leased(cluster: &Cluster, safety: &Safety) {
+/// first lease, it cannot know which of its sandboxes are still its own (and their guests
+/// keep them stopped). A node alone lifts the fence file of an earlier life.
+pub fn fence_until_leased(cluster: &Cluster, safety: &Safety, file: &FenceFile) {
     if cluster.read(|s| s.nodes.len()) >= 2 {
         safety.set(Guarantee::Lease, Some(NO_LEASE.to_string()));
+        file.stop();
+    } else {
+        file.off();
     }
 }
 
@@ -41,13 +52,27 @@ async fn look(st: &AppState) {
     let safety = st.mgr.safety();
     let alone = cl.read(|s| s.nodes.len()) < 2;
     let fenced = !safety.holds(Guarantee::Lease);
+    let file = &st.cluster.fence_file;
+    if alone {
+        file.off();
+    }
     if alone || cl.has_lease() {
         if fenced {
             settle_taken_over(st).await;
             safety.set(Guarantee::Lease, None);
         }
-    } else if !fenced {
-        safety.set(Guarantee::Lease, Some(NO_LEASE.to_string()));
+        // What runs now, after the settling: never more than the lease that is left.
+        if !alone {
+            match cl.lease_left() {
+                Some(left) => file.hold_for(left),
+                None => file.stop(),
+            }
+        }
+    } else {
+        file.stop();
+        if !fenced {
+            safety.set(Guarantee::Lease, Some(NO_LEASE.to_string()));
+        }
     }
 }
 

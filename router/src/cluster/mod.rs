@@ -26,6 +26,8 @@ pub struct ClusterCtx {
     pub join_token: String,
     /// Seals secrets before they are proposed, opens them for the egress proxy.
     pub secrets_key: warren_consensus::secrets::SecretsKey,
+    /// Until when this node vouches for its sandboxes to their guests (`fence`).
+    pub fence_file: Arc<warren_node::runtime::fence_file::FenceFile>,
 }
 
 /// Marks a request that arrived from a peer over QUIC (never set by public clients).

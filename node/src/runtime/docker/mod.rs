@@ -63,6 +63,9 @@ pub struct DockerRuntime {
     data_root: Option<PathBuf>,
     /// The node's egress proxy port, given to every container it makes (0: none yet).
     egress_port: std::sync::atomic::AtomicU16,
+    /// The node's fence directory (`fence_file`), mounted read-only into every container it
+    /// makes once set.
+    fence_dir: std::sync::OnceLock<PathBuf>,
 }
 
 /// A container as Docker describes it.
@@ -130,6 +133,7 @@ impl DockerRuntime {
             disk_limits: AtomicBool::new(false),
             disk_probed: AtomicBool::new(false),
             egress_port: std::sync::atomic::AtomicU16::new(0),
+            fence_dir: std::sync::OnceLock::new(),
             warm: Default::default(),
             warm_setup: Default::default(),
             id_shift,
@@ -151,6 +155,13 @@ impl DockerRuntime {
     /// their network's gateway (`warren_api::egress::PROXY_PORT_ENV`, read by the guest).
     pub fn use_egress_port(&self, port: u16) {
         self.egress_port.store(port, Ordering::Relaxed);
+    }
+
+    /// Mounts `dir` read-only at `FENCE_DIR_IN_CONTAINER` in every container made from now
+    /// on: the guests stop their sandboxes' processes when the node stops renewing the fence
+    /// file there (`fence_file`).
+    pub fn use_fence_dir(&self, dir: &Path) {
+        let _ = self.fence_dir.set(dir.to_path_buf());
     }
 
     fn host_pool(&self) -> BlockingPool {
@@ -242,7 +253,8 @@ impl DockerRuntime {
     }
 
     /// What Docker is asked to make for `spec`: the guest binary mounted read-only as the
-    /// entry point, its run directory a bounded tmpfs, the limits, and the boundary
+    /// entry point, the node's fence directory read-only, its run directory a bounded
+    /// tmpfs, the limits, and the boundary
     /// (capabilities cut to `SANDBOX_CAPABILITIES`, no new privileges, Docker's default
     /// seccomp profile and masked `/proc` and `/sys`, no IPv6).
     fn container_body(
@@ -255,11 +267,19 @@ impl DockerRuntime {
         let mut labels = self.labels("sandbox");
         labels.insert(LABEL_SANDBOX.into(), spec.sandbox_id.clone());
         let mem = (spec.resources.memory_mb * 1024 * 1024) as i64;
+        let mut binds = vec![format!(
+            "{}:{GUEST_BIN_IN_CONTAINER}:ro",
+            spec.guest_binary.display()
+        )];
+        if let Some(dir) = self.fence_dir.get() {
+            binds.push(format!(
+                "{}:{}:ro",
+                dir.display(),
+                warren_api::fence::FENCE_DIR_IN_CONTAINER
+            ));
+        }
         let host = HostConfig {
-            binds: Some(vec![format!(
-                "{}:{GUEST_BIN_IN_CONTAINER}:ro",
-                spec.guest_binary.display()
-            )]),
+            binds: Some(binds),
             tmpfs: Some(HashMap::from([(
                 GUEST_RUN_IN_CONTAINER.to_string(),
                 format!(
