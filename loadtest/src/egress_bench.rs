@@ -3,7 +3,8 @@
 //! loopback: plain HTTP forwarded with a header rule, HTTPS tunnelled (no rule), and HTTPS
 //! intercepted (a rule: the proxy terminates TLS with the sandbox's CA and opens its own to
 //! the upstream). Targets (issue "Egress proxy"): added p50 ≤ 1 ms for HTTP and tunnelled
-//! HTTPS, ≤ 3 ms for intercepted HTTPS.
+//! HTTPS, ≤ 3 ms for intercepted HTTPS. Also requests per second of plain HTTP over several
+//! connections at once, through the proxy and direct.
 
 use crate::report::{percentiles, Row, Table};
 use std::net::{IpAddr, SocketAddr};
@@ -106,6 +107,37 @@ async fn sample<S: AsyncRead + AsyncWrite + Unpin>(
         out.push(t.elapsed());
     }
     Ok(out)
+}
+
+/// Requests per second over `conns` kept-alive connections at once, each sending `per_conn`
+/// requests one after another (`req` is built for the connection's target).
+async fn throughput(
+    to: SocketAddr,
+    req: &[u8],
+    conns: usize,
+    per_conn: usize,
+) -> anyhow::Result<f64> {
+    let mut streams = Vec::with_capacity(conns);
+    for _ in 0..conns {
+        let s = TcpStream::connect(to).await?;
+        s.set_nodelay(true)?;
+        streams.push(s);
+    }
+    let t = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for mut s in streams {
+        let req = req.to_vec();
+        tasks.spawn(async move {
+            for _ in 0..per_conn {
+                round_trip(&mut s, &req).await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r??;
+    }
+    Ok((conns * per_conn) as f64 / t.elapsed().as_secs_f64())
 }
 
 async fn connect_tunnel(proxy: SocketAddr, to: SocketAddr) -> anyhow::Result<TcpStream> {
@@ -216,6 +248,20 @@ pub async fn proxy_cost(n: usize, table: &mut Table) -> anyhow::Result<()> {
         &base,
         "added p50 <= 1 ms",
     );
+    // Throughput: 8 connections at once, the same requests.
+    let (conns, per_conn) = (8, (n / 8).max(10));
+    let direct_rps = throughput(
+        http_up,
+        b"GET / HTTP/1.1\r\nhost: x\r\n\r\n",
+        conns,
+        per_conn,
+    )
+    .await?;
+    let proxy_rps = throughput(proxy_addr, req.as_bytes(), conns, per_conn).await?;
+    table.note(format!(
+        "egress HTTP (header rule) throughput, {conns} connections x {per_conn} requests: {proxy_rps:.0} req/s through the proxy, {direct_rps:.0} req/s direct ({:.2}x)",
+        proxy_rps / direct_rps
+    ));
 
     // HTTPS without a rule: a tunnel.
     let mut direct = tls_to(

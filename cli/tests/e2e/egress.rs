@@ -677,3 +677,104 @@ async fn a_joined_node_opens_the_clusters_secrets_and_a_drained_sandbox_keeps_it
     assert_eq!(up.count(), before + 1);
     assert!(up.last().contains(&want), "{}", up.last());
 }
+
+/// A WebSocket client in a sandbox that speaks through the proxy (an upgrade request in
+/// absolute form, as to any HTTP proxy): the rule's credential reaches the upstream in the
+/// handshake, and frames then go both ways over the spliced connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// tungstenite's handshake callback returns its (large) error response type.
+#[allow(clippy::result_large_err)]
+async fn a_websocket_from_a_sandbox_gets_its_credential_and_echoes_through_the_proxy() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::handshake::server;
+    let node = Node::start_logged(&["--egress-allow-net", "127.0.0.0/8"]).await;
+    let c = &node.client;
+    let token = format!("WS-{}", unique());
+    c.put_secret("ws-token", &token).await.unwrap();
+    // A WebSocket echo upstream that keeps the authorization of each handshake.
+    let l = tokio::net::TcpListener::bind("127.0.0.6:0").await.unwrap();
+    let up = l.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen2 = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = l.accept().await {
+            let seen = seen2.clone();
+            tokio::spawn(async move {
+                let cb = |req: &server::Request, resp: server::Response| {
+                    let auth = req
+                        .headers()
+                        .get("authorization")
+                        .map(|v| v.to_str().unwrap_or_default().to_string())
+                        .unwrap_or_default();
+                    seen.lock().unwrap().push(auth);
+                    Ok(resp)
+                };
+                let Ok(mut ws) = tokio_tungstenite::accept_hdr_async(s, cb).await else {
+                    return;
+                };
+                while let Some(Ok(m)) = ws.next().await {
+                    if m.is_text() && ws.send(m).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let id = sandbox_with_rule(
+        c,
+        "eg-ws",
+        "127.0.0.6",
+        "authorization",
+        "Bearer ${secret:ws-token}",
+    )
+    .await;
+    let client = format!(
+        r#"python3 - {up} <<'PY'
+import base64, os, socket, sys
+from urllib.parse import urlparse
+proxy = urlparse(os.environ["HTTP_PROXY"])
+target = sys.argv[1]
+s = socket.create_connection((proxy.hostname, proxy.port), timeout=10)
+key = base64.b64encode(os.urandom(16)).decode()
+s.sendall((f"GET http://{{target}}/chat HTTP/1.1\r\nHost: {{target}}\r\n"
+           f"Upgrade: websocket\r\nConnection: Upgrade\r\n"
+           f"Sec-WebSocket-Key: {{key}}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+def exact(n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            sys.exit("closed after %r" % buf)
+        buf += chunk
+    return buf
+head = b""
+while not head.endswith(b"\r\n\r\n"):
+    head += exact(1)
+print(head.split(b"\r\n")[0].decode())
+for text in ["hello", "through the proxy"]:
+    msg = text.encode()
+    mask = os.urandom(4)
+    s.sendall(bytes([0x81, 0x80 | len(msg)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(msg)))
+    first, second = exact(2)
+    print(exact(second & 0x7F).decode())
+PY"#
+    );
+    let out = sh(c, &id, &client).await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "HTTP/1.1 101 Switching Protocols",
+            "hello",
+            "through the proxy"
+        ],
+        "{out}"
+    );
+    assert_eq!(
+        seen.lock().unwrap().as_slice(),
+        [format!("Bearer {token}")],
+        "the upstream's handshake"
+    );
+    // The credential is the proxy's to add: nothing of it reached the sandbox.
+    assert!(!out.contains(&token));
+}
