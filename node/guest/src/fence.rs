@@ -217,7 +217,7 @@ mod tests {
         f.apply(Verdict::Stop, list);
         assert_eq!(f.stopped.len(), 1, "stopped once");
         f.apply(Verdict::Run, list);
-        assert_eq!(wait_state(pa, |s| s != 'T'), 'S', "goes on once renewed");
+        assert_ne!(wait_state(pa, |s| s != 'T'), 'T', "goes on once renewed");
         assert_eq!(state_of(pb), 'T', "b is left as its owner wanted it");
         assert!(f.stopped.is_empty());
         for c in [&mut a, &mut b] {

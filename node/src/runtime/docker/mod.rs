@@ -13,8 +13,8 @@ use crate::guest::connect::GuestSecret;
 use async_trait::async_trait;
 use bollard::errors::Error as BollardError;
 use bollard::models::{
-    ContainerCreateBody, ContainerSummaryStateEnum, HostConfig, HostConfigLogConfig, RestartPolicy,
-    RestartPolicyNameEnum,
+    ContainerCreateBody, ContainerSummaryStateEnum, HostConfig, HostConfigLogConfig, Mount,
+    MountType, RestartPolicy, RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder,
@@ -267,19 +267,22 @@ impl DockerRuntime {
         let mut labels = self.labels("sandbox");
         labels.insert(LABEL_SANDBOX.into(), spec.sandbox_id.clone());
         let mem = (spec.resources.memory_mb * 1024 * 1024) as i64;
-        let mut binds = vec![format!(
-            "{}:{GUEST_BIN_IN_CONTAINER}:ro",
-            spec.guest_binary.display()
-        )];
+        // Mounts, not binds: Docker makes a missing bind source as an empty directory (in
+        // the node's data dir, behind its back: a guest binary that is a directory, a fence
+        // that says nothing), and refuses a missing mount source instead.
+        let read_only = |source: &Path, target: &str| Mount {
+            target: Some(target.into()),
+            source: Some(source.display().to_string()),
+            typ: Some(MountType::BIND),
+            read_only: Some(true),
+            ..Default::default()
+        };
+        let mut mounts = vec![read_only(&spec.guest_binary, GUEST_BIN_IN_CONTAINER)];
         if let Some(dir) = self.fence_dir.get() {
-            binds.push(format!(
-                "{}:{}:ro",
-                dir.display(),
-                warren_api::fence::FENCE_DIR_IN_CONTAINER
-            ));
+            mounts.push(read_only(dir, warren_api::fence::FENCE_DIR_IN_CONTAINER));
         }
         let host = HostConfig {
-            binds: Some(binds),
+            mounts: Some(mounts),
             tmpfs: Some(HashMap::from([(
                 GUEST_RUN_IN_CONTAINER.to_string(),
                 format!(
