@@ -115,9 +115,10 @@ mod tests {
         assert_eq!(guest_sees(&f), Verdict::Stop);
         f.hold_for(Duration::from_secs(30));
         assert_eq!(guest_sees(&f), Verdict::Run);
-        f.hold_for(Duration::from_millis(30));
+        // Long enough that a loaded machine reads it back in time.
+        f.hold_for(Duration::from_secs(1));
         assert_eq!(guest_sees(&f), Verdict::Run);
-        std::thread::sleep(Duration::from_millis(60));
+        std::thread::sleep(Duration::from_millis(1100));
         assert_eq!(guest_sees(&f), Verdict::Stop, "not renewed: lapsed");
         f.off();
         assert_eq!(f.read(), Some(Fence::Off));
