@@ -11,7 +11,10 @@ const FILES: [(&str, &str); 3] = [
 ];
 
 fn main() {
-    let web = Path::new(env!("CARGO_MANIFEST_DIR")).join("../web");
+    // Read when the script runs, not baked in when it is compiled: cargo reuses a compiled
+    // build script for a clone of the workspace at another path (same target dir).
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR");
+    let web = Path::new(&manifest_dir).join("../web");
     println!(
         "cargo:rerun-if-changed={}",
         web.join("package-lock.json").display()

@@ -13,6 +13,7 @@ pub mod git;
 pub mod guest_auth;
 pub mod ids;
 pub mod interpreter;
+pub mod join_tokens;
 pub mod keys;
 #[cfg(feature = "openapi")]
 pub mod openapi;

@@ -4,8 +4,8 @@
 //! router's routes and to this build.
 
 use crate::{
-    egress, exec, files, git, interpreter, keys, ports, process, sandbox, session, snapshot,
-    tenants, ticket, usage, watch, ApiError,
+    egress, exec, files, git, interpreter, join_tokens, keys, ports, process, sandbox, session,
+    snapshot, tenants, ticket, usage, watch, ApiError,
 };
 use utoipa::openapi::path::{
     HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem,
@@ -284,6 +284,12 @@ pub fn operations() -> Vec<Operation> {
             .gives(200, Json(object)),
         op("delete", "/v1/cluster/nodes/{node}", "removeNode", OPS, "Remove a node from the cluster")
             .query(&[("force", "boolean", "also when it still holds sandboxes or is down")])
+            .gives(204, Body::None),
+        op("post", "/v1/cluster/join-tokens", "createJoinToken", OPS, "Make a join token for new nodes, expiring (default 1 h) and single-use unless asked otherwise (admin only); its value is shown once")
+            .takes(Json(of::<join_tokens::CreateJoinTokenRequest>)).gives(201, Json(of::<join_tokens::CreatedJoinToken>)),
+        op("get", "/v1/cluster/join-tokens", "listJoinTokens", OPS, "Every join token's id, state, expiry and the nodes it admitted, never a value (admin only)")
+            .gives(200, Json(of::<join_tokens::JoinTokenList>)),
+        op("delete", "/v1/cluster/join-tokens/{token}", "revokeJoinToken", OPS, "Revoke a join token: it admits nobody from then on (admin only)")
             .gives(204, Body::None),
         op("get", "/v1/openapi.json", "openapi", OPS, "This document").open()
             .gives(200, Json(object)),

@@ -183,6 +183,30 @@ pub enum ClusterCommand {
         #[arg(long)]
         force: bool,
     },
+    /// Join tokens for new nodes, expiring and single-use unless asked otherwise.
+    #[command(subcommand)]
+    Token(JoinTokenCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum JoinTokenCommand {
+    /// Make a join token; its value is printed this once (a new node's `join_token`).
+    Create {
+        /// Seconds until it expires (default 3600, at most 30 days).
+        #[arg(long)]
+        ttl: Option<u64>,
+        /// Let it admit any number of nodes until it expires.
+        #[arg(long)]
+        multi_use: bool,
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List join tokens (never their values), with the nodes they admitted.
+    #[command(alias = "ls")]
+    List,
+    /// Revoke join tokens by id: they admit nobody from then on.
+    #[command(alias = "rm")]
+    Revoke { ids: Vec<String> },
 }
 
 #[derive(Args, Debug)]

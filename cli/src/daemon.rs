@@ -601,7 +601,13 @@ async fn join(
                     format: IDENTITY_FORMAT,
                     node_id: resp.node_id,
                     identity,
-                    join_token: token.to_string(),
+                    // An issued token is spent (or expires): it is not this node's to admit
+                    // others with. The cluster's own token is.
+                    join_token: if warren_api::join_tokens::token_id(token).is_some() {
+                        String::new()
+                    } else {
+                        token.to_string()
+                    },
                     bootstrap_ca: None,
                 });
             }

@@ -18,6 +18,7 @@ mod e2e {
     mod hardening;
     mod hostile;
     mod interpreter;
+    mod join_tokens;
     mod lifecycle;
     mod listener;
     mod logs;

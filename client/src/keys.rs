@@ -1,7 +1,9 @@
-//! API keys and tenants' quotas (admin keys; a tenant key reads its own tenant).
+//! API keys, tenants' quotas and join tokens (admin keys; a tenant key reads its own
+//! tenant).
 
 use crate::{Client, Result};
 use reqwest::Method;
+use warren_api::join_tokens::{CreateJoinTokenRequest, CreatedJoinToken, JoinTokenList};
 use warren_api::keys::{CreateKeyRequest, CreatedKey, KeyList, KeyScope};
 use warren_api::tenants::{Tenant, TenantList, TenantQuota};
 
@@ -50,5 +52,30 @@ impl Client {
     /// `GET /v1/tenants`.
     pub async fn tenants(&self) -> Result<TenantList> {
         self.json(self.request(Method::GET, "/v1/tenants")).await
+    }
+
+    /// `POST /v1/cluster/join-tokens`: a token for new nodes, whose value is shown this once.
+    pub async fn create_join_token(
+        &self,
+        req: &CreateJoinTokenRequest,
+    ) -> Result<CreatedJoinToken> {
+        self.json(
+            self.request(Method::POST, "/v1/cluster/join-tokens")
+                .json(req),
+        )
+        .await
+    }
+
+    /// `GET /v1/cluster/join-tokens`.
+    pub async fn join_tokens(&self) -> Result<JoinTokenList> {
+        self.json(self.request(Method::GET, "/v1/cluster/join-tokens"))
+            .await
+    }
+
+    /// `DELETE /v1/cluster/join-tokens/{id}`.
+    pub async fn revoke_join_token(&self, id: &str) -> Result<()> {
+        let path = format!("/v1/cluster/join-tokens/{id}");
+        Self::check(self.request(Method::DELETE, &path).send().await?).await?;
+        Ok(())
     }
 }

@@ -109,6 +109,8 @@ pub fn authorize_command(
         | Command::DeleteSecret { .. }
         | Command::CreateKey { .. }
         | Command::RevokeKey { .. }
+        | Command::CreateJoinToken { .. }
+        | Command::RevokeJoinToken { .. }
         | Command::TouchKeys { .. }
         | Command::SetQuota { .. } => return Ok(()),
     };

@@ -219,6 +219,7 @@ impl Cluster {
             peer_addr: self.cfg.peer_addr.clone(),
             capacity: self.cfg.capacity,
             key_id: self.cfg.key_id.clone(),
+            join_token: None,
         }
     }
 

@@ -16,6 +16,8 @@
 //!   certificate binds, removed nodes are refused, sandbox commands come from their owner.
 //! - `secrets`: sealing secrets' values with the cluster's secrets key (never in the log).
 //! - `join`: admission of a new node (join-token proof over every field, key-bound names).
+//! - `join_tokens`: issued join tokens (pure): expiry, single use, spent by the
+//!   registration they admit.
 //! - `metrics`: the Raft and cluster series of `/metrics`, read when scraped.
 //!
 //! Must not depend on Docker, HTTP routing or sandbox code.
@@ -23,6 +25,7 @@
 pub mod authority;
 pub mod cluster;
 pub mod join;
+pub mod join_tokens;
 pub mod lease;
 pub mod liveness;
 pub mod membership;

@@ -145,6 +145,9 @@ pub enum Command {
         /// The key the node's certificate is issued for.
         #[serde(default)]
         key_id: String,
+        /// The issued join token it was admitted with (spent by this entry), if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        join_token: Option<crate::join_tokens::TokenSpend>,
     },
     /// An operator's setting of a node's state (draining).
     SetNodeState {
@@ -248,6 +251,17 @@ pub enum Command {
         tenant: String,
         quota: Quota,
     },
+    /// Adds an issued join token (refused when the id exists), at `now_ms` by the
+    /// proposer's clock (long-expired tokens are forgotten then).
+    CreateJoinToken {
+        id: String,
+        token: crate::join_tokens::JoinTokenRecord,
+        now_ms: u64,
+    },
+    /// Forgets an issued join token (nothing when there is none).
+    RevokeJoinToken {
+        id: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -284,6 +298,9 @@ pub struct ClusterState {
     /// Tenants' quotas (a tenant without one has no limit).
     #[serde(default)]
     pub quotas: BTreeMap<String, Quota>,
+    /// Issued join tokens by id, their values sealed (`join_tokens`).
+    #[serde(default)]
+    pub join_tokens: BTreeMap<String, crate::join_tokens::JoinTokenRecord>,
 }
 
 /// One API key: the SHA-256 of its secret part, whose key it is and what it may do.
@@ -464,6 +481,7 @@ impl ClusterState {
                 peer_addr,
                 capacity,
                 key_id,
+                join_token,
             } => {
                 if let Some(existing) = self.node_by_name(name) {
                     // The same key asking again (an answer that got lost) gets the same id;
@@ -478,6 +496,13 @@ impl ClusterState {
                             existing.id
                         ),
                     };
+                }
+                if let Some(spend) = join_token {
+                    if let Err(reason) =
+                        crate::join_tokens::spend(&mut self.join_tokens, spend, name)
+                    {
+                        return CommandResult::Rejected { reason };
+                    }
                 }
                 let id = self.next_node_id.max(1);
                 self.next_node_id = id + 1;
@@ -654,6 +679,16 @@ impl ClusterState {
                 self.keys.remove(id);
                 CommandResult::Done
             }
+            Command::CreateJoinToken { id, token, now_ms } => {
+                match crate::join_tokens::create(&mut self.join_tokens, id, token, *now_ms) {
+                    Ok(()) => CommandResult::Done,
+                    Err(reason) => CommandResult::Rejected { reason },
+                }
+            }
+            Command::RevokeJoinToken { id } => {
+                self.join_tokens.remove(id);
+                CommandResult::Done
+            }
             Command::SetQuota { tenant, quota } => {
                 if *quota == Quota::default() {
                     self.quotas.remove(tenant);
@@ -727,6 +762,7 @@ mod tests {
             peer_addr: "p".into(),
             capacity: 1,
             key_id: key_id.into(),
+            join_token: None,
         }
     }
 
@@ -801,6 +837,74 @@ mod tests {
         assert_eq!(s.apply(&reg("c")), CommandResult::Registered { node: 3 });
         // A removed name joins again under a new id, never its old one.
         assert_eq!(s.apply(&reg("b")), CommandResult::Registered { node: 4 });
+    }
+
+    #[test]
+    fn a_single_use_join_token_is_spent_by_the_registration_it_admits() {
+        let mut s = ClusterState::default();
+        s.apply(&reg("a"));
+        let token = crate::join_tokens::JoinTokenRecord {
+            sealed: crate::secrets::Sealed {
+                key_id: "k".into(),
+                nonce: String::new(),
+                ciphertext: String::new(),
+            },
+            single_use: true,
+            name: None,
+            created_at: "t0".into(),
+            expires_at: "t1".into(),
+            expires_at_ms: 1_000,
+            used_by: vec![],
+        };
+        let create = Command::CreateJoinToken {
+            id: "t".into(),
+            token,
+            now_ms: 0,
+        };
+        assert_eq!(s.apply(&create), CommandResult::Done);
+        let with_token = |name: &str, now_ms: u64| match reg(name) {
+            Command::Register {
+                name,
+                region,
+                api_addr,
+                peer_addr,
+                capacity,
+                key_id,
+                ..
+            } => Command::Register {
+                name,
+                region,
+                api_addr,
+                peer_addr,
+                capacity,
+                key_id,
+                join_token: Some(crate::join_tokens::TokenSpend {
+                    id: "t".into(),
+                    now_ms,
+                }),
+            },
+            _ => unreachable!(),
+        };
+        assert_eq!(
+            s.apply(&with_token("b", 10)),
+            CommandResult::Registered { node: 2 }
+        );
+        // The same node asking again (its answer lost) gets its id back.
+        assert_eq!(
+            s.apply(&with_token("b", 20)),
+            CommandResult::Registered { node: 2 }
+        );
+        match s.apply(&with_token("c", 20)) {
+            CommandResult::Rejected { reason } => assert!(
+                reason.starts_with(crate::join_tokens::JOIN_TOKEN_REFUSED),
+                "{reason}"
+            ),
+            other => panic!("a spent token admitted another node: {other:?}"),
+        }
+        assert!(s.node_by_name("c").is_none());
+        assert_eq!(s.next_node_id, 3, "a refused registration takes no id");
+        s.apply(&Command::RevokeJoinToken { id: "t".into() });
+        assert!(s.join_tokens.is_empty());
     }
 
     #[test]

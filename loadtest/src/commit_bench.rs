@@ -39,6 +39,7 @@ pub async fn commit_latency(n: usize, table: &mut Table) -> anyhow::Result<()> {
             peer_addr: m.cfg.peer_addr.clone(),
             capacity: 1,
             key_id: m.cfg.key_id.clone(),
+            join_token: None,
         };
         members[0]
             .propose(cmd)

@@ -1,8 +1,10 @@
-//! `warren cluster status|drain|remove`: the cluster's members, as `GET /v1/cluster` has them.
+//! `warren cluster status|drain|remove|token`: the cluster's members, as `GET /v1/cluster`
+//! has them, and the join tokens new ones come in with.
 
 use super::client;
-use crate::args::{ClusterCommand, Conn};
+use crate::args::{ClusterCommand, Conn, JoinTokenCommand};
 use crate::output;
+use warren_api::join_tokens::CreateJoinTokenRequest;
 
 pub async fn cluster(conn: &Conn, cmd: ClusterCommand) -> anyhow::Result<i32> {
     let c = client(conn)?;
@@ -47,6 +49,75 @@ pub async fn cluster(conn: &Conn, cmd: ClusterCommand) -> anyhow::Result<i32> {
             c.remove_node(&node, force).await?;
             if !conn.json {
                 println!("removed {node}");
+            }
+        }
+        ClusterCommand::Token(cmd) => return join_token(conn, &c, cmd).await,
+    }
+    Ok(0)
+}
+
+async fn join_token(
+    conn: &Conn,
+    c: &warren_client::Client,
+    cmd: JoinTokenCommand,
+) -> anyhow::Result<i32> {
+    match cmd {
+        JoinTokenCommand::Create {
+            ttl,
+            multi_use,
+            name,
+        } => {
+            let req = CreateJoinTokenRequest {
+                ttl_s: ttl,
+                single_use: Some(!multi_use),
+                name,
+            };
+            let t = c.create_join_token(&req).await?;
+            if conn.json {
+                output::json(&t);
+            } else {
+                eprintln!(
+                    "join token {} ({}, expires {}): shown only now",
+                    t.id,
+                    if t.single_use {
+                        "single-use"
+                    } else {
+                        "multi-use"
+                    },
+                    t.expires_at
+                );
+                println!("{}", t.token);
+            }
+        }
+        JoinTokenCommand::List => {
+            let list = c.join_tokens().await?;
+            if conn.json {
+                output::json(&list);
+                return Ok(0);
+            }
+            output::table(
+                &["ID", "STATE", "USES", "NAME", "EXPIRES", "USED BY"],
+                list.tokens
+                    .iter()
+                    .map(|t| {
+                        vec![
+                            t.id.clone(),
+                            serde_json::to_value(t.state)
+                                .ok()
+                                .and_then(|v| v.as_str().map(str::to_string))
+                                .unwrap_or_default(),
+                            if t.single_use { "one" } else { "many" }.to_string(),
+                            t.name.clone().unwrap_or_default(),
+                            t.expires_at.clone(),
+                            t.used_by.join(","),
+                        ]
+                    })
+                    .collect(),
+            );
+        }
+        JoinTokenCommand::Revoke { ids } => {
+            for id in ids {
+                c.revoke_join_token(&id).await?;
             }
         }
     }

@@ -171,8 +171,9 @@ impl TestCluster {
                 .unwrap_or("warn,warren_consensus=info")
                 .to_string(),
         };
+        let token = cluster.token.clone();
         for i in 0..n {
-            cluster.spawn_node(&format!("r{}", i % regions + 1));
+            cluster.spawn_node(&format!("r{}", i % regions + 1), &token);
         }
         let want = n;
         let formed = |c: &serde_json::Value| {
@@ -191,7 +192,13 @@ impl TestCluster {
     /// Starts one more node (in `region`) that joins through the first; returns its index
     /// once the cluster lists it as up.
     pub async fn add_node(&mut self, region: &str) -> usize {
-        self.spawn_node(region);
+        let token = self.token.clone();
+        self.add_node_with_token(region, &token).await
+    }
+
+    /// `add_node` with `token` as its `join_token` (an issued one, say).
+    pub async fn add_node_with_token(&mut self, region: &str, token: &str) -> usize {
+        self.spawn_node(region, token);
         let want = self.nodes.len();
         let formed = |c: &serde_json::Value| {
             c["nodes"]
@@ -205,7 +212,7 @@ impl TestCluster {
         want - 1
     }
 
-    fn spawn_node(&mut self, region: &str) {
+    fn spawn_node(&mut self, region: &str, token: &str) {
         let name = format!("{}n{}", self.prefix, self.nodes.len() + 1);
         let data_dir = self.dir.join(&name);
         let join = match self.nodes.first() {
@@ -224,7 +231,7 @@ impl TestCluster {
                 data_dir.display(),
                 free_tcp_port(),
                 peer_port,
-                self.token,
+                token,
                 self.dir.join("api-key").display(),
                 guest_bin(),
                 // A test may set its own lease (and failure timeout with it).

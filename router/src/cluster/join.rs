@@ -1,5 +1,5 @@
 //! `POST /internal/v1/join`: admits a new node (authenticated by a join-token proof, not the
-//! API key).
+//! API key): the cluster's token when this node has it, or any issued token.
 
 use crate::error::ApiResult;
 use crate::state::AppState;
@@ -13,13 +13,6 @@ pub async fn join(State(st): State<AppState>, body: Bytes) -> ApiResult<Json<Joi
     let req: JoinRequest = warren_api::error::parse_json(&body)?;
     warren_api::ids::validate_sandbox_id(&req.name)
         .map_err(|_| ApiError::invalid("node names are DNS labels"))?;
-    if st.cluster.join_token.is_empty() {
-        return Err(ApiError::new(
-            ErrorCode::Forbidden,
-            "this node admits no joins (no join token configured)",
-        )
-        .into());
-    }
     match admit(
         &st.cluster.cluster,
         &st.cluster.join_token,
@@ -35,6 +28,13 @@ pub async fn join(State(st): State<AppState>, body: Bytes) -> ApiResult<Json<Joi
         Err(e @ JoinError::BadProof) => {
             tracing::warn!(node = %req.name, "join refused: bad proof");
             Err(ApiError::new(ErrorCode::Forbidden, e.to_string()).into())
+        }
+        Err(e @ JoinError::NoClusterToken) => {
+            Err(ApiError::new(ErrorCode::Forbidden, e.to_string()).into())
+        }
+        Err(JoinError::TokenRefused(m)) => {
+            tracing::warn!(node = %req.name, reason = %m, "join refused");
+            Err(ApiError::new(ErrorCode::Forbidden, m).into())
         }
         Err(e @ JoinError::BadCsr(_)) => Err(ApiError::invalid(e.to_string()).into()),
         Err(JoinError::NameTaken(m)) => {

@@ -3,6 +3,7 @@
 pub(crate) mod body;
 mod egress;
 mod health;
+mod join_tokens;
 mod keys;
 mod openapi;
 mod ports;
@@ -78,6 +79,14 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/cluster", get(cluster::api::get))
         .route("/v1/cluster/nodes/{node}/drain", post(cluster::api::drain))
         .route("/v1/cluster/nodes/{node}", delete(cluster::api::remove))
+        .route(
+            "/v1/cluster/join-tokens",
+            post(join_tokens::create).get(join_tokens::list),
+        )
+        .route(
+            "/v1/cluster/join-tokens/{token}",
+            delete(join_tokens::delete),
+        )
         .merge(sandbox)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -28,6 +28,15 @@ export interface TenantView {
   in_use: { sandboxes: number; cpus: number; memory_mb: number };
 }
 
+/** A join token as made or listed (`/v1/cluster/join-tokens`); the value only when made. */
+export interface JoinToken {
+  id: string;
+  single_use: boolean;
+  name: string | null;
+  created_at: string;
+  expires_at: string;
+}
+
 /** Default address of `warren dev`. */
 export const DEFAULT_URL = 'http://127.0.0.1:7070';
 
@@ -331,6 +340,35 @@ export class Warren {
   /** `DELETE /v1/keys/{id}` (admin key only): answered once every node refuses the key. */
   async revokeKey(id: string): Promise<void> {
     await this.request('DELETE', `/v1/keys/${encodeURIComponent(id)}`, { idempotent: true });
+  }
+
+  /**
+   * `POST /v1/cluster/join-tokens` (admin key only): a token a new node joins with, expiring
+   * (default an hour) and single-use unless `singleUse` is false; its value is shown once.
+   */
+  async createJoinToken(
+    opts: { ttlS?: number; singleUse?: boolean; name?: string } = {},
+  ): Promise<JoinToken & { token: string }> {
+    const json: Record<string, unknown> = {};
+    if (opts.ttlS !== undefined) json.ttl_s = opts.ttlS;
+    if (opts.singleUse !== undefined) json.single_use = opts.singleUse;
+    if (opts.name !== undefined) json.name = opts.name;
+    return this.json('POST', '/v1/cluster/join-tokens', { json });
+  }
+
+  /** `GET /v1/cluster/join-tokens` (admin key only): states, expiries and the nodes each admitted, never values. */
+  async listJoinTokens(): Promise<(JoinToken & { used_by: string[]; state: 'valid' | 'used' | 'expired' })[]> {
+    const r = await this.json<{ tokens: (JoinToken & { used_by: string[]; state: 'valid' | 'used' | 'expired' })[] }>(
+      'GET',
+      '/v1/cluster/join-tokens',
+      { idempotent: true },
+    );
+    return r.tokens;
+  }
+
+  /** `DELETE /v1/cluster/join-tokens/{id}` (admin key only): it admits nobody from then on. */
+  async revokeJoinToken(id: string): Promise<void> {
+    await this.request('DELETE', `/v1/cluster/join-tokens/${encodeURIComponent(id)}`, { idempotent: true });
   }
 
   /** `PUT /v1/tenants/{tenant}` (admin key only): what the tenant may hold at once, cluster-wide (`{}` clears it). */

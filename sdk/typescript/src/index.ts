@@ -1,7 +1,7 @@
 // @warren/sandbox: the TypeScript SDK of warren (docs/api.md).
 
 export { Warren, DEFAULT_URL } from './client.js';
-export type { TenantView } from './client.js';
+export type { JoinToken, TenantView } from './client.js';
 export type { WarrenOptions, RequestOptions, Query, SandboxInfo, SnapshotInfo } from './client.js';
 export { Sandbox, ExecutionSession, getSandbox, createRequestBody, validateSandboxId, normalizeExecEvent, normalizeWatchEvent } from './sandbox.js';
 export type {

@@ -107,3 +107,15 @@ test('example: a tenant key made with createKey sees only its own sandboxes, unt
   await warren.revokeKey(made.id);
   await assert.rejects(scoped.listSandboxes({}), (e) => e.status === 401);
 });
+
+test('example: a join token made for a new node expires, is listed without its value, and is revoked', T, async () => {
+  const made = await warren.createJoinToken({ ttlS: 120, name: `ts-${RUN}` });
+  assert.match(made.token, /^wjt_[0-9a-f]{16}_[0-9a-f]{64}$/);
+  assert.equal(made.single_use, true);
+  const listed = (await warren.listJoinTokens()).find((t) => t.id === made.id);
+  assert.equal(listed.state, 'valid');
+  assert.equal(listed.token, undefined);
+  await warren.revokeJoinToken(made.id);
+  assert.ok(!(await warren.listJoinTokens()).some((t) => t.id === made.id));
+  await assert.rejects(warren.createJoinToken({ ttlS: 0 }), (e) => e.status === 400);
+});

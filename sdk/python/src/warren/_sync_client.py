@@ -534,6 +534,29 @@ class Warren:
         """`DELETE /v1/keys/{id}` (admin key only): answered once every node refuses the key."""
         self._t.send("DELETE", f"/v1/keys/{key_id}")
 
+    def create_join_token(
+        self, ttl_s: Optional[int] = None, single_use: Optional[bool] = None, name: Optional[str] = None
+    ) -> dict[str, Any]:
+        """`POST /v1/cluster/join-tokens` (admin key only): a token a new node joins with,
+        expiring (default an hour) and single-use unless ``single_use`` is False; shown once."""
+        body: dict[str, Any] = {}
+        if ttl_s is not None:
+            body["ttl_s"] = ttl_s
+        if single_use is not None:
+            body["single_use"] = single_use
+        if name is not None:
+            body["name"] = name
+        return dict(self._t.json("POST", "/v1/cluster/join-tokens", json=body, idempotent=False))
+
+    def list_join_tokens(self) -> list[dict[str, Any]]:
+        """`GET /v1/cluster/join-tokens` (admin key only): states, expiries and the nodes each admitted, never values."""
+        d = self._t.json("GET", "/v1/cluster/join-tokens")
+        return list(d.get("tokens") or [])
+
+    def revoke_join_token(self, token_id: str) -> None:
+        """`DELETE /v1/cluster/join-tokens/{id}` (admin key only): it admits nobody from then on."""
+        self._t.send("DELETE", f"/v1/cluster/join-tokens/{token_id}")
+
     def set_tenant_quota(
         self,
         tenant: str,

@@ -1,5 +1,7 @@
 """Snapshots, restore, fork, sleep and wake, info, destroy; errors of the API itself."""
 
+import re
+
 import httpx
 import pytest
 
@@ -203,3 +205,15 @@ def test_a_tenant_key_sees_only_its_tenant_and_its_quota_holds(w, live_env):
         w.revoke_key(made["id"])
     with pytest.raises(warren.UnauthorizedError):
         scoped.list_sandboxes()
+
+
+def test_a_join_token_made_for_a_new_node_expires_is_listed_without_its_value_and_is_revoked(w: warren.Warren) -> None:
+    made = w.create_join_token(ttl_s=120, name="py-sdk")
+    assert re.fullmatch(r"wjt_[0-9a-f]{16}_[0-9a-f]{64}", made["token"])
+    assert made["single_use"] is True
+    listed = [t for t in w.list_join_tokens() if t["id"] == made["id"]]
+    assert listed and listed[0]["state"] == "valid" and "token" not in listed[0]
+    w.revoke_join_token(made["id"])
+    assert all(t["id"] != made["id"] for t in w.list_join_tokens())
+    with pytest.raises(warren.InvalidArgumentError):
+        w.create_join_token(ttl_s=0)
