@@ -52,27 +52,40 @@ async fn look(st: &AppState) {
     let safety = st.mgr.safety();
     let alone = cl.read(|s| s.nodes.len()) < 2;
     let fenced = !safety.holds(Guarantee::Lease);
-    let file = &st.cluster.fence_file;
-    if alone {
-        file.off();
-    }
     if alone || cl.has_lease() {
         if fenced {
             settle_taken_over(st).await;
             safety.set(Guarantee::Lease, None);
         }
-        // What runs now, after the settling: never more than the lease that is left.
-        if !alone {
-            match cl.lease_left() {
-                Some(left) => file.hold_for(left),
-                None => file.stop(),
-            }
-        }
-    } else {
-        file.stop();
-        if !fenced {
-            safety.set(Guarantee::Lease, Some(NO_LEASE.to_string()));
-        }
+    } else if !fenced {
+        safety.set(Guarantee::Lease, Some(NO_LEASE.to_string()));
+    }
+    // Asked again after the settling, which can take seconds: what the guests may run is
+    // never more than the lease that is left now.
+    let file = &st.cluster.fence_file;
+    match file_says(alone, cl.lease_left()) {
+        FileSays::Off => file.off(),
+        FileSays::RunFor(left) => file.hold_for(left),
+        FileSays::Stop => file.stop(),
+    }
+}
+
+/// What the fence file tells the guests.
+#[derive(Debug, PartialEq, Eq)]
+enum FileSays {
+    /// No fence: a node alone in its cluster.
+    Off,
+    /// Run on for this long unless renewed (what the lease has left).
+    RunFor(Duration),
+    /// Stop now.
+    Stop,
+}
+
+fn file_says(alone: bool, lease_left: Option<Duration>) -> FileSays {
+    match (alone, lease_left) {
+        (true, _) => FileSays::Off,
+        (false, Some(left)) => FileSays::RunFor(left),
+        (false, None) => FileSays::Stop,
     }
 }
 
@@ -106,5 +119,19 @@ pub(crate) async fn discard_taken_over(st: &AppState, id: &str) {
     }
     if let Err(e) = st.mgr.discard(id).await {
         tracing::warn!(sandbox_id = %id, error = %e, "cannot remove a copy another node owns");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_file_runs_a_node_alone_and_otherwise_only_what_the_lease_has_left() {
+        let left = Duration::from_millis(1500);
+        assert_eq!(file_says(true, None), FileSays::Off);
+        assert_eq!(file_says(true, Some(left)), FileSays::Off);
+        assert_eq!(file_says(false, Some(left)), FileSays::RunFor(left));
+        assert_eq!(file_says(false, None), FileSays::Stop);
     }
 }
