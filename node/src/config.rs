@@ -145,6 +145,12 @@ impl NodeConfig {
     pub fn chunk_cache_dir(&self) -> PathBuf {
         self.data_dir.join("chunk-cache")
     }
+
+    /// Where a snapshot's archive is written while its sandbox is frozen, before it goes to
+    /// the object store (emptied when the node starts).
+    pub fn spool_dir(&self) -> PathBuf {
+        self.data_dir.join("spool")
+    }
 }
 
 /// The base image built by `deploy/image/build-local.sh` (tag = deploy/image/VERSION).

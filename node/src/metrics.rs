@@ -76,7 +76,7 @@ impl NodeMetrics {
             snapshots: HistogramVec::new(
                 HistogramOpts::new(
                     "warren_snapshot_step_seconds",
-                    "Time of snapshot steps (capture, apply after a start, start_and_apply when files are written while the container starts, fork_copy, sleep, wake)",
+                    "Time of snapshot steps (capture, frozen: how long a running sandbox is paused for its snapshot, apply after a start, start_and_apply when files are written while the container starts, fork_copy, sleep, wake)",
                 )
                 .buckets(buckets),
                 &["step"],

@@ -992,3 +992,64 @@ async fn step_count(node: &Node, step: &str) -> u64 {
     ))
     .await
 }
+
+/// A snapshot of a running sandbox holds its files as they were at one instant, not a file
+/// read at the start of the archive beside one read a second later. The sandbox's code
+/// counts up into two files, /workspace/a then /workspace/z (each replaced whole, by
+/// rename), with a large file between them in the archive's order: an archive read while
+/// the counter runs finds z far ahead of a; one of a frozen sandbox finds z equal to a, or
+/// one behind (frozen between the two renames).
+#[tokio::test]
+async fn a_snapshot_of_a_running_sandbox_is_one_instant_of_its_files() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("instant-{}", unique());
+    sh(
+        c,
+        &id,
+        "mkdir -p /workspace && head -c 96000000 /dev/urandom > /workspace/m \
+         && echo 0 > /workspace/a && echo 0 > /workspace/z",
+    )
+    .await;
+    sh(
+        c,
+        &id,
+        "nohup sh -c 'i=0; while true; do i=$((i+1)); echo $i > /workspace/a.t; mv /workspace/a.t /workspace/a; \
+         echo $i > /workspace/z.t; mv /workspace/z.t /workspace/z; done' >/dev/null 2>&1 & \
+         sleep 0.5; echo started",
+    )
+    .await;
+    let counter = |s: String| -> (u64, u64) {
+        let mut it = s.split_whitespace().map(|v| v.parse::<u64>().unwrap());
+        (it.next().unwrap(), it.next().unwrap())
+    };
+    let snap = c
+        .create_snapshot(
+            &id,
+            &CreateSnapshotRequest {
+                name: None,
+                dirs: None,
+            },
+        )
+        .await
+        .unwrap();
+    // The sandbox runs on after its snapshot: the counter moves.
+    let (then, _) = counter(sh(c, &id, "cat /workspace/a /workspace/z").await);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (now, _) = counter(sh(c, &id, "cat /workspace/a /workspace/z").await);
+    assert!(
+        now > then,
+        "the sandbox stopped counting after its snapshot"
+    );
+
+    let copy = format!("instant-copy-{}", unique());
+    c.put_sandbox(&copy, &create(serde_json::json!({})))
+        .await
+        .unwrap();
+    c.restore(&copy, &snap.id).await.unwrap();
+    let (a, z) = counter(sh(c, &copy, "cat /workspace/a /workspace/z").await);
+    assert!(
+        a > 0 && (z == a || z + 1 == a),
+        "a torn snapshot: /workspace/a says {a}, /workspace/z says {z}"
+    );
+}

@@ -6,6 +6,7 @@
 //! delete), so concurrent first calls create exactly one container. Calls on a running
 //! sandbox take no lock and touch no Docker API: they go straight to the guest's socket.
 
+mod capture;
 mod disk;
 mod egress;
 mod fork;
@@ -13,6 +14,7 @@ mod freeze;
 mod idle;
 mod metering;
 mod migrate;
+mod pause_holds;
 mod persist;
 mod ports;
 mod restore_fill;
@@ -85,6 +87,8 @@ pub struct SandboxManager {
     addrs: egress::AddrBook,
     /// What each sandbox uses here (`crate::usage`).
     meter: Arc<crate::usage::Meter>,
+    /// Who keeps which container paused (forks, snapshots, the freezer).
+    pauses: Arc<pause_holds::PauseHolds>,
 }
 
 struct Slot {
@@ -215,6 +219,10 @@ impl SandboxManager {
         // Run directories were on the host's disk before they moved into the containers:
         // what an earlier version left there is nobody's any more.
         let _ = std::fs::remove_dir_all(cfg.data_dir.join("run"));
+        // Archives spooled by snapshots under way when the node stopped.
+        let _ = std::fs::remove_dir_all(cfg.spool_dir());
+        std::fs::create_dir_all(cfg.spool_dir())
+            .map_err(|e| io("cannot create the snapshot spool", e))?;
         let guest_binary =
             crate::guest::binary::install(&cfg.guest_binary, &cfg.data_dir.join("bin"))
                 .map_err(|e| io("cannot install the guest binary", e))?;
@@ -238,6 +246,7 @@ impl SandboxManager {
             addrs: egress::AddrBook::default(),
             create_permits: Semaphore::new(cfg.create_concurrency.max(1)),
             cfg,
+            pauses: pause_holds::PauseHolds::new(runtime.clone()),
             runtime,
             store,
             guest_binary,

@@ -12,9 +12,10 @@
 //! failed) and the copies under way are done; the new containers' starts, and the other
 //! nodes' restores, go on after. Calls to the source wait for it to end.
 
+use super::pause_holds::PauseHold;
 use super::persist::{running, to_api};
 use super::SandboxManager;
-use crate::runtime::{ContainerRuntime, SeedCopy};
+use crate::runtime::SeedCopy;
 use crate::sandbox::record::SandboxRecord;
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
@@ -53,7 +54,7 @@ impl ForkTargets {
 }
 
 /// A fork's seed, listed while it lives: removed when dropped, however the fork ends
-/// (before its source is thawed, as it is declared after the `Frozen`).
+/// (before its source is thawed, as it is declared after the `PauseHold`).
 struct SeedEntry<'a> {
     seeds: &'a Mutex<HashMap<String, Seed>>,
     snapshot: String,
@@ -78,35 +79,6 @@ impl Drop for SeedEntry<'_> {
             .lock()
             .expect("seeds lock")
             .remove(&self.snapshot);
-    }
-}
-
-/// A source container paused for a fork. Thawed by `thaw`, or on drop (an error, or the
-/// request dropped half-way) in the background.
-struct Frozen {
-    runtime: Arc<dyn ContainerRuntime>,
-    id: String,
-    thawed: bool,
-}
-
-impl Frozen {
-    async fn thaw(mut self) {
-        self.thawed = true;
-        unpause(self.runtime.clone(), self.id.clone()).await;
-    }
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        if !self.thawed {
-            tokio::spawn(unpause(self.runtime.clone(), self.id.clone()));
-        }
-    }
-}
-
-async fn unpause(runtime: Arc<dyn ContainerRuntime>, id: String) {
-    if let Err(e) = runtime.unpause(&id).await {
-        tracing::error!(sandbox_id = %id, error = %e, "cannot thaw a fork's source");
     }
 }
 
@@ -202,7 +174,7 @@ impl SandboxManager {
             // and the copies under way finish first.
             drop(seeded);
             let _no_copies = copies.write().await;
-            frozen.thaw().await;
+            frozen.release().await;
             drop(held);
             tracing::info!(sandbox_id = %id, ms = frozen_at.elapsed().as_millis() as u64, "fork: source thawed");
             snapshot
@@ -213,20 +185,14 @@ impl SandboxManager {
 
     /// Pauses the source when forks can copy its files: the node packs its snapshot itself
     /// (a frozen guest could not) and the engine shows its upper directory.
-    async fn freeze(&self, id: &str) -> Result<Option<(Frozen, PathBuf)>, ApiError> {
+    async fn freeze(&self, id: &str) -> Result<Option<(PauseHold, PathBuf)>, ApiError> {
         if self.enter_target(id).await?.is_none() {
             return Ok(None);
         }
         let Some(upper) = self.runtime.upper_dir(id).await? else {
             return Ok(None);
         };
-        self.runtime.pause(id).await?;
-        let frozen = Frozen {
-            runtime: self.runtime.clone(),
-            id: id.to_string(),
-            thawed: false,
-        };
-        Ok(Some((frozen, upper)))
+        Ok(Some((self.pauses.hold(id).await?, upper)))
     }
 
     /// A copy of the source of a fork in progress on this node from `snapshot`, for new

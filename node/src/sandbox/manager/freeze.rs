@@ -8,8 +8,9 @@
 //! cluster's fence). Calls to a sandbox meanwhile answer 503 `UNAVAILABLE` naming the
 //! problem (`SandboxManager::ensure`), and no sandbox starts (`Safety::check`).
 
+use super::pause_holds::PauseHold;
 use super::SandboxManager;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use warren_api::sandbox::SandboxState;
@@ -55,7 +56,8 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
     let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
     let mut changes = mgr.safety.subscribe();
     tokio::spawn(async move {
-        let mut frozen: HashSet<String> = HashSet::new();
+        // The freezer's own hold on each sandbox it froze.
+        let mut frozen: HashMap<String, PauseHold> = HashMap::new();
         loop {
             {
                 let Some(mgr) = weak.upgrade() else {
@@ -70,14 +72,15 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
                     .map(|(id, _)| id.clone())
                     .collect();
                 let reason = mgr.safety.freeze_reason();
-                match step(reason.is_none(), &running, &frozen) {
+                let ids: HashSet<String> = frozen.keys().cloned().collect();
+                match step(reason.is_none(), &running, &ids) {
                     Step::Freeze(ids) => {
                         let why = reason.unwrap_or_default();
                         for id in ids {
-                            match mgr.runtime.pause(&id).await {
-                                Ok(()) => {
+                            match mgr.pauses.hold(&id).await {
+                                Ok(hold) => {
                                     tracing::warn!(sandbox_id = %id, %why, "frozen");
-                                    frozen.insert(id);
+                                    frozen.insert(id, hold);
                                 }
                                 Err(e) => {
                                     tracing::error!(sandbox_id = %id, error = %e, %why, "the sandbox must be frozen and cannot be")
@@ -86,15 +89,9 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
                         }
                     }
                     Step::ThawAll => {
-                        for id in frozen.drain() {
-                            match mgr.runtime.unpause(&id).await {
-                                Ok(()) => {
-                                    tracing::info!(sandbox_id = %id, "thawed: all holds again")
-                                }
-                                Err(e) => {
-                                    tracing::error!(sandbox_id = %id, error = %e, "cannot thaw the sandbox")
-                                }
-                            }
+                        for (id, hold) in frozen.drain() {
+                            hold.release().await;
+                            tracing::info!(sandbox_id = %id, "the freezer lets go: all holds again");
                         }
                     }
                     Step::Nothing => {}

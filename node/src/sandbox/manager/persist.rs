@@ -10,27 +10,23 @@
 use super::restore_fill::SnapshotFill;
 use super::{guest_error, not_found, HandoffData, SandboxManager, Slot};
 use crate::guest::client::{full, BoxError, GuestBody};
-use crate::runtime::{enter, ChangeKind, RootFill, NEVER_SAVED};
+use crate::runtime::{enter, RootFill};
 use crate::sandbox::lifecycle::{self, Event};
 use crate::sandbox::record::SandboxRecord;
 use bytes::Bytes;
-use futures_util::stream::BoxStream;
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::TryStreamExt;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warren_api::sandbox::{Persist, PersistMode, Sandbox, SandboxState};
-use warren_api::snapshot::{CreateSnapshotRequest, PackRequest, RemovePathsRequest, Snapshot};
-use warren_api::time::now_rfc3339;
+use warren_api::snapshot::{CreateSnapshotRequest, RemovePathsRequest, Snapshot};
 use warren_api::{ApiError, ErrorCode};
-use warren_storage::snapshots::{
-    new_snapshot_id, Manifest, NewSnapshot, Prepared, SnapshotError, SnapshotOrigin,
-};
+use warren_storage::snapshots::{Manifest, Prepared, SnapshotError, SnapshotOrigin};
 
 /// Whether `path` is `dir` or inside it.
-fn under(path: &str, dir: &str) -> bool {
+pub(super) fn under(path: &str, dir: &str) -> bool {
     dir == "/" || path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
 }
 
@@ -135,7 +131,7 @@ fn tar_body(prepared: Prepared) -> GuestBody {
 
 impl SandboxManager {
     /// One POST to the guest whose non-2xx answers become the guest's own API error.
-    async fn guest_call(
+    pub(super) async fn guest_call(
         &self,
         rec: &SandboxRecord,
         path: &str,
@@ -172,7 +168,7 @@ impl SandboxManager {
         Err(crate::guest::body::error_of(resp).await)
     }
 
-    async fn guest_json(
+    pub(super) async fn guest_json(
         &self,
         rec: &SandboxRecord,
         path: &str,
@@ -185,116 +181,6 @@ impl SandboxManager {
             .await
             .map_err(|e| guest_error(&rec.id, e))?;
         Ok(())
-    }
-
-    /// Saves what the running sandbox changed (under `dirs`, or everything) as a snapshot.
-    pub(super) async fn capture(
-        &self,
-        rec: &SandboxRecord,
-        origin: SnapshotOrigin,
-        name: Option<String>,
-        dirs: &[String],
-        quiesce: bool,
-    ) -> Result<Manifest, ApiError> {
-        let id = new_snapshot_id();
-        self.capture_as(rec, id, origin, name, dirs, quiesce).await
-    }
-
-    /// `capture`, under an id chosen beforehand.
-    pub(super) async fn capture_as(
-        &self,
-        rec: &SandboxRecord,
-        id: String,
-        origin: SnapshotOrigin,
-        name: Option<String>,
-        dirs: &[String],
-        quiesce: bool,
-    ) -> Result<Manifest, ApiError> {
-        let started = Instant::now();
-        let changes = self.runtime.changes(&rec.id).await?;
-        let keep = |p: &str| {
-            !NEVER_SAVED.iter().any(|n| under(p, n))
-                && (dirs.is_empty() || dirs.iter().any(|d| under(p, d)))
-        };
-        let (mut saved, mut deleted) = (Vec::new(), Vec::new());
-        for c in changes.into_iter().filter(|c| keep(&c.path)) {
-            match c.kind {
-                ChangeKind::Deleted => deleted.push(c.path),
-                ChangeKind::Added | ChangeKind::Modified => saved.push(c.path),
-            }
-        }
-        // Parents sort before their children, so the archive creates directories first.
-        saved.sort();
-        deleted.sort();
-        let archive = self.pack(rec, saved, quiesce).await?;
-        let progress = crate::sandbox::progress::current();
-        if let Some(p) = &progress {
-            p.phase("archive", 0);
-        }
-        let reader = tokio_util::io::StreamReader::new(archive.inspect_ok(move |b| {
-            if let Some(p) = &progress {
-                p.add(b.len() as u64);
-            }
-        }));
-        let new = NewSnapshot {
-            id,
-            sandbox: rec.id.clone(),
-            name,
-            origin,
-            created_at: now_rfc3339(),
-            image: rec.image.clone(),
-            dirs: dirs.to_vec(),
-            deleted,
-            tenant: self.recovery.tenant_of(&rec.id),
-        };
-        let m = self
-            .snapshots
-            .write(new, reader)
-            .await
-            .map_err(snapshot_error)?;
-        self.metrics
-            .snapshots
-            .with_label_values(&["capture"])
-            .observe(started.elapsed().as_secs_f64());
-        tracing::info!(sandbox_id = %rec.id, snapshot = %m.id, bytes = m.size_bytes, new_bytes = m.new_bytes,
-            ms = started.elapsed().as_millis() as u64, "snapshot written");
-        Ok(m)
-    }
-
-    /// The archive of `paths`, packed by the node inside the container's mount namespace
-    /// (outside the sandbox's cgroup), or by the guest when the node cannot enter it.
-    async fn pack(
-        &self,
-        rec: &SandboxRecord,
-        paths: Vec<String>,
-        quiesce: bool,
-    ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, ApiError> {
-        if let Some(target) = self.enter_target(&rec.id).await? {
-            if quiesce {
-                self.guest_json(rec, "/archive/quiesce", b"{}".to_vec())
-                    .await?;
-            }
-            let request = serde_json::to_vec(&PackRequest {
-                paths: paths.clone(),
-                quiesce: false,
-            })
-            .expect("serializes");
-            match enter::pack_in_container(&target, request).await {
-                Ok(stream) => return Ok(stream.boxed()),
-                Err(e) => {
-                    tracing::warn!(sandbox_id = %rec.id, error = %e, "cannot pack in the container's namespace; the guest packs")
-                }
-            }
-        }
-        let request = serde_json::to_vec(&PackRequest { paths, quiesce }).expect("serializes");
-        let resp = self
-            .guest_call(rec, "/archive/pack", "application/json", full(request))
-            .await?;
-        Ok(resp
-            .into_body()
-            .into_data_stream()
-            .map_err(std::io::Error::other)
-            .boxed())
     }
 
     /// The running container's namespaces for the node's own archive work, unless the node

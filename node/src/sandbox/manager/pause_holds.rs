@@ -1,0 +1,114 @@
+//! Who keeps a container paused. Several things pause a sandbox for their own reasons and
+//! at overlapping times: a fork (its source, for the snapshot and the copies), a snapshot
+//! (for one instant of its files), and the freezer (the firewall broke, or the lease was
+//! lost). A container is paused by the first hold and unpaused when the last one ends, so
+//! one of them ending never thaws a sandbox another still needs frozen, and none pauses a
+//! container that is paused already (which the engine refuses).
+
+use crate::runtime::{ContainerRuntime, RuntimeError};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Pure: what one more hold (`+1`) or one fewer (`-1`) does to the container, given the
+/// holds there were.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Turn {
+    Pause,
+    Unpause,
+    Nothing,
+}
+
+pub(super) fn turn(holds_before: usize, adding: bool) -> Turn {
+    match (holds_before, adding) {
+        (0, true) => Turn::Pause,
+        (1, false) => Turn::Unpause,
+        _ => Turn::Nothing,
+    }
+}
+
+/// The holds on each paused container of this node.
+pub struct PauseHolds {
+    runtime: Arc<dyn ContainerRuntime>,
+    /// Held across the engine's pause and unpause, so a second hold never returns before
+    /// the container is paused.
+    counts: tokio::sync::Mutex<HashMap<String, usize>>,
+}
+
+impl PauseHolds {
+    pub fn new(runtime: Arc<dyn ContainerRuntime>) -> Arc<PauseHolds> {
+        Arc::new(PauseHolds {
+            runtime,
+            counts: tokio::sync::Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Pauses the sandbox's container (unless it is held paused already) until the hold
+    /// returned is released or dropped.
+    pub async fn hold(self: &Arc<Self>, id: &str) -> Result<PauseHold, RuntimeError> {
+        let mut counts = self.counts.lock().await;
+        let n = counts.get(id).copied().unwrap_or(0);
+        if turn(n, true) == Turn::Pause {
+            self.runtime.pause(id).await?;
+        }
+        counts.insert(id.to_string(), n + 1);
+        Ok(PauseHold {
+            holds: self.clone(),
+            id: id.to_string(),
+            released: false,
+        })
+    }
+
+    async fn release(&self, id: &str) {
+        let mut counts = self.counts.lock().await;
+        let n = counts.get(id).copied().unwrap_or(0);
+        if n <= 1 {
+            counts.remove(id);
+        } else {
+            counts.insert(id.to_string(), n - 1);
+        }
+        if turn(n, false) == Turn::Unpause {
+            if let Err(e) = self.runtime.unpause(id).await {
+                tracing::error!(sandbox_id = %id, error = %e, "cannot thaw the sandbox");
+            }
+        }
+    }
+}
+
+/// One reason a container stays paused. Released by `release`, or on drop (an error, or a
+/// request dropped half-way) in the background.
+pub struct PauseHold {
+    holds: Arc<PauseHolds>,
+    id: String,
+    released: bool,
+}
+
+impl PauseHold {
+    pub async fn release(mut self) {
+        self.released = true;
+        self.holds.release(&self.id).await;
+    }
+}
+
+impl Drop for PauseHold {
+    fn drop(&mut self) {
+        if !self.released {
+            let (holds, id) = (self.holds.clone(), std::mem::take(&mut self.id));
+            tokio::spawn(async move { holds.release(&id).await });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_hold_pauses_and_the_last_release_thaws() {
+        assert_eq!(turn(0, true), Turn::Pause);
+        assert_eq!(turn(1, true), Turn::Nothing);
+        assert_eq!(turn(2, false), Turn::Nothing);
+        assert_eq!(turn(1, false), Turn::Unpause);
+        // A release with no hold (never happens) thaws nothing.
+        assert_eq!(turn(0, false), Turn::Nothing);
+    }
+}
