@@ -181,3 +181,13 @@ mod tests {
         assert!(serde_json::from_str::<CreateJoinTokenRequest>(r#"{"uses":3}"#).is_err());
     }
 }
+
+/// `GET|PUT /v1/cluster/join-policy`: whether the cluster's own join token (every node's
+/// `join_token` setting) still admits new nodes. Turned off, only issued join tokens do, so
+/// a cluster token that was shared once stops mattering.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct JoinPolicy {
+    pub cluster_token: bool,
+}

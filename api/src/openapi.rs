@@ -291,6 +291,10 @@ pub fn operations() -> Vec<Operation> {
             .gives(200, Json(of::<join_tokens::JoinTokenList>)),
         op("delete", "/v1/cluster/join-tokens/{token}", "revokeJoinToken", OPS, "Revoke a join token: it admits nobody from then on (admin only)")
             .gives(204, Body::None),
+        op("get", "/v1/cluster/join-policy", "getJoinPolicy", OPS, "Whether the cluster's own join token still admits new nodes (admin only)")
+            .gives(200, Json(of::<join_tokens::JoinPolicy>)),
+        op("put", "/v1/cluster/join-policy", "setJoinPolicy", OPS, "Turn the cluster's own join token off (only issued join tokens admit nodes then) or on again (admin only)")
+            .takes(Json(of::<join_tokens::JoinPolicy>)).gives(200, Json(of::<join_tokens::JoinPolicy>)),
         op("get", "/v1/openapi.json", "openapi", OPS, "This document").open()
             .gives(200, Json(object)),
         op("get", "/healthz", "health", OPS, "200 when the node serves, 503 with a reason when it cannot start sandboxes safely").open()

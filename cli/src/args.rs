@@ -186,6 +186,12 @@ pub enum ClusterCommand {
     /// Join tokens for new nodes, expiring and single-use unless asked otherwise.
     #[command(subcommand)]
     Token(JoinTokenCommand),
+    /// Show, or set with --cluster-token, whether the cluster's own join token (the
+    /// `join_token` setting) still admits new nodes; off, only issued tokens do.
+    JoinPolicy {
+        #[arg(long, value_parser = ["on", "off"])]
+        cluster_token: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -3,7 +3,9 @@
 
 use crate::{Client, Result};
 use reqwest::Method;
-use warren_api::join_tokens::{CreateJoinTokenRequest, CreatedJoinToken, JoinTokenList};
+use warren_api::join_tokens::{
+    CreateJoinTokenRequest, CreatedJoinToken, JoinPolicy, JoinTokenList,
+};
 use warren_api::keys::{CreateKeyRequest, CreatedKey, KeyList, KeyScope};
 use warren_api::tenants::{Tenant, TenantList, TenantQuota};
 
@@ -77,5 +79,20 @@ impl Client {
         let path = format!("/v1/cluster/join-tokens/{id}");
         Self::check(self.request(Method::DELETE, &path).send().await?).await?;
         Ok(())
+    }
+
+    /// `GET /v1/cluster/join-policy`.
+    pub async fn join_policy(&self) -> Result<JoinPolicy> {
+        self.json(self.request(Method::GET, "/v1/cluster/join-policy"))
+            .await
+    }
+
+    /// `PUT /v1/cluster/join-policy`: whether the cluster's own join token admits nodes.
+    pub async fn set_join_policy(&self, policy: &JoinPolicy) -> Result<JoinPolicy> {
+        self.json(
+            self.request(Method::PUT, "/v1/cluster/join-policy")
+                .json(policy),
+        )
+        .await
     }
 }

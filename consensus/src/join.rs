@@ -9,7 +9,7 @@
 //! value to check the proof, and the registration spends it in the same log entry.
 
 use crate::cluster::{Cluster, ClusterError};
-use crate::join_tokens::{seal_name, TokenSpend, JOIN_TOKEN_REFUSED};
+use crate::join_tokens::{seal_name, TokenSpend, CLUSTER_TOKEN_OFF, JOIN_TOKEN_REFUSED};
 use crate::state::{Command, CommandResult, NodeId, NAME_TAKEN};
 use serde::{Deserialize, Serialize};
 use warren_transport::tls;
@@ -141,6 +141,10 @@ pub async fn admit(
 ) -> Result<JoinResponse, JoinError> {
     let (token, spend) = match &req.token_id {
         None if cluster_token.is_empty() => return Err(JoinError::NoClusterToken),
+        // Refused here at once when this member knows; the log decides otherwise.
+        None if cluster.read(|s| s.cluster_token_off) => {
+            return Err(JoinError::TokenRefused(CLUSTER_TOKEN_OFF.to_string()))
+        }
         None => (cluster_token.to_string(), None),
         Some(id) => issued_token(cluster, secrets_key, id).await?,
     };

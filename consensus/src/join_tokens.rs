@@ -12,6 +12,11 @@ use warren_api::join_tokens::{state_of, JoinTokenState};
 /// How a registration refused for its join token starts (the join endpoint answers 403).
 pub const JOIN_TOKEN_REFUSED: &str = "join token refused";
 
+/// Why a node joining with the cluster's own token is refused once an admin turned it off.
+pub const CLUSTER_TOKEN_OFF: &str =
+    "join token refused: the cluster's own join token was turned off \
+    (PUT /v1/cluster/join-policy); join with an issued token (warren cluster token create)";
+
 /// How long a token stays listed after its expiry (until a later token's creation forgets
 /// it): a day.
 pub const KEEP_SPENT_MS: u64 = 24 * 3600 * 1000;

@@ -262,6 +262,11 @@ pub enum Command {
     RevokeJoinToken {
         id: String,
     },
+    /// Whether the cluster's own join token (the `join_token` setting) still admits new
+    /// nodes; when not, only issued join tokens do.
+    SetClusterTokenJoins {
+        allowed: bool,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -301,6 +306,10 @@ pub struct ClusterState {
     /// Issued join tokens by id, their values sealed (`join_tokens`).
     #[serde(default)]
     pub join_tokens: BTreeMap<String, crate::join_tokens::JoinTokenRecord>,
+    /// Set once an admin turned the cluster's own join token off: a registration that
+    /// spends no issued token is refused.
+    #[serde(default)]
+    pub cluster_token_off: bool,
 }
 
 /// One API key: the SHA-256 of its secret part, whose key it is and what it may do.
@@ -497,12 +506,22 @@ impl ClusterState {
                         ),
                     };
                 }
-                if let Some(spend) = join_token {
-                    if let Err(reason) =
-                        crate::join_tokens::spend(&mut self.join_tokens, spend, name)
-                    {
-                        return CommandResult::Rejected { reason };
+                match join_token {
+                    Some(spend) => {
+                        if let Err(reason) =
+                            crate::join_tokens::spend(&mut self.join_tokens, spend, name)
+                        {
+                            return CommandResult::Rejected { reason };
+                        }
                     }
+                    // Decided here, in the log: a member that has not applied the switch
+                    // yet cannot admit a node with the cluster token meanwhile.
+                    None if self.cluster_token_off && !self.nodes.is_empty() => {
+                        return CommandResult::Rejected {
+                            reason: crate::join_tokens::CLUSTER_TOKEN_OFF.to_string(),
+                        };
+                    }
+                    None => {}
                 }
                 let id = self.next_node_id.max(1);
                 self.next_node_id = id + 1;
@@ -689,6 +708,10 @@ impl ClusterState {
                 self.join_tokens.remove(id);
                 CommandResult::Done
             }
+            Command::SetClusterTokenJoins { allowed } => {
+                self.cluster_token_off = !allowed;
+                CommandResult::Done
+            }
             Command::SetQuota { tenant, quota } => {
                 if *quota == Quota::default() {
                     self.quotas.remove(tenant);
@@ -837,6 +860,29 @@ mod tests {
         assert_eq!(s.apply(&reg("c")), CommandResult::Registered { node: 3 });
         // A removed name joins again under a new id, never its old one.
         assert_eq!(s.apply(&reg("b")), CommandResult::Registered { node: 4 });
+    }
+
+    #[test]
+    fn with_the_cluster_token_off_only_members_and_issued_tokens_register() {
+        let mut s = ClusterState::default();
+        s.apply(&reg("a"));
+        s.apply(&reg("b"));
+        assert_eq!(
+            s.apply(&Command::SetClusterTokenJoins { allowed: false }),
+            CommandResult::Done
+        );
+        match s.apply(&reg("c")) {
+            CommandResult::Rejected { reason } => assert!(
+                reason.starts_with(crate::join_tokens::JOIN_TOKEN_REFUSED),
+                "{reason}"
+            ),
+            other => panic!("the cluster token admitted a node after it was turned off: {other:?}"),
+        }
+        assert!(s.node_by_name("c").is_none());
+        // A member asking again with its own key is no new admission.
+        assert_eq!(s.apply(&reg("b")), CommandResult::Registered { node: 2 });
+        s.apply(&Command::SetClusterTokenJoins { allowed: true });
+        assert_eq!(s.apply(&reg("c")), CommandResult::Registered { node: 3 });
     }
 
     #[test]

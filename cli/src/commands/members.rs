@@ -4,7 +4,7 @@
 use super::client;
 use crate::args::{ClusterCommand, Conn, JoinTokenCommand};
 use crate::output;
-use warren_api::join_tokens::CreateJoinTokenRequest;
+use warren_api::join_tokens::{CreateJoinTokenRequest, JoinPolicy};
 
 pub async fn cluster(conn: &Conn, cmd: ClusterCommand) -> anyhow::Result<i32> {
     let c = client(conn)?;
@@ -52,6 +52,29 @@ pub async fn cluster(conn: &Conn, cmd: ClusterCommand) -> anyhow::Result<i32> {
             }
         }
         ClusterCommand::Token(cmd) => return join_token(conn, &c, cmd).await,
+        ClusterCommand::JoinPolicy { cluster_token } => {
+            let policy = match cluster_token {
+                Some(v) => {
+                    let policy = JoinPolicy {
+                        cluster_token: v == "on",
+                    };
+                    c.set_join_policy(&policy).await?
+                }
+                None => c.join_policy().await?,
+            };
+            if conn.json {
+                output::json(&policy);
+            } else {
+                println!(
+                    "cluster token: {}",
+                    if policy.cluster_token {
+                        "on (admits new nodes)"
+                    } else {
+                        "off (only issued join tokens admit new nodes)"
+                    }
+                );
+            }
+        }
     }
     Ok(0)
 }

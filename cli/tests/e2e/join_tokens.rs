@@ -241,3 +241,86 @@ async fn a_single_use_join_token_admits_one_node_and_an_expired_or_revoked_one_n
     );
     assert!(names_in(&c.view(0).await.unwrap()).contains(&joined_name));
 }
+
+/// The cluster's own join token, shared once with every node, can be turned off: then no
+/// member admits a node with it — also one that has not heard of the switch yet, as the
+/// log refuses the registration — while issued tokens still admit. Tried as whoever kept a
+/// copy of that token would: a join through every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_token_turned_off_admits_nobody_and_issued_tokens_still_do() {
+    let c = TestCluster::start(2, 1).await;
+    let (status, policy) = admin(&c, 0, Method::GET, "/v1/cluster/join-policy", None).await;
+    assert_eq!(
+        (status, &policy["cluster_token"]),
+        (200, &serde_json::json!(true)),
+        "{policy}"
+    );
+    let (status, _) = post_join(&c, 1, &request(c.join_token())).await;
+    assert_eq!(status, 200, "the cluster token admits while on");
+
+    // A tenant key may neither read nor change it.
+    let (status, k) = admin(
+        &c,
+        0,
+        Method::POST,
+        "/v1/keys",
+        Some(serde_json::json!({"tenant": "acme", "scope": "tenant"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{k}");
+    let r = reqwest::Client::new()
+        .put(format!("{}/v1/cluster/join-policy", c.nodes[0].url))
+        .bearer_auth(k["key"].as_str().unwrap())
+        .json(&serde_json::json!({"cluster_token": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+
+    // Turned off through a follower, by the CLI; joins through every node right after.
+    let follower = 1 - c.leader().await;
+    let out = warren_cli(
+        &c,
+        follower,
+        &["cluster", "join-policy", "--cluster-token", "off"],
+    );
+    assert!(out.contains("off"), "{out}");
+    for i in 0..c.nodes.len() {
+        let (status, body) = post_join(&c, i, &request(c.join_token())).await;
+        assert_eq!(
+            status, 403,
+            "the cluster token admitted a node after it was turned off: {body}"
+        );
+        assert!(
+            body["message"].as_str().unwrap().contains("turned off"),
+            "{body}"
+        );
+    }
+    let (token, _) = make_token(&c, 0, serde_json::json!({})).await;
+    let (status, body) = post_join(&c, 1, &request(&token)).await;
+    assert_eq!(status, 200, "an issued token no longer admits: {body}");
+    let (status, policy) = admin(&c, 0, Method::GET, "/v1/cluster/join-policy", None).await;
+    assert_eq!(
+        (status, &policy["cluster_token"]),
+        (200, &serde_json::json!(false)),
+        "{policy}"
+    );
+
+    // And on again (through the leader, which has applied it once it answers).
+    let leader = c.leader().await;
+    let (status, policy) = admin(
+        &c,
+        leader,
+        Method::PUT,
+        "/v1/cluster/join-policy",
+        Some(serde_json::json!({"cluster_token": true})),
+    )
+    .await;
+    assert_eq!(
+        (status, &policy["cluster_token"]),
+        (200, &serde_json::json!(true)),
+        "{policy}"
+    );
+    let (status, body) = post_join(&c, leader, &request(c.join_token())).await;
+    assert_eq!(status, 200, "{body}");
+}

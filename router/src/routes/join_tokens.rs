@@ -2,6 +2,7 @@
 //! `DELETE /v1/cluster/join-tokens/{id}`: tokens a new node joins with (admin only), each
 //! expiring and single-use unless asked otherwise. The value is shown once and kept in the
 //! cluster state sealed under the secrets key (`warren_consensus::join_tokens`).
+//! `GET|PUT /v1/cluster/join-policy`: whether the cluster's own token admits nodes too.
 
 use crate::auth::Principal;
 use crate::cluster::cluster_error;
@@ -13,7 +14,7 @@ use axum::{Extension, Json};
 use std::time::{Duration, SystemTime};
 use warren_api::error::parse_json;
 use warren_api::join_tokens::{
-    CreateJoinTokenRequest, CreatedJoinToken, JoinTokenInfo, JoinTokenList, PREFIX,
+    CreateJoinTokenRequest, CreatedJoinToken, JoinPolicy, JoinTokenInfo, JoinTokenList, PREFIX,
 };
 use warren_api::{time, ApiError, ErrorCode};
 use warren_consensus::join_tokens::{seal_name, JoinTokenRecord};
@@ -105,4 +106,35 @@ pub async fn delete(
         .map_err(cluster_error)?;
     tracing::info!(token = %id, by = %who.key_id, "join token revoked");
     Ok(http::StatusCode::NO_CONTENT.into_response())
+}
+
+pub async fn get_policy(
+    State(st): State<AppState>,
+    Extension(who): Extension<Principal>,
+) -> ApiResult<Json<JoinPolicy>> {
+    who.require_admin("reading the join policy")?;
+    let off = st.cluster.cluster.read(|s| s.cluster_token_off);
+    Ok(Json(JoinPolicy {
+        cluster_token: !off,
+    }))
+}
+
+/// Committed before it answers: from then on no member admits a node with the cluster's
+/// token (the registration is refused in the log, whichever member proposes it).
+pub async fn put_policy(
+    State(st): State<AppState>,
+    Extension(who): Extension<Principal>,
+    body: bytes::Bytes,
+) -> ApiResult<Json<JoinPolicy>> {
+    who.require_admin("changing the join policy")?;
+    let req: JoinPolicy = parse_json(&body)?;
+    st.cluster
+        .cluster
+        .propose(Command::SetClusterTokenJoins {
+            allowed: req.cluster_token,
+        })
+        .await
+        .map_err(cluster_error)?;
+    tracing::warn!(cluster_token = req.cluster_token, by = %who.key_id, "join policy changed");
+    Ok(Json(req))
 }

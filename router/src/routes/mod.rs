@@ -87,6 +87,10 @@ pub fn router(state: AppState) -> Router {
             "/v1/cluster/join-tokens/{token}",
             delete(join_tokens::delete),
         )
+        .route(
+            "/v1/cluster/join-policy",
+            get(join_tokens::get_policy).put(join_tokens::put_policy),
+        )
         .merge(sandbox)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -371,6 +371,22 @@ export class Warren {
     await this.request('DELETE', `/v1/cluster/join-tokens/${encodeURIComponent(id)}`, { idempotent: true });
   }
 
+  /** `GET /v1/cluster/join-policy` (admin key only): whether the cluster's own join token still admits nodes. */
+  async getJoinPolicy(): Promise<{ cluster_token: boolean }> {
+    return this.json('GET', '/v1/cluster/join-policy', { idempotent: true });
+  }
+
+  /**
+   * `PUT /v1/cluster/join-policy` (admin key only): `clusterToken: false` turns the cluster's
+   * own join token off (only issued join tokens admit nodes then); `true` turns it on again.
+   */
+  async setJoinPolicy(opts: { clusterToken: boolean }): Promise<{ cluster_token: boolean }> {
+    return this.json('PUT', '/v1/cluster/join-policy', {
+      json: { cluster_token: opts.clusterToken },
+      idempotent: true,
+    });
+  }
+
   /** `PUT /v1/tenants/{tenant}` (admin key only): what the tenant may hold at once, cluster-wide (`{}` clears it). */
   async setTenantQuota(
     tenant: string,

@@ -118,4 +118,7 @@ test('example: a join token made for a new node expires, is listed without its v
   await warren.revokeJoinToken(made.id);
   assert.ok(!(await warren.listJoinTokens()).some((t) => t.id === made.id));
   await assert.rejects(warren.createJoinToken({ ttlS: 0 }), (e) => e.status === 400);
+  assert.deepEqual(await warren.setJoinPolicy({ clusterToken: false }), { cluster_token: false });
+  assert.deepEqual(await warren.getJoinPolicy(), { cluster_token: false });
+  assert.deepEqual(await warren.setJoinPolicy({ clusterToken: true }), { cluster_token: true });
 });

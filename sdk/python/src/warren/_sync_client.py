@@ -557,6 +557,16 @@ class Warren:
         """`DELETE /v1/cluster/join-tokens/{id}` (admin key only): it admits nobody from then on."""
         self._t.send("DELETE", f"/v1/cluster/join-tokens/{token_id}")
 
+    def get_join_policy(self) -> dict[str, Any]:
+        """`GET /v1/cluster/join-policy` (admin key only): whether the cluster's own join token still admits nodes."""
+        return dict(self._t.json("GET", "/v1/cluster/join-policy"))
+
+    def set_join_policy(self, cluster_token: bool) -> dict[str, Any]:
+        """`PUT /v1/cluster/join-policy` (admin key only): ``cluster_token=False`` turns the
+        cluster's own join token off (only issued join tokens admit nodes then)."""
+        body = {"cluster_token": cluster_token}
+        return dict(self._t.json("PUT", "/v1/cluster/join-policy", json=body))
+
     def set_tenant_quota(
         self,
         tenant: str,

@@ -217,3 +217,6 @@ def test_a_join_token_made_for_a_new_node_expires_is_listed_without_its_value_an
     assert all(t["id"] != made["id"] for t in w.list_join_tokens())
     with pytest.raises(warren.InvalidArgumentError):
         w.create_join_token(ttl_s=0)
+    assert w.set_join_policy(cluster_token=False) == {"cluster_token": False}
+    assert w.get_join_policy() == {"cluster_token": False}
+    assert w.set_join_policy(cluster_token=True) == {"cluster_token": True}
