@@ -239,6 +239,18 @@ async fn a_cut_off_leader_and_its_follower_stop_before_the_majority_takes_over()
             "acknowledged write {a:?} is lost: {lines:?}"
         );
     }
+    // What the cut-off copy held (frozen when it was saved) is kept, named for the conflict.
+    let snapshots = c.nodes[majority[0]]
+        .client
+        .list_snapshots(Some(&id))
+        .await
+        .unwrap();
+    assert!(
+        snapshots.snapshots.iter().any(|s| s.origin == "conflict"
+            && s.name.as_deref().is_some_and(|n| n.contains(&owner_name))),
+        "no conflict snapshot of the cut-off copy: {:?}",
+        snapshots.snapshots
+    );
 }
 
 /// A sandbox that slept (its disk saved to the shared store) and then lost its node comes

@@ -6,7 +6,10 @@
 //! goes to the object store. The snapshot then holds every file as it was at one instant, as
 //! a power cut would leave them: no file read at the start of the archive beside another
 //! read seconds later, after the code that wrote both had moved on. The sandbox stops for as
-//! long as its changed files take to copy to the local disk, not to upload.
+//! long as its changed files take to copy to the local disk, not to upload. A container that
+//! is paused already (a fork's source, or frozen by the freezer) stays so for as long as
+//! that lasts anyway: its archive streams straight to the store, under a hold of the
+//! snapshot's own until it is written.
 //!
 //! When the guest packs (the node cannot enter the container), the sandbox cannot be
 //! frozen (its guest would be frozen with it): the archive is read while it runs, and files
@@ -65,48 +68,63 @@ impl SandboxManager {
             self.guest_json(rec, "/archive/quiesce", b"{}".to_vec())
                 .await?;
         }
-        // `_spooled` is the spool file, deleted once the snapshot is written.
-        let (archive, deleted, _spooled) = match target {
-            Some(target) => {
-                let hold = self.pauses.hold(&rec.id).await?;
-                let frozen_at = Instant::now();
-                let listed = self.changed(rec, dirs).await;
-                let spooled = match &listed {
-                    Ok((saved, _)) => Some(self.spool(&target, saved.clone()).await),
-                    Err(_) => None,
-                };
-                hold.release().await;
-                self.metrics
-                    .snapshots
-                    .with_label_values(&["frozen"])
-                    .observe(frozen_at.elapsed().as_secs_f64());
-                let (saved, deleted) = listed?;
-                match spooled.expect("spooled once listed") {
-                    Ok((file, path)) => {
-                        let stream = tokio_util::io::ReaderStream::with_capacity(file, SPOOL_READ);
-                        (stream.boxed(), deleted, Some(path))
-                    }
-                    Err(e) => {
-                        tracing::warn!(sandbox_id = %rec.id, error = %e, "cannot pack in the container's namespace; the guest packs while the sandbox runs");
-                        (self.guest_pack(rec, saved, quiesce).await?, deleted, None)
-                    }
-                }
-            }
+        // `kept`: a hold that lasts until the snapshot is written; `_spooled`: the spool
+        // file, deleted then.
+        let (archive, deleted, kept, _spooled) = match target {
             None => {
                 tracing::warn!(sandbox_id = %rec.id, "the node cannot enter the container: the guest packs while the sandbox runs (files written meanwhile may be saved at different moments)");
                 let (saved, deleted) = self.changed(rec, dirs).await?;
-                (self.guest_pack(rec, saved, quiesce).await?, deleted, None)
+                (
+                    self.guest_pack(rec, saved, quiesce).await?,
+                    deleted,
+                    None,
+                    None,
+                )
+            }
+            Some(target) => {
+                let hold = self.pauses.hold(&rec.id).await?;
+                if hold.was_paused() {
+                    // Frozen for a fork or by the freezer, which keep it so anyway: the
+                    // archive streams straight to the store, under a hold of its own
+                    // until it is written (the other may end first).
+                    let (saved, deleted) = self.changed(rec, dirs).await?;
+                    match self.pack_here(&target, saved.clone()).await {
+                        Ok(archive) => (archive, deleted, Some(hold), None),
+                        Err(e) => {
+                            tracing::warn!(sandbox_id = %rec.id, error = %e, "cannot pack in the container's namespace; the guest packs once the sandbox runs again");
+                            hold.release().await;
+                            let archive = self.guest_pack(rec, saved, quiesce).await?;
+                            (archive, deleted, None, None)
+                        }
+                    }
+                } else {
+                    let frozen_at = Instant::now();
+                    let listed = self.changed(rec, dirs).await;
+                    let spooled = match &listed {
+                        Ok((saved, _)) => Some(self.spool(&target, saved.clone()).await),
+                        Err(_) => None,
+                    };
+                    hold.release().await;
+                    self.metrics
+                        .snapshots
+                        .with_label_values(&["frozen"])
+                        .observe(frozen_at.elapsed().as_secs_f64());
+                    let (saved, deleted) = listed?;
+                    match spooled.expect("spooled once listed") {
+                        Ok((file, path)) => {
+                            let archive =
+                                tokio_util::io::ReaderStream::with_capacity(file, SPOOL_READ);
+                            (archive.boxed(), deleted, None, Some(path))
+                        }
+                        Err(e) => {
+                            tracing::warn!(sandbox_id = %rec.id, error = %e, "cannot pack in the container's namespace; the guest packs while the sandbox runs");
+                            let archive = self.guest_pack(rec, saved, quiesce).await?;
+                            (archive, deleted, None, None)
+                        }
+                    }
+                }
             }
         };
-        let progress = crate::sandbox::progress::current();
-        if let Some(p) = &progress {
-            p.phase("archive", 0);
-        }
-        let reader = tokio_util::io::StreamReader::new(archive.inspect_ok(move |b| {
-            if let Some(p) = &progress {
-                p.add(b.len() as u64);
-            }
-        }));
         let new = NewSnapshot {
             id,
             sandbox: rec.id.clone(),
@@ -118,11 +136,11 @@ impl SandboxManager {
             deleted,
             tenant: self.recovery.tenant_of(&rec.id),
         };
-        let m = self
-            .snapshots
-            .write(new, reader)
-            .await
-            .map_err(snapshot_error)?;
+        let written = self.write_capture(new, archive).await;
+        if let Some(hold) = kept {
+            hold.release().await;
+        }
+        let m = written?;
         self.metrics
             .snapshots
             .with_label_values(&["capture"])
@@ -130,6 +148,27 @@ impl SandboxManager {
         tracing::info!(sandbox_id = %rec.id, snapshot = %m.id, bytes = m.size_bytes, new_bytes = m.new_bytes,
             ms = started.elapsed().as_millis() as u64, "snapshot written");
         Ok(m)
+    }
+
+    /// Writes `archive` as the snapshot `new` describes.
+    async fn write_capture(
+        &self,
+        new: NewSnapshot,
+        archive: Archive,
+    ) -> Result<Manifest, ApiError> {
+        let progress = crate::sandbox::progress::current();
+        if let Some(p) = &progress {
+            p.phase("archive", 0);
+        }
+        let reader = tokio_util::io::StreamReader::new(archive.inspect_ok(move |b| {
+            if let Some(p) = &progress {
+                p.add(b.len() as u64);
+            }
+        }));
+        self.snapshots
+            .write(new, reader)
+            .await
+            .map_err(snapshot_error)
     }
 
     /// The paths the container changed under `dirs` (or everywhere) that a snapshot saves,
@@ -157,27 +196,20 @@ impl SandboxManager {
         Ok((saved, deleted))
     }
 
-    /// The archive of `paths`, packed by the node in the container's mount namespace
-    /// (outside the sandbox's cgroup, so it runs while the sandbox is frozen) into a file
-    /// of the spool, read back from its start. The file is deleted when the path returned
+    /// The archive of `paths`, packed by the node (`pack_here`) into a file of the spool,
+    /// read back from its start. The file is deleted when the path returned
     /// is dropped.
     async fn spool(
         &self,
         target: &enter::Target,
         paths: Vec<String>,
     ) -> std::io::Result<(tokio::fs::File, tempfile::TempPath)> {
-        let request = serde_json::to_vec(&PackRequest {
-            paths,
-            quiesce: false,
-        })
-        .expect("serializes");
         let (file, path) = tempfile::Builder::new()
             .prefix("capture-")
             .tempfile_in(self.cfg.spool_dir())?
             .into_parts();
         let mut out = tokio::fs::File::from_std(file);
-        let archive = enter::pack_in_container(target, request).await?;
-        let mut archive = std::pin::pin!(archive);
+        let mut archive = self.pack_here(target, paths).await?;
         while let Some(piece) = archive.next().await {
             out.write_all(&piece?).await?;
         }
@@ -185,6 +217,21 @@ impl SandboxManager {
         drop(out);
         let back = tokio::fs::File::open(&path).await?;
         Ok((back, path))
+    }
+
+    /// The archive of `paths`, packed by the node in the container's mount namespace
+    /// (outside the sandbox's cgroup, so it runs while the sandbox is frozen).
+    async fn pack_here(
+        &self,
+        target: &enter::Target,
+        paths: Vec<String>,
+    ) -> std::io::Result<Archive> {
+        let request = serde_json::to_vec(&PackRequest {
+            paths,
+            quiesce: false,
+        })
+        .expect("serializes");
+        Ok(enter::pack_in_container(target, request).await?.boxed())
     }
 
     /// The archive of `paths`, packed by the guest while the sandbox runs.

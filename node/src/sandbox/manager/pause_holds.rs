@@ -55,6 +55,7 @@ impl PauseHolds {
             holds: self.clone(),
             id: id.to_string(),
             released: false,
+            others: n > 0,
         })
     }
 
@@ -80,9 +81,17 @@ pub struct PauseHold {
     holds: Arc<PauseHolds>,
     id: String,
     released: bool,
+    /// Whether another hold had the container paused already when this one was taken.
+    others: bool,
 }
 
 impl PauseHold {
+    /// Whether the container was held paused already (by a fork, or the freezer) when this
+    /// hold was taken: it stays paused for as long as that other hold lasts anyway.
+    pub fn was_paused(&self) -> bool {
+        self.others
+    }
+
     pub async fn release(mut self) {
         self.released = true;
         self.holds.release(&self.id).await;
