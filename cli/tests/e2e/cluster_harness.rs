@@ -388,6 +388,22 @@ impl TestCluster {
         &self.token
     }
 
+    /// Posts a join request to node `i`, as a joining node would: status and body.
+    pub async fn post_join(
+        &self,
+        i: usize,
+        req: &warren_consensus::join::JoinRequest,
+    ) -> (u16, serde_json::Value) {
+        let r = reqwest::Client::new()
+            .post(format!("{}/internal/v1/join", self.nodes[i].url))
+            .json(req)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or_default())
+    }
+
     /// The directory the nodes keep snapshots in (their object store), unless the cluster
     /// was started on another store.
     pub fn store_dir(&self) -> PathBuf {

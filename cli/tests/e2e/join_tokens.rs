@@ -29,6 +29,20 @@ async fn admin(
     (status, r.json().await.unwrap_or_default())
 }
 
+/// A new tenant (not admin) key, made through node 0.
+async fn tenant_key(c: &TestCluster) -> String {
+    let (status, k) = admin(
+        c,
+        0,
+        Method::POST,
+        "/v1/keys",
+        Some(serde_json::json!({"tenant": "acme", "scope": "tenant"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{k}");
+    k["key"].as_str().unwrap().to_string()
+}
+
 /// A new token made through node `i`: its value and id.
 async fn make_token(c: &TestCluster, i: usize, body: serde_json::Value) -> (String, String) {
     let (status, t) = admin(c, i, Method::POST, "/v1/cluster/join-tokens", Some(body)).await;
@@ -62,17 +76,6 @@ fn request(token: &str) -> JoinRequest {
     JoinRequest::new(token, &name, "r1", "127.0.0.1:9", "127.0.0.1:9", 1, &csr)
 }
 
-async fn post_join(c: &TestCluster, i: usize, req: &JoinRequest) -> (u16, serde_json::Value) {
-    let r = reqwest::Client::new()
-        .post(format!("{}/internal/v1/join", c.nodes[i].url))
-        .json(req)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or_default())
-}
-
 fn names_in(view: &serde_json::Value) -> Vec<String> {
     view["nodes"]
         .as_array()
@@ -87,18 +90,10 @@ async fn a_single_use_join_token_admits_one_node_and_an_expired_or_revoked_one_n
     let mut c = TestCluster::start(2, 1).await;
 
     // A tenant key may not make one.
-    let (status, k) = admin(
-        &c,
-        0,
-        Method::POST,
-        "/v1/keys",
-        Some(serde_json::json!({"tenant": "acme", "scope": "tenant"})),
-    )
-    .await;
-    assert_eq!(status, 201, "{k}");
+    let tenant = tenant_key(&c).await;
     let r = reqwest::Client::new()
         .post(format!("{}/v1/cluster/join-tokens", c.nodes[0].url))
-        .bearer_auth(k["key"].as_str().unwrap())
+        .bearer_auth(&tenant)
         .json(&serde_json::json!({}))
         .send()
         .await
@@ -122,7 +117,7 @@ async fn a_single_use_join_token_admits_one_node_and_an_expired_or_revoked_one_n
 
     // The same token again, through every node, the one it admitted included: refused.
     for i in 0..c.nodes.len() {
-        let (status, body) = post_join(&c, i, &request(&token)).await;
+        let (status, body) = c.post_join(i, &request(&token)).await;
         assert_eq!(
             status, 403,
             "a used single-use token admitted a node: {body}"
@@ -150,7 +145,7 @@ async fn a_single_use_join_token_admits_one_node_and_an_expired_or_revoked_one_n
             as_cluster_token.csr_pem.as_bytes(),
         ],
     );
-    let (status, body) = post_join(&c, joined, &as_cluster_token).await;
+    let (status, body) = c.post_join(joined, &as_cluster_token).await;
     assert_eq!(
         status, 403,
         "the spent token worked as a cluster token: {body}"
@@ -159,7 +154,7 @@ async fn a_single_use_join_token_admits_one_node_and_an_expired_or_revoked_one_n
     // Two nodes racing with one fresh single-use token: exactly one gets in.
     let (token2, _) = make_token(&c, 0, serde_json::json!({})).await;
     let (a, b) = (request(&token2), request(&token2));
-    let (ra, rb) = tokio::join!(post_join(&c, 0, &a), post_join(&c, 1, &b));
+    let (ra, rb) = tokio::join!(c.post_join(0, &a), c.post_join(1, &b));
     let mut statuses = [ra.0, rb.0];
     statuses.sort();
     assert_eq!(statuses, [200, 403], "{ra:?} {rb:?}");
@@ -169,7 +164,7 @@ async fn a_single_use_join_token_admits_one_node_and_an_expired_or_revoked_one_n
     } else {
         (&b, &rb.1)
     };
-    let (status, again) = post_join(&c, 0, winner).await;
+    let (status, again) = c.post_join(0, winner).await;
     assert_eq!(status, 200, "{again}");
     assert_eq!(again["node_id"], first["node_id"]);
     let resp: JoinResponse = serde_json::from_value(again).unwrap();
@@ -178,15 +173,15 @@ async fn a_single_use_join_token_admits_one_node_and_an_expired_or_revoked_one_n
     // A guessed secret for a real id: refused, and the token is not spent by it.
     let (token3, id3) = make_token(&c, 0, serde_json::json!({})).await;
     let forged = format!("wjt_{id3}_{}", "0".repeat(64));
-    let (status, body) = post_join(&c, 0, &request(&forged)).await;
+    let (status, body) = c.post_join(0, &request(&forged)).await;
     assert_eq!(status, 403, "{body}");
-    let (status, body) = post_join(&c, 1, &request(&token3)).await;
+    let (status, body) = c.post_join(1, &request(&token3)).await;
     assert_eq!(status, 200, "the forged try spent the token: {body}");
 
     // Expired.
     let (token4, _) = make_token(&c, 0, serde_json::json!({"ttl_s": 1})).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let (status, body) = post_join(&c, 0, &request(&token4)).await;
+    let (status, body) = c.post_join(0, &request(&token4)).await;
     assert_eq!(status, 403, "{body}");
     assert!(
         body["message"].as_str().unwrap().contains("expired"),
@@ -195,9 +190,9 @@ async fn a_single_use_join_token_admits_one_node_and_an_expired_or_revoked_one_n
 
     // Revoked (through one node, refused through the other at once).
     let (token5, id5) = make_token(&c, 0, serde_json::json!({"single_use": false})).await;
-    let (status, _) = post_join(&c, 1, &request(&token5)).await;
+    let (status, _) = c.post_join(1, &request(&token5)).await;
     assert_eq!(status, 200, "a multi-use token admits");
-    let (status, _) = post_join(&c, 0, &request(&token5)).await;
+    let (status, _) = c.post_join(0, &request(&token5)).await;
     assert_eq!(status, 200, "a multi-use token admits again");
     let (status, _) = admin(
         &c,
@@ -208,7 +203,7 @@ async fn a_single_use_join_token_admits_one_node_and_an_expired_or_revoked_one_n
     )
     .await;
     assert_eq!(status, 204);
-    let (status, body) = post_join(&c, 1, &request(&token5)).await;
+    let (status, body) = c.post_join(1, &request(&token5)).await;
     assert_eq!(status, 403, "{body}");
     assert!(
         body["message"].as_str().unwrap().contains("revoked"),
@@ -255,22 +250,14 @@ async fn the_cluster_token_turned_off_admits_nobody_and_issued_tokens_still_do()
         (200, &serde_json::json!(true)),
         "{policy}"
     );
-    let (status, _) = post_join(&c, 1, &request(c.join_token())).await;
+    let (status, _) = c.post_join(1, &request(c.join_token())).await;
     assert_eq!(status, 200, "the cluster token admits while on");
 
     // A tenant key may neither read nor change it.
-    let (status, k) = admin(
-        &c,
-        0,
-        Method::POST,
-        "/v1/keys",
-        Some(serde_json::json!({"tenant": "acme", "scope": "tenant"})),
-    )
-    .await;
-    assert_eq!(status, 201, "{k}");
+    let tenant = tenant_key(&c).await;
     let r = reqwest::Client::new()
         .put(format!("{}/v1/cluster/join-policy", c.nodes[0].url))
-        .bearer_auth(k["key"].as_str().unwrap())
+        .bearer_auth(&tenant)
         .json(&serde_json::json!({"cluster_token": false}))
         .send()
         .await
@@ -286,7 +273,7 @@ async fn the_cluster_token_turned_off_admits_nobody_and_issued_tokens_still_do()
     );
     assert!(out.contains("off"), "{out}");
     for i in 0..c.nodes.len() {
-        let (status, body) = post_join(&c, i, &request(c.join_token())).await;
+        let (status, body) = c.post_join(i, &request(c.join_token())).await;
         assert_eq!(
             status, 403,
             "the cluster token admitted a node after it was turned off: {body}"
@@ -297,7 +284,7 @@ async fn the_cluster_token_turned_off_admits_nobody_and_issued_tokens_still_do()
         );
     }
     let (token, _) = make_token(&c, 0, serde_json::json!({})).await;
-    let (status, body) = post_join(&c, 1, &request(&token)).await;
+    let (status, body) = c.post_join(1, &request(&token)).await;
     assert_eq!(status, 200, "an issued token no longer admits: {body}");
     let (status, policy) = admin(&c, 0, Method::GET, "/v1/cluster/join-policy", None).await;
     assert_eq!(
@@ -321,6 +308,6 @@ async fn the_cluster_token_turned_off_admits_nobody_and_issued_tokens_still_do()
         (200, &serde_json::json!(true)),
         "{policy}"
     );
-    let (status, body) = post_join(&c, leader, &request(c.join_token())).await;
+    let (status, body) = c.post_join(leader, &request(c.join_token())).await;
     assert_eq!(status, 200, "{body}");
 }

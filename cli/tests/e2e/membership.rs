@@ -14,18 +14,6 @@ use warren_consensus::rpc::{self, Reply, Request};
 use warren_consensus::Command;
 use warren_transport::{tls, NodeIdentity, Peers, StreamKind};
 
-/// Posts a join request to node `i`: status and body.
-async fn post_join(c: &TestCluster, i: usize, req: &JoinRequest) -> (u16, serde_json::Value) {
-    let r = reqwest::Client::new()
-        .post(format!("{}/internal/v1/join", c.nodes[i].url))
-        .json(req)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or_default())
-}
-
 /// Joins as `name` with the cluster's token, as a new node would: its identity and id.
 async fn join_as(c: &TestCluster, name: &str) -> (NodeIdentity, u64) {
     let (key_pem, csr) = tls::new_key_and_csr(name).unwrap();
@@ -38,7 +26,7 @@ async fn join_as(c: &TestCluster, name: &str) -> (NodeIdentity, u64) {
         1,
         &csr,
     );
-    let (status, body) = post_join(c, 0, &req).await;
+    let (status, body) = c.post_join(0, &req).await;
     assert_eq!(status, 200, "{body}");
     let resp: JoinResponse = serde_json::from_value(body).unwrap();
     assert!(resp.verify(c.join_token()));
@@ -108,7 +96,7 @@ async fn a_join_token_holder_cannot_take_a_members_name_or_change_what_a_joiner_
         1,
         &csr,
     );
-    let (status, body) = post_join(&c, 1, &req).await;
+    let (status, body) = c.post_join(1, &req).await;
     assert_eq!(status, 409, "registered over the leader: {body}");
     assert_eq!(body["code"], "ALREADY_EXISTS", "{body}");
 
@@ -126,7 +114,7 @@ async fn a_join_token_holder_cannot_take_a_members_name_or_change_what_a_joiner_
         &csr,
     );
     req.peer_addr = "127.0.0.1:4444".into();
-    let (status, body) = post_join(&c, 0, &req).await;
+    let (status, body) = c.post_join(0, &req).await;
     assert_eq!(status, 403, "a changed join was admitted: {body}");
     let view = c.view(0).await.unwrap();
     assert!(
@@ -140,8 +128,8 @@ async fn a_join_token_holder_cannot_take_a_members_name_or_change_what_a_joiner_
 
     // The same key asking again (a lost answer) gets the same id, bound in the certificate.
     req.peer_addr = "127.0.0.1:9".into();
-    let (s1, first) = post_join(&c, 0, &req).await;
-    let (s2, second) = post_join(&c, 1, &req).await;
+    let (s1, first) = c.post_join(0, &req).await;
+    let (s2, second) = c.post_join(1, &req).await;
     assert_eq!((s1, s2), (200, 200), "{first} {second}");
     assert_eq!(first["node_id"], second["node_id"]);
     let cert = second["cert_pem"].as_str().unwrap();

@@ -43,7 +43,13 @@ fn expected(method: &str, path: &str) -> Expect {
         ("delete", "/v1/sandboxes/{id}") => Status(204),
         (_, p) if p.starts_with("/v1/sandboxes/{id}") => Absent("SANDBOX_NOT_FOUND"),
         (_, p) if p.starts_with("/v1/snapshots/{sid}") => Absent("SNAPSHOT_NOT_FOUND"),
-        (_, p) if p.starts_with("/v1/keys") || p.starts_with("/v1/cluster/nodes/") => Status(403),
+        (_, p)
+            if p.starts_with("/v1/keys")
+                || p.starts_with("/v1/cluster/nodes/")
+                || p.starts_with("/v1/cluster/join-") =>
+        {
+            Status(403)
+        }
         ("put", "/v1/tenants/{tenant}") | ("get", "/v1/tenants") => Status(403),
         ("get", "/v1/tenants/{tenant}") => Absent("NOT_FOUND"),
         // B's own namespace of secret names: A's "tok" is not B's.
