@@ -261,9 +261,9 @@ pub trait ContainerRuntime: Send + Sync {
     async fn changes(&self, sandbox_id: &str) -> Result<Vec<FsChange>, RuntimeError>;
     /// Whether per-container disk limits are enforced by this engine.
     fn disk_limits(&self) -> bool;
-    /// Kills every process of the running container but its first (the guest), with the
-    /// container frozen meanwhile so that none can fork past the kill or hand its pid to
-    /// another process. How many were killed.
+    /// Kills every process of the running container but its first (the guest). The caller
+    /// keeps the container paused meanwhile (a `PauseHold`), so that none can fork past the
+    /// kill or hand its pid to another process. How many were killed.
     async fn kill_all_but_init(&self, sandbox_id: &str) -> Result<usize, RuntimeError>;
     /// How the engine maps sandbox ids to host ids: `Some` when every sandbox runs in a
     /// user namespace (its root is not the host's root), `None` when none does.

@@ -993,42 +993,35 @@ impl ContainerRuntime for Arc<DockerRuntime> {
         let Some(info) = self.inspect(sandbox_id).await?.filter(|i| i.running) else {
             return Ok(0);
         };
-        self.pause(sandbox_id).await?;
-        let killed = async {
-            let options = bollard::query_parameters::TopOptionsBuilder::default()
-                .ps_args("-eo pid")
-                .build();
-            let top = self
-                .docker
-                .top_processes(&name, Some(options))
-                .await
-                .map_err(docker_err)?;
-            let column = top
-                .titles
-                .iter()
-                .flatten()
-                .position(|t| t.trim() == "PID")
-                .ok_or_else(|| RuntimeError::Other("docker top listed no PID column".into()))?;
-            let mut killed = 0;
-            for row in top.processes.iter().flatten() {
-                let Some(pid) = row.get(column).and_then(|p| p.trim().parse::<i32>().ok()) else {
-                    continue;
-                };
-                if pid <= 1 || pid as u32 == info.pid {
-                    continue;
-                }
-                // SAFETY: kill(2) on a pid of the frozen container (it cannot exit or be
-                // reused until the container is thawed).
-                if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
-                    killed += 1;
-                }
+        // The caller holds the container paused.
+        let options = bollard::query_parameters::TopOptionsBuilder::default()
+            .ps_args("-eo pid")
+            .build();
+        let top = self
+            .docker
+            .top_processes(&name, Some(options))
+            .await
+            .map_err(docker_err)?;
+        let column = top
+            .titles
+            .iter()
+            .flatten()
+            .position(|t| t.trim() == "PID")
+            .ok_or_else(|| RuntimeError::Other("docker top listed no PID column".into()))?;
+        let mut killed = 0;
+        for row in top.processes.iter().flatten() {
+            let Some(pid) = row.get(column).and_then(|p| p.trim().parse::<i32>().ok()) else {
+                continue;
+            };
+            if pid <= 1 || pid as u32 == info.pid {
+                continue;
             }
-            Ok(killed)
+            // SAFETY: kill(2) on a pid of the frozen container (it cannot exit or be
+            // reused until the container is thawed).
+            if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+                killed += 1;
+            }
         }
-        .await;
-        let thawed = self.unpause(sandbox_id).await;
-        let killed = killed?;
-        thawed?;
         Ok(killed)
     }
 

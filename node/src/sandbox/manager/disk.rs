@@ -124,7 +124,18 @@ impl SandboxManager {
         {
             return;
         }
-        match self.runtime.kill_all_but_init(id).await {
+        // Frozen while its pids are listed and killed (with whatever else holds it so).
+        let hold = match self.pauses.hold(id).await {
+            Ok(hold) => hold,
+            Err(e) => {
+                tracing::error!(sandbox_id = %id, error = %e,
+                    "the sandbox is over its disk_mb and cannot be frozen to kill its processes");
+                return;
+            }
+        };
+        let killed = self.runtime.kill_all_but_init(id).await;
+        hold.release().await;
+        match killed {
             Ok(killed) => {
                 self.metrics.disk_limit_kills.inc();
                 tracing::warn!(sandbox_id = %id, used_mib = usage.bytes >> 20,
