@@ -135,6 +135,12 @@ pub async fn put_policy(
         })
         .await
         .map_err(cluster_error)?;
+    // Applied here before it answers, so that this node's GET reads it back.
+    st.cluster
+        .cluster
+        .read_barrier(std::time::Duration::from_secs(5))
+        .await
+        .map_err(cluster_error)?;
     tracing::warn!(cluster_token = req.cluster_token, by = %who.key_id, "join policy changed");
     Ok(Json(req))
 }

@@ -109,6 +109,15 @@ pub async fn delete(
     cl.propose(Command::RevokeKey { id: id.clone() })
         .await
         .map_err(cluster_error)?;
+    // This node too: a follower's proposal is committed by the leader's quorum, which need
+    // not have included this node (its replication may be backing off).
+    if let Err(e) = cl.read_barrier(CATCH_UP).await {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            format!("key {id} is revoked in the cluster, but this node has not applied it yet ({e}); retry the DELETE"),
+        )
+        .into());
+    }
     // Every node that is not down answers its list only once it applied the revocation.
     let seen: Result<Vec<KeyList>, _> = from_other_nodes(&st, "/v1/keys", &who, "its keys").await;
     match seen {
