@@ -18,9 +18,21 @@ async fn admin(
     path: &str,
     body: Option<serde_json::Value>,
 ) -> (u16, serde_json::Value) {
+    call(c, i, c.admin_key(), method, path, body).await
+}
+
+/// A call to node `i` with `key`: status and body.
+async fn call(
+    c: &TestCluster,
+    i: usize,
+    key: &str,
+    method: Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
     let mut req = reqwest::Client::new()
         .request(method, format!("{}{path}", c.nodes[i].url))
-        .bearer_auth(c.admin_key());
+        .bearer_auth(key);
     if let Some(b) = body {
         req = req.json(&b);
     }
@@ -91,14 +103,16 @@ async fn a_single_use_join_token_admits_one_node_and_an_expired_or_revoked_one_n
 
     // A tenant key may not make one.
     let tenant = tenant_key(&c).await;
-    let r = reqwest::Client::new()
-        .post(format!("{}/v1/cluster/join-tokens", c.nodes[0].url))
-        .bearer_auth(&tenant)
-        .json(&serde_json::json!({}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 403);
+    let (status, _) = call(
+        &c,
+        0,
+        &tenant,
+        Method::POST,
+        "/v1/cluster/join-tokens",
+        Some(serde_json::json!({})),
+    )
+    .await;
+    assert_eq!(status, 403);
 
     // A real node joins with a token made through a follower (by the CLI, as an operator
     // would), and is up.
@@ -255,14 +269,12 @@ async fn the_cluster_token_turned_off_admits_nobody_and_issued_tokens_still_do()
 
     // A tenant key may neither read nor change it.
     let tenant = tenant_key(&c).await;
-    let r = reqwest::Client::new()
-        .put(format!("{}/v1/cluster/join-policy", c.nodes[0].url))
-        .bearer_auth(&tenant)
-        .json(&serde_json::json!({"cluster_token": false}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 403);
+    let path = "/v1/cluster/join-policy";
+    let (status, _) = call(&c, 0, &tenant, Method::GET, path, None).await;
+    assert_eq!(status, 403);
+    let off = serde_json::json!({"cluster_token": false});
+    let (status, _) = call(&c, 0, &tenant, Method::PUT, path, Some(off)).await;
+    assert_eq!(status, 403);
 
     // Turned off through a follower, by the CLI; joins through every node right after.
     let follower = 1 - c.leader().await;

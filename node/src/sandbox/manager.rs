@@ -87,7 +87,8 @@ pub struct SandboxManager {
     addrs: egress::AddrBook,
     /// What each sandbox uses here (`crate::usage`).
     meter: Arc<crate::usage::Meter>,
-    /// Who keeps which container paused (forks, snapshots, the freezer).
+    /// Who keeps which container paused (forks, snapshots, the disk-limit killer, the
+    /// freezer).
     pauses: Arc<pause_holds::PauseHolds>,
 }
 

@@ -138,7 +138,7 @@ pub async fn put_policy(
     // Applied here before it answers, so that this node's GET reads it back.
     st.cluster
         .cluster
-        .read_barrier(std::time::Duration::from_secs(5))
+        .read_barrier(Duration::from_secs(5))
         .await
         .map_err(cluster_error)?;
     tracing::warn!(cluster_token = req.cluster_token, by = %who.key_id, "join policy changed");

@@ -1,9 +1,10 @@
 //! Who keeps a container paused. Several things pause a sandbox for their own reasons and
 //! at overlapping times: a fork (its source, for the snapshot and the copies), a snapshot
 //! (for one instant of its files), the disk-limit killer (so that no process forks past
-//! its kill), and the freezer (the firewall broke, or the lease was lost). A container is paused by the first hold and unpaused when the last one ends, so
-//! one of them ending never thaws a sandbox another still needs frozen, and none pauses a
-//! container that is paused already (which the engine refuses).
+//! its kill), and the freezer (the firewall broke, or the lease was lost). A container is
+//! paused by the first hold and unpaused when the last one ends, so one of them ending
+//! never thaws a sandbox another still needs frozen, and none pauses a container that is
+//! paused already (which the engine refuses).
 
 use crate::runtime::{ContainerRuntime, RuntimeError};
 use std::collections::HashMap;
