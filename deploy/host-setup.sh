@@ -113,15 +113,55 @@ if ! rustup target list --installed 2>/dev/null | grep -q x86_64-unknown-linux-m
   rustup target add x86_64-unknown-linux-musl
 fi
 
+# Starts dockerd in the background and waits until it answers; false if it exited (or never
+# answered) instead.
+start_dockerd() {
+  local log=$1 pidfile=$2 pid
+  as_root sh -c "nohup dockerd --userns-remap=default >'$log' 2>&1 & echo \$! > '$pidfile'"
+  pid=$(cat "$pidfile")
+  for _ in $(seq 1 120); do
+    docker info >/dev/null 2>&1 && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.5
+  done
+  docker info >/dev/null 2>&1
+}
+
+# A dockerd killed while it was creating a network (a machine stopped under a running test
+# suite) can leave a network record without its address pool; Docker 20.10 then panics in
+# libnetwork's reservePools on every start. The network store of the user-namespaced data
+# root (the one this script starts dockerd with) is moved aside, not deleted, and only when
+# WARREN_DOCKER_REPAIR_NETWORKS=1 says so (.ci/run does: CI owns its machine's Docker).
+repair_network_store() {
+  local log=$1 start root store
+  grep -q 'libnetwork.(\*controller).reservePools' "$log" || return 1
+  start=$(awk -F: '$1 == "dockremap" { print $2; exit }' /etc/subuid 2>/dev/null)
+  root=/var/lib/docker/${start:-100000}.${start:-100000}
+  store=$root/network/files/local-kv.db
+  if [ "${WARREN_DOCKER_REPAIR_NETWORKS:-0}" != 1 ]; then
+    echo "host-setup: dockerd crashed restoring its network store ($store):" >&2
+    echo "  a network record lost its address pool. Move that file aside and start again" >&2
+    echo "  (its user-defined networks are forgotten), or rerun with WARREN_DOCKER_REPAIR_NETWORKS=1." >&2
+    return 1
+  fi
+  [ -f "$store" ] || return 1
+  echo "host-setup: dockerd crashed restoring its network store; moving $store aside" >&2
+  as_root mv "$store" "$store.broken-$(date +%s)"
+}
+
 if [ "$want_docker" = 1 ] && ! docker info >/dev/null 2>&1; then
   echo "host-setup: starting dockerd (with user namespaces)"
   log=${WARREN_DOCKERD_LOG:-/var/log/warren-dockerd.log}
-  as_root sh -c "nohup dockerd --userns-remap=default >'$log' 2>&1 & echo \$! > '${WARREN_DOCKERD_PIDFILE:-/run/warren-dockerd.pid}'"
-  for _ in $(seq 1 120); do
-    docker info >/dev/null 2>&1 && break
-    sleep 0.5
-  done
-  docker info >/dev/null 2>&1 || { echo "dockerd did not start; see $log" >&2; tail -20 "$log" >&2; exit 1; }
+  pidfile=${WARREN_DOCKERD_PIDFILE:-/run/warren-dockerd.pid}
+  if ! start_dockerd "$log" "$pidfile"; then
+    if repair_network_store "$log" && start_dockerd "$log" "$pidfile"; then
+      :
+    else
+      echo "dockerd did not start; see $log" >&2
+      grep -m1 -A3 '^panic:' "$log" >&2 || tail -20 "$log" >&2
+      exit 1
+    fi
+  fi
 fi
 if [ "$want_docker" = 1 ] && ! docker info --format '{{.SecurityOptions}}' 2>/dev/null | grep -q 'name=userns'; then
   echo "host-setup: WARNING: this Docker daemon runs containers without user namespaces;" >&2
