@@ -16,6 +16,8 @@ mod e2e {
     mod files;
     mod git;
     mod hardening;
+    mod histories;
+    mod history;
     mod hostile;
     mod interpreter;
     mod join_tokens;

@@ -1,0 +1,459 @@
+//! Histories under faults, judged by `history::check`: clients entering every node append to
+//! the sandboxes of a three-node cluster (one sandbox owned by each node) while the test cuts
+//! nodes apart, pauses and kills them; then the cluster is healed, the files are read once
+//! every node reads the same, and every request of the history is judged.
+
+use super::cluster_harness::{ids_on, TestCluster};
+use super::history::{check, Allowances, Op, Outcome};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// A client gives up on a request after this long. Longer than any wait the API does for a
+/// failover or a move, so a missing answer is the node's silence, not the client's haste.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(75);
+
+/// One append: the value and the line it landed on, under a lock, so that appends from
+/// different clients report lines one at a time.
+fn append_script(value: &str) -> String {
+    format!(
+        "flock /workspace/.log.lock sh -c 'echo {value} >> /workspace/log && wc -l < /workspace/log'"
+    )
+}
+
+/// Sends one append of `value` to `sandbox` through the node at `url`.
+async fn append(
+    http: &reqwest::Client,
+    url: &str,
+    key: &str,
+    sandbox: &str,
+    value: &str,
+) -> Outcome {
+    let r = http
+        .post(format!("{url}/v1/sandboxes/{sandbox}/exec"))
+        .bearer_auth(key)
+        .json(&serde_json::json!({ "command": append_script(value) }))
+        .timeout(CLIENT_TIMEOUT)
+        .send()
+        .await;
+    let r = match r {
+        Ok(r) => r,
+        Err(e) => return Outcome::NoAnswer(e.to_string()),
+    };
+    let status = r.status().as_u16();
+    let node = r
+        .headers()
+        .get("x-warren-node")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let body: serde_json::Value = match r.json().await {
+        Ok(b) => b,
+        Err(e) => return Outcome::NoAnswer(format!("{status}, body cut: {e}")),
+    };
+    if !(200..300).contains(&status) {
+        return Outcome::Refused {
+            status,
+            code: body["code"].as_str().unwrap_or_default().to_string(),
+            retryable: body["retryable"].as_bool().unwrap_or(false),
+        };
+    }
+    let stdout = body["stdout"].as_str().unwrap_or_default().trim();
+    match (body["exit_code"].as_i64(), stdout.parse::<usize>()) {
+        (Some(0), Ok(line)) => Outcome::Acked { node, line },
+        _ => Outcome::Failed(body.to_string()),
+    }
+}
+
+/// The clients: one per node and sandbox, so that a request waiting on one sandbox holds up
+/// no other. Client `(k, j)` enters node `k` and appends `c<k>s<j>-<seq>` to sandbox `j`
+/// until `until` has passed since `start`.
+fn start_clients(
+    c: &TestCluster,
+    sandboxes: &[String],
+    start: Instant,
+    until: Duration,
+) -> Vec<tokio::task::JoinHandle<Vec<Op>>> {
+    let mut clients = Vec::new();
+    for k in 0..c.nodes.len() {
+        for (j, sandbox) in sandboxes.iter().enumerate() {
+            let url = c.nodes[k].url.clone();
+            let key = c.admin_key().to_string();
+            let sandbox = sandbox.clone();
+            clients.push(tokio::spawn(async move {
+                let http = reqwest::Client::new();
+                let mut ops = Vec::new();
+                let mut seq = 0usize;
+                while start.elapsed() < until {
+                    let value = format!("c{k}s{j}-{seq}");
+                    let sent = start.elapsed();
+                    let outcome = append(&http, &url, &key, &sandbox, &value).await;
+                    let ended = start.elapsed();
+                    // A refused or unanswered request is not retried at once: the history
+                    // keeps moving and the load stays bounded.
+                    let pause = match outcome {
+                        Outcome::Acked { .. } => 100,
+                        _ => 300,
+                    };
+                    ops.push(Op {
+                        sandbox: sandbox.clone(),
+                        value,
+                        entry: k,
+                        sent,
+                        ended,
+                        outcome,
+                    });
+                    seq += 1;
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
+                }
+                ops
+            }));
+        }
+    }
+    clients
+}
+
+/// One sandbox owned by each node (created through node 0).
+async fn one_sandbox_per_node(c: &TestCluster) -> Vec<String> {
+    let mut out = Vec::new();
+    for n in &c.nodes {
+        out.extend(ids_on(c, 0, &n.name, 1).await);
+    }
+    out
+}
+
+/// Once healed: waits until each sandbox runs in one container and every node reads the same
+/// file, and returns the files.
+async fn settled_files(c: &TestCluster, sandboxes: &[String]) -> BTreeMap<String, Vec<String>> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let http = reqwest::Client::new();
+    let mut files = BTreeMap::new();
+    for id in sandboxes {
+        loop {
+            let mut reads = Vec::new();
+            for n in &c.nodes {
+                let r = http
+                    .post(format!("{}/v1/sandboxes/{id}/exec", n.url))
+                    .bearer_auth(c.admin_key())
+                    .json(&serde_json::json!({"command": "cat /workspace/log"}))
+                    .timeout(Duration::from_secs(30))
+                    .send()
+                    .await;
+                let text = match r {
+                    Ok(r) if r.status().is_success() => r
+                        .json::<serde_json::Value>()
+                        .await
+                        .ok()
+                        .and_then(|b| b["stdout"].as_str().map(str::to_string)),
+                    _ => None,
+                };
+                reads.push(text);
+            }
+            let containers = c.containers_of(id);
+            if containers == 1 && reads.iter().all(|r| r.is_some() && *r == reads[0]) {
+                let text = reads[0].clone().unwrap();
+                files.insert(id.clone(), text.lines().map(str::to_string).collect());
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{id} did not settle: {containers} containers, reads {reads:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    files
+}
+
+async fn join_all(clients: Vec<tokio::task::JoinHandle<Vec<Op>>>) -> Vec<Op> {
+    let mut ops = Vec::new();
+    for h in clients {
+        ops.extend(h.await.unwrap());
+    }
+    ops.sort_by_key(|o| o.sent);
+    ops
+}
+
+/// How a history went, for the test's log.
+fn summary(ops: &[Op]) -> String {
+    let acked = ops
+        .iter()
+        .filter(|o| matches!(o.outcome, Outcome::Acked { .. }))
+        .count();
+    let refused = ops
+        .iter()
+        .filter(|o| matches!(o.outcome, Outcome::Refused { .. }))
+        .count();
+    let silent = ops
+        .iter()
+        .filter(|o| matches!(o.outcome, Outcome::NoAnswer(_)))
+        .count();
+    format!(
+        "{} requests: {acked} acknowledged, {refused} refused (retryable or not), {silent} unanswered",
+        ops.len()
+    )
+}
+
+fn judge(ops: &[Op], files: &BTreeMap<String, Vec<String>>, allow: &Allowances) {
+    eprintln!("history: {}", summary(ops));
+    let found = check(ops, files, allow);
+    let text: Vec<String> = found.iter().map(|v| v.to_string()).collect();
+    assert!(
+        found.is_empty(),
+        "{} violations:\n{}\nfiles: {files:?}",
+        found.len(),
+        text.join("\n")
+    );
+    let acked = ops
+        .iter()
+        .filter(|o| matches!(o.outcome, Outcome::Acked { .. }))
+        .count();
+    assert!(
+        acked >= 20,
+        "too few appends went through to judge: {ops:?}"
+    );
+}
+
+/// Whether node `entry` was stopped or killed while `op` was in flight.
+fn entry_down(windows: &[(usize, Duration, Duration)], op: &Op) -> bool {
+    windows
+        .iter()
+        .any(|&(node, from, to)| node == op.entry && op.sent < to && from < op.ended)
+}
+
+/// Partitions and pauses shorter than the failure timeout: an owner cut off from the rest, the
+/// leader paused, a one-way loss from the leader to a follower, the leader cut off from both
+/// followers, an owner paused. Nothing may be lost and nothing may fork; every request is answered (one that
+/// entered the paused node once it runs again).
+#[tokio::test]
+async fn under_short_partitions_and_pauses_no_acknowledged_append_is_lost_or_forked() {
+    let mut c = TestCluster::start_with(
+        3,
+        1,
+        "checkpoint_every_s = 1\ndown_after_ms = 8000\nlease_ms = 2000\n",
+    )
+    .await;
+    c.wait_voters_everywhere(3).await;
+    let leader = c.leader().await;
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let sandboxes = one_sandbox_per_node(&c).await;
+    let start = Instant::now();
+    let clients = start_clients(&c, &sandboxes, start, Duration::from_secs(40));
+    let at = |s: u64| async move {
+        let t = Duration::from_secs(s);
+        if let Some(wait) = t.checked_sub(start.elapsed()) {
+            tokio::time::sleep(wait).await;
+        }
+    };
+    let mut down = Vec::new();
+
+    at(2).await;
+    eprintln!("nemesis: cutting owner {} off", followers[0]);
+    c.partition(&[followers[0]], &[leader, followers[1]]);
+    at(6).await;
+    c.heal();
+
+    at(10).await;
+    eprintln!("nemesis: pausing the leader {leader}");
+    let paused = start.elapsed();
+    c.stop(leader);
+    at(13).await;
+    c.cont(leader);
+    down.push((leader, paused, start.elapsed()));
+
+    at(17).await;
+    let leader = c.leader().await;
+    let other = (0..3).find(|&i| i != leader).unwrap();
+    eprintln!("nemesis: dropping what {leader} sends {other}");
+    c.drop_one_way(leader, other);
+    at(21).await;
+    c.heal();
+
+    at(24).await;
+    let leader = c.leader().await;
+    let rest: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    eprintln!("nemesis: cutting the leader {leader} off");
+    c.partition(&[leader], &rest);
+    at(28).await;
+    c.heal();
+
+    at(31).await;
+    let leader = c.leader().await;
+    let owner = (0..3).find(|&i| i != leader).unwrap();
+    eprintln!("nemesis: pausing owner {owner}");
+    let paused = start.elapsed();
+    c.stop(owner);
+    at(34).await;
+    c.cont(owner);
+    down.push((owner, paused, start.elapsed()));
+
+    let ops = join_all(clients).await;
+    let files = settled_files(&c, &sandboxes).await;
+    let unanswered = |o: &Op| entry_down(&down, o);
+    judge(
+        &ops,
+        &files,
+        &Allowances {
+            may_lose: &|_| false,
+            may_go_unanswered: &unanswered,
+        },
+    );
+}
+
+/// An owner killed with SIGKILL while clients write, failed over, then started again: what it
+/// acknowledged in its last loss window (`loss_window_s` plus the time a checkpoint takes)
+/// may be lost, nothing else; no two copies ever take appends together, also not when the
+/// old owner returns with its containers; requests entering the dead node go unanswered
+/// only while it is dead.
+#[tokio::test]
+async fn an_owner_killed_loses_at_most_its_loss_window_and_never_forks() {
+    let mut c = TestCluster::start_with(3, 1, "checkpoint_every_s = 1\n").await;
+    c.wait_voters_everywhere(3).await;
+    let leader = c.leader().await;
+    let victim = (0..3).find(|&i| i != leader).unwrap();
+    let victim_name = c.nodes[victim].name.clone();
+    let loss_window = c.view(leader).await.unwrap()["loss_window_s"]
+        .as_u64()
+        .expect("checkpoints are on");
+    let sandboxes = one_sandbox_per_node(&c).await;
+    let start = Instant::now();
+    let clients = start_clients(&c, &sandboxes, start, Duration::from_secs(34));
+
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    eprintln!("nemesis: killing owner {victim_name}");
+    let killed = start.elapsed();
+    c.kill(victim);
+    tokio::time::sleep(Duration::from_secs(14)).await;
+    eprintln!("nemesis: starting {victim_name} again");
+    c.restart(victim);
+    let back = start.elapsed();
+
+    let ops = join_all(clients).await;
+    let files = settled_files(&c, &sandboxes).await;
+    // A checkpoint of a busy debug-build sandbox takes a few seconds on this machine.
+    let window = Duration::from_secs(loss_window + 4);
+    let lost_ok = |o: &Op| {
+        matches!(&o.outcome, Outcome::Acked { node, .. } if *node == victim_name)
+            && o.ended <= killed
+            && killed - o.ended <= window
+    };
+    let down = [(victim, killed, back)];
+    let unanswered = |o: &Op| entry_down(&down, o);
+    let lost: Vec<&Op> = ops
+        .iter()
+        .filter(|o| {
+            matches!(o.outcome, Outcome::Acked { .. }) && !files[&o.sandbox].contains(&o.value)
+        })
+        .collect();
+    if let Some(oldest) = lost.iter().map(|o| killed.saturating_sub(o.ended)).max() {
+        eprintln!(
+            "history: {} acknowledged appends lost with the owner; the oldest acknowledged {oldest:?} before the kill",
+            lost.len()
+        );
+    }
+    judge(
+        &ops,
+        &files,
+        &Allowances {
+            may_lose: &lost_ok,
+            may_go_unanswered: &unanswered,
+        },
+    );
+}
+
+/// The lines of `/workspace/log` in every `conflict` snapshot of `sandbox` (what a fenced
+/// copy held when its partition healed), read from a new sandbox started from each.
+async fn conflict_lines(c: &TestCluster, sandbox: &str) -> Vec<String> {
+    let http = reqwest::Client::new();
+    let url = &c.nodes[0].url;
+    let list: serde_json::Value = http
+        .get(format!("{url}/v1/snapshots?sandbox={sandbox}"))
+        .bearer_auth(c.admin_key())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut lines = Vec::new();
+    let conflicts = list["snapshots"].as_array().cloned().unwrap_or_default();
+    for (k, s) in conflicts
+        .iter()
+        .filter(|s| s["origin"] == "conflict")
+        .enumerate()
+    {
+        let copy = format!("{sandbox}-conflict-{k}");
+        let r = http
+            .put(format!("{url}/v1/sandboxes/{copy}"))
+            .bearer_auth(c.admin_key())
+            .json(&serde_json::json!({"from_snapshot": s["id"]}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+        let out: serde_json::Value = http
+            .post(format!("{url}/v1/sandboxes/{copy}/exec"))
+            .bearer_auth(c.admin_key())
+            .json(&serde_json::json!({"command": "cat /workspace/log"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        lines.extend(
+            out["stdout"]
+                .as_str()
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_string),
+        );
+    }
+    lines
+}
+
+/// An owner cut off from the other two for longer than the failure timeout, its sandbox failed
+/// over to them, then healed: the cut-off copy stops taking appends before the new copy takes
+/// any (no fork); whatever it acknowledged that the new copy lacks is in the conflict snapshot
+/// it leaves; everything else is in the settled file; every request is answered.
+#[tokio::test]
+async fn an_owner_cut_off_past_the_failure_timeout_forks_nothing_and_keeps_what_it_took() {
+    let mut c = TestCluster::start_with(3, 1, "checkpoint_every_s = 1\n").await;
+    c.wait_voters_everywhere(3).await;
+    let leader = c.leader().await;
+    let victim = (0..3).find(|&i| i != leader).unwrap();
+    let victim_name = c.nodes[victim].name.clone();
+    let rest: Vec<usize> = (0..3).filter(|&i| i != victim).collect();
+    let sandboxes = one_sandbox_per_node(&c).await;
+    let start = Instant::now();
+    let clients = start_clients(&c, &sandboxes, start, Duration::from_secs(32));
+
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    eprintln!("nemesis: cutting owner {victim_name} off");
+    c.partition(&[victim], &rest);
+    tokio::time::sleep(Duration::from_secs(14)).await;
+    eprintln!("nemesis: healing");
+    c.heal();
+
+    let ops = join_all(clients).await;
+    let files = settled_files(&c, &sandboxes).await;
+    let mut kept = BTreeMap::new();
+    for id in &sandboxes {
+        kept.insert(id.clone(), conflict_lines(&c, id).await);
+    }
+    let by_victim =
+        |o: &Op| matches!(&o.outcome, Outcome::Acked { node, .. } if *node == victim_name);
+    let in_conflict = |o: &Op| by_victim(o) && kept[&o.sandbox].contains(&o.value);
+    let saved = ops
+        .iter()
+        .filter(|o| in_conflict(o) && !files[&o.sandbox].contains(&o.value))
+        .count();
+    eprintln!("history: {saved} acknowledged appends of the cut-off copy are only in its conflict snapshot");
+    judge(
+        &ops,
+        &files,
+        &Allowances {
+            may_lose: &in_conflict,
+            may_go_unanswered: &|_| false,
+        },
+    );
+}
