@@ -255,7 +255,10 @@ impl Cluster {
                             remaining,
                         );
                         match call.await {
-                            Ok(Reply::Proposed(Ok(r))) => return Ok(r),
+                            Ok(Reply::Proposed(Ok(p))) => {
+                                self.wait_applied_here(p.index, deadline).await;
+                                return Ok(p.result);
+                            }
                             Ok(Reply::Proposed(Err(e))) => last_err = e,
                             Ok(other) => last_err = format!("unexpected reply {other:?}"),
                             Err(e) => last_err = e.to_string(),
@@ -270,6 +273,26 @@ impl Cluster {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Err(ClusterError::NoQuorum(last_err))
+    }
+
+    /// After a proposal the leader committed for this node: waits until this node applied it
+    /// too, so that what the caller answers next reads its own write (the leader's quorum need
+    /// not include this node, which learns the commit with the leader's next append). Past the
+    /// proposal's deadline the commit stands and is reported as such; this node applies it
+    /// when it hears from the leader again.
+    async fn wait_applied_here(&self, index: u64, deadline: Instant) {
+        // At least a few heartbeats, however long the commit took.
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1));
+        if let Err(e) = self
+            .raft
+            .wait(Some(left))
+            .applied_index_at_least(Some(index), "proposal applied here")
+            .await
+        {
+            tracing::warn!(index, error = %e, "a committed proposal is not applied on this node yet");
+        }
     }
 
     /// Whether this node may serve its sandboxes (`lease`): as leader, a quorum acknowledged
@@ -527,7 +550,10 @@ impl Cluster {
             }
             Request::Ping => Reply::Pong { term: self.term() },
             Request::Propose(cmd) => Reply::Proposed(match self.raft.client_write(cmd).await {
-                Ok(r) => Ok(r.data),
+                Ok(r) => Ok(rpc::Proposal {
+                    result: r.data,
+                    index: r.log_id.index,
+                }),
                 Err(e) => Err(e.to_string()),
             }),
             Request::Lease => self.grant_lease(caller).await,

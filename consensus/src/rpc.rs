@@ -12,8 +12,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use warren_transport::{frame, Peers, StreamKind, TransportError};
 
-/// Version of the RPC messages; a peer that speaks another is refused.
-pub const RPC_VERSION: u32 = 1;
+/// Version of the RPC messages; a peer that speaks another is refused. 2: `Proposed` carries
+/// the commit's log index.
+pub const RPC_VERSION: u32 = 2;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Envelope<T> {
@@ -43,12 +44,21 @@ pub enum Reply {
     Pong {
         term: u64,
     },
-    Proposed(Result<CommandResult, String>),
+    /// The leader's answer to `Propose`: the result and the log index it was committed at.
+    Proposed(Result<Proposal, String>),
     /// A lease granted: it counts once `read_index` is applied.
     Lease {
         read_index: u64,
     },
     Refused(String),
+}
+
+/// A command the leader committed and applied for a follower.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Proposal {
+    pub result: CommandResult,
+    /// Its log index: the follower answers its caller once it has applied this far itself.
+    pub index: u64,
 }
 
 /// Resolves a peer address (`host:port`).

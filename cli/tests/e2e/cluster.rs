@@ -495,3 +495,42 @@ async fn terminals_watches_contexts_and_previews_work_through_a_forwarding_node(
         );
     }
 }
+
+/// What a node answers for a write it proposed through the leader, it reads back at once: a
+/// follower's proposal is committed by the leader with any quorum, and the follower learns
+/// the commit only with the leader's next append (up to a heartbeat later). Secrets are
+/// written through each follower in turn and read back from it right away, many times.
+#[tokio::test]
+async fn a_write_through_a_follower_is_read_back_there_at_once() {
+    let c = TestCluster::start(3, 1).await;
+    c.wait_voters_everywhere(3).await;
+    let leader = c.leader().await;
+    let http = reqwest::Client::new();
+    let mut missed = Vec::new();
+    for k in 0..30 {
+        let i = (0..3).filter(|&i| i != leader).nth(k % 2).unwrap();
+        let name = format!("ryw-{k}");
+        let url = &c.nodes[i].url;
+        let put = http
+            .put(format!("{url}/v1/secrets/{name}"))
+            .bearer_auth(c.admin_key())
+            .json(&serde_json::json!({"value": "v"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(put.status().as_u16(), 204, "{}", put.text().await.unwrap());
+        let get = http
+            .get(format!("{url}/v1/secrets/{name}"))
+            .bearer_auth(c.admin_key())
+            .send()
+            .await
+            .unwrap();
+        if get.status().as_u16() != 200 {
+            missed.push((c.nodes[i].name.clone(), name, get.status().as_u16()));
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "a follower did not read back the write it had just answered: {missed:?}"
+    );
+}
