@@ -126,6 +126,16 @@ impl BenchCluster {
         let _ = self.children[i].wait();
     }
 
+    /// The process ids of the nodes.
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(|c| c.id()).collect()
+    }
+
+    /// The directory the nodes keep snapshots in (their object store).
+    pub fn store_dir(&self) -> PathBuf {
+        self.dir.join("objects")
+    }
+
     /// The index of the current leader, by node 0's view.
     pub async fn leader(&self) -> anyhow::Result<usize> {
         let v: serde_json::Value = self.clients[0]

@@ -37,6 +37,20 @@ fn ticks_per_second() -> u64 {
     }
 }
 
+/// CPU time (user + system) process `pid` used so far, from `/proc/<pid>/stat`.
+pub fn process(pid: u32) -> anyhow::Result<Duration> {
+    use anyhow::Context;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces) start at state (field 3).
+    let rest = stat.rsplit_once(')').context("stat format")?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = f.get(11).context("utime")?.parse()?;
+    let stime: u64 = f.get(12).context("stime")?.parse()?;
+    Ok(Duration::from_secs_f64(
+        (utime + stime) as f64 / ticks_per_second() as f64,
+    ))
+}
+
 /// The machine's CPU count (as the scheduler sees it).
 pub fn count() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())

@@ -10,15 +10,17 @@
 //! default 10), WARREN_BENCH_EGRESS (requests per egress proxy scenario, default 2000),
 //! WARREN_BENCH_METERED (running sandboxes in the metering scenario, default 200),
 //! WARREN_BENCH_METER_WINDOW_S (its measured window, default 60),
+//! WARREN_BENCH_CHECKPOINTED and WARREN_BENCH_CHECKPOINT_WINDOW_S (active sandboxes and
+//! seconds measured in the checkpoint-cost scenario, default 50 and 60),
 //! WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`,
 //! `snapshots`, `watch`, `interpreter`, `userns`, `hostwork`, `cluster`, `failover`,
-//! `commits`, `placement`, `egress`, `metering`; default all),
+//! `commits`, `checkpoints`, `placement`, `egress`, `metering`; default all),
 //! WARREN_BENCH_WORKDIR (where the snapshot baselines write, default /tmp).
 
 use warren_loadtest::{
-    cluster_node, commit_bench, egress_bench, failover_bench, host_work_bench, interpreter_bench,
-    metering_bench, node::BenchNode, placement_bench, report::Table, scenarios, snapshot_bench,
-    surface_bench, userns_bench,
+    checkpoint_bench, cluster_node, commit_bench, egress_bench, failover_bench, host_work_bench,
+    interpreter_bench, metering_bench, node::BenchNode, placement_bench, report::Table, scenarios,
+    snapshot_bench, surface_bench, userns_bench,
 };
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -38,6 +40,8 @@ async fn main() -> anyhow::Result<()> {
     let surface_n = env_usize("WARREN_BENCH_SURFACE", 200).clamp(10, 5000);
     let interp_n = env_usize("WARREN_BENCH_INTERP", 200).clamp(10, 5000);
     let failover_n = env_usize("WARREN_BENCH_FAILOVER", 10).clamp(1, 100);
+    let checkpointed_n = env_usize("WARREN_BENCH_CHECKPOINTED", 50).clamp(1, 500);
+    let checkpoint_window = env_usize("WARREN_BENCH_CHECKPOINT_WINDOW_S", 60).clamp(15, 900);
     let egress_n = env_usize("WARREN_BENCH_EGRESS", 2000).clamp(100, 100_000);
     let metered_n = env_usize("WARREN_BENCH_METERED", 200).clamp(1, 1000);
     let meter_window = env_usize("WARREN_BENCH_METER_WINDOW_S", 60).clamp(10, 600);
@@ -88,6 +92,14 @@ async fn main() -> anyhow::Result<()> {
     if run("failover") {
         eprintln!("bench: failover of a killed node's sandboxes");
         failover_bench::failover_time(failover_n, &mut table).await?;
+    }
+    if run("checkpoints") {
+        checkpoint_bench::checkpoint_cost(
+            checkpointed_n,
+            std::time::Duration::from_secs(checkpoint_window as u64),
+            &mut table,
+        )
+        .await?;
     }
     if run("commits") {
         commit_bench::commit_latency(commits_n, &mut table).await?;

@@ -10,19 +10,6 @@ use anyhow::Context;
 use futures_util::StreamExt;
 use std::time::{Duration, Instant};
 
-/// CPU time (user + system) process `pid` used so far, from `/proc/<pid>/stat`.
-fn process_cpu(pid: u32) -> anyhow::Result<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the command name (which may hold spaces) start at state (field 3).
-    let rest = stat.rsplit_once(')').context("stat format")?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let utime: u64 = f.get(11).context("utime")?.parse()?;
-    let stime: u64 = f.get(12).context("stime")?.parse()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Ok(Duration::from_secs_f64((utime + stime) as f64 / hz))
-}
-
 struct Arm {
     /// The node's CPU over the window, as a share of one core.
     cpu_share: f64,
@@ -49,7 +36,7 @@ async fn one_arm(n: usize, window: Duration, sample_ms: &str) -> anyhow::Result<
     .context("creating the sandboxes took over 15 minutes")?;
     // Past the creates' own work, and through one sample at least.
     tokio::time::sleep(Duration::from_secs(12)).await;
-    let cpu0 = process_cpu(node.pid())?;
+    let cpu0 = crate::cpu::process(node.pid())?;
     let t0 = Instant::now();
     let mut execs = Vec::new();
     let mut k = 0;
@@ -67,7 +54,7 @@ async fn one_arm(n: usize, window: Duration, sample_ms: &str) -> anyhow::Result<
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let cpu = process_cpu(node.pid())? - cpu0;
+    let cpu = crate::cpu::process(node.pid())? - cpu0;
     let cpu_share = cpu.as_secs_f64() / t0.elapsed().as_secs_f64();
     for id in &ids {
         let _ = node.client.delete_sandbox(id).await;
