@@ -39,6 +39,7 @@ mod e2e {
     mod sessions;
     mod setup;
     mod snapshots;
+    mod stale_copies;
     mod tenants;
     mod terminals;
     mod usage;

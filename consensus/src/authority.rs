@@ -147,6 +147,7 @@ mod tests {
                 sandbox: "sb".into(),
                 node: 2,
                 epoch: 3,
+                owner_since: 3,
                 state: PlacementState::Active,
                 handoff: None,
                 egress: None,

@@ -74,6 +74,12 @@ pub struct Placement {
     pub node: NodeId,
     /// Grows on every change; fences stale owners.
     pub epoch: u64,
+    /// The epoch at which `node` got the sandbox (its placement, or the move to it from
+    /// another node; a move that stays on the same node keeps it). A node's local copy made
+    /// before this epoch is from an earlier time it owned the sandbox: stale. 0: placed
+    /// before this was recorded.
+    #[serde(default)]
+    pub owner_since: u64,
     #[serde(default)]
     pub state: PlacementState,
     /// The latest handoff: written by a move, and by the owner's periodic checkpoints so that
@@ -594,10 +600,17 @@ impl ClusterState {
                 let tenant = existing
                     .and_then(|p| p.tenant.clone())
                     .or_else(|| tenant.clone());
+                // Placed again on the node it was on (its first choice was unreachable and
+                // it comes back): that node's copy, if any, is still current.
+                let owner_since = match existing {
+                    Some(p) if p.node == *node => p.owner_since,
+                    _ => current + 1,
+                };
                 let p = Placement {
                     sandbox: sandbox.clone(),
                     node: *node,
                     epoch: current + 1,
+                    owner_since,
                     state: PlacementState::Active,
                     handoff: None,
                     egress: None,
@@ -636,6 +649,9 @@ impl ClusterState {
                     };
                 }
                 self.change(sandbox, *expected_epoch, |p| {
+                    if p.node != *node {
+                        p.owner_since = p.epoch + 1;
+                    }
                     p.node = *node;
                     p.state = PlacementState::Active;
                     p.epoch += 1;
@@ -969,6 +985,62 @@ mod tests {
     }
 
     #[test]
+    fn owner_since_moves_with_the_owner_and_not_with_a_move_that_stays() {
+        let mut s = ClusterState::default();
+        s.apply(&reg("a"));
+        s.apply(&reg("b"));
+        s.apply(&Command::Place {
+            sandbox: "x".into(),
+            node: 1,
+            expected_epoch: 0,
+            tenant: None,
+            size: None,
+        });
+        assert_eq!(s.placements["x"].owner_since, 1);
+        // A move that begins and is taken back stays on node 1: its copy is still current.
+        s.apply(&Command::BeginMove {
+            sandbox: "x".into(),
+            epoch: 1,
+        });
+        let back = |node, expected_epoch| Command::Move {
+            sandbox: "x".into(),
+            expected_epoch,
+            node,
+            handoff: None,
+        };
+        s.apply(&back(1, 2));
+        assert_eq!(
+            (s.placements["x"].epoch, s.placements["x"].owner_since),
+            (3, 1)
+        );
+        // Failed over to node 2, then back to 1: a copy 1 kept from epoch 1 is stale.
+        s.apply(&back(2, 3));
+        assert_eq!(
+            (s.placements["x"].epoch, s.placements["x"].owner_since),
+            (4, 4)
+        );
+        s.apply(&back(1, 4));
+        assert_eq!(
+            (s.placements["x"].epoch, s.placements["x"].owner_since),
+            (5, 5)
+        );
+        // A checkpoint changes neither.
+        s.apply(&Command::Checkpoint {
+            sandbox: "x".into(),
+            epoch: 5,
+            handoff: Handoff {
+                record: "{}".into(),
+                snapshot: None,
+                resume: true,
+            },
+        });
+        assert_eq!(
+            (s.placements["x"].epoch, s.placements["x"].owner_since),
+            (5, 5)
+        );
+    }
+
+    #[test]
     fn placement_is_compare_and_set_on_the_epoch() {
         let mut s = ClusterState::default();
         s.apply(&reg("a"));
@@ -988,6 +1060,7 @@ mod tests {
                     sandbox: "x".into(),
                     node: 1,
                     epoch: 1,
+                    owner_since: 1,
                     state: PlacementState::Active,
                     handoff: None,
                     egress: None,
@@ -1006,6 +1079,7 @@ mod tests {
                     sandbox: "x".into(),
                     node: 1,
                     epoch: 1,
+                    owner_since: 1,
                     state: PlacementState::Active,
                     handoff: None,
                     egress: None,

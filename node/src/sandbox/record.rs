@@ -48,6 +48,13 @@ pub struct SandboxRecord {
     /// record through sleep, moves and forks; holds no secret value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<EgressPolicy>,
+    /// The cluster epoch from which this node's copy is the owner's: the placement's
+    /// `owner_since` when the copy was made or taken over here. A copy whose epoch is older
+    /// than the placement's `owner_since` is left from an earlier time this node owned the
+    /// sandbox, and is never served. None: made on a node alone, or before epochs were
+    /// recorded (trusted, as before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,6 +103,7 @@ impl SandboxRecord {
             generation: 0,
             ports: BTreeMap::new(),
             isolation: req.isolation.unwrap_or_default(),
+            epoch: None,
             egress: req
                 .egress
                 .clone()

@@ -13,6 +13,7 @@
 //! renewal. The file is renewed only after the copies taken over meanwhile are settled, so a
 //! copy that is about to go never runs on.
 
+use super::copies::{self, LocalCopy};
 use crate::state::AppState;
 use std::time::Duration;
 use warren_consensus::Cluster;
@@ -89,24 +90,30 @@ fn file_says(alone: bool, lease_left: Option<Duration>) -> FileSays {
     }
 }
 
-/// Every local copy of a sandbox whose placement names another node: settled
-/// (`discard_taken_over`).
+/// Every local copy of a sandbox that another node owns now, or that is older than this
+/// node's latest ownership of it (`copies::judge`): settled (`discard_taken_over`).
 async fn settle_taken_over(st: &AppState) {
-    let cl = &st.cluster.cluster;
     for id in st.mgr.local_ids() {
-        let elsewhere = cl.read(|s| s.placements.get(&id).is_some_and(|p| p.node != cl.id));
-        if elsewhere {
+        if judge_copy(st, &id).set_aside() {
             discard_taken_over(st, &id).await;
         }
     }
 }
 
-/// Removes this node's copy of a sandbox another node owns now. A copy that was running may
-/// hold files the new owner's copy lacks (written after the recovery point it came back
-/// from): those are saved first as a `conflict` snapshot, logged and listed under the
-/// sandbox, so its owner can recover them. If that snapshot cannot be written, the copy is
-/// kept (and tried again next time).
-pub(crate) async fn discard_taken_over(st: &AppState, id: &str) {
+/// This node's copy of `id` against the committed placement.
+pub(crate) fn judge_copy(st: &AppState, id: &str) -> LocalCopy {
+    let cl = &st.cluster.cluster;
+    let epoch = st.mgr.copy_epoch(id).flatten();
+    cl.read(|s| copies::judge(s.placements.get(id), cl.id, epoch))
+}
+
+/// Removes this node's copy of a sandbox another node owns now (or a stale copy of one
+/// handed back to it). A copy that was running may hold files the new owner's copy lacks
+/// (written after the recovery point it came back from): those are saved first as a
+/// `conflict` snapshot, logged and listed under the sandbox, so its owner can recover them. If that snapshot cannot be written, the copy is
+/// kept (and tried again next time). True when no such copy is left (removed, or replaced
+/// meanwhile by a take-over).
+pub(crate) async fn discard_taken_over(st: &AppState, id: &str) -> bool {
     match st.mgr.save_conflict(id).await {
         Ok(Some(snapshot)) => {
             tracing::warn!(sandbox_id = %id, %snapshot, "another node took this sandbox over; what this copy held is kept as a conflict snapshot")
@@ -114,12 +121,21 @@ pub(crate) async fn discard_taken_over(st: &AppState, id: &str) {
         Ok(None) => {}
         Err(e) => {
             tracing::error!(sandbox_id = %id, error = %e, "another node took this sandbox over and this copy's files cannot be saved; the copy is kept");
-            return;
+            return false;
         }
     }
-    if let Err(e) = st.mgr.discard(id).await {
+    // Judged again under the copy's lock: a take-over that replaced it since (with the
+    // cluster's recovery point) is not undone.
+    let cl = &st.cluster.cluster;
+    let still = |epoch: Option<u64>| {
+        cl.read(|s| copies::judge(s.placements.get(id), cl.id, epoch))
+            .set_aside()
+    };
+    if let Err(e) = st.mgr.discard_if(id, still).await {
         tracing::warn!(sandbox_id = %id, error = %e, "cannot remove a copy another node owns");
+        return false;
     }
+    true
 }
 
 #[cfg(test)]

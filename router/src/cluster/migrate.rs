@@ -13,6 +13,7 @@
 //! * **Leftovers.** A copy here of a sandbox another node owns (after a failover this node
 //!   missed) is removed, what it held saved as a conflict snapshot (`fence`).
 
+use super::copies::LocalCopy;
 use crate::state::AppState;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -73,17 +74,30 @@ async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) 
     let local = st.mgr.local_ids();
     let state: ClusterState = cl.read(|s| s.clone());
 
-    // Leftovers: another node owns these now.
+    // Leftovers: another node owns these now, or this node's copy is older than its latest
+    // ownership (the cluster's recovery point is newer).
     for id in &local {
-        if state.placements.get(id).is_some_and(|p| p.node != me) {
-            super::fence::discard_taken_over(st, id).await;
+        let epoch = st.mgr.copy_epoch(id).flatten();
+        match super::copies::judge(state.placements.get(id), me, epoch) {
+            c if c.set_aside() => {
+                super::fence::discard_taken_over(st, id).await;
+            }
+            // A copy made here before its epoch was known: stamped with it.
+            LocalCopy::Current if epoch.is_none() => {
+                let since = state.placements[id].owner_since;
+                if let Err(e) = st.mgr.stamp_epoch(id, since).await {
+                    tracing::warn!(sandbox_id = %id, error = %e, "cannot record the epoch of a copy");
+                }
+            }
+            _ => {}
         }
     }
     // In: handed to this node.
+    let local = st.mgr.local_ids();
     for (id, p) in &state.placements {
         if p.node == me && p.state == PlacementState::Active && !local.contains(id) {
             if let Some(h) = super::policy::handoff_of(p) {
-                if let Err(e) = st.mgr.take_over(id, &h).await {
+                if let Err(e) = st.mgr.take_over(id, &h, p.owner_since).await {
                     tracing::warn!(sandbox_id = %id, error = %e, "cannot take over a sandbox");
                 }
             }
@@ -96,7 +110,10 @@ async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) 
         let Some(p) = state.placements.get(id) else {
             continue;
         };
-        if p.node != me {
+        // Only the owner's copy is moved or checkpointed: never one another node owns, nor
+        // a stale one not set aside yet (its conflict snapshot could not be written).
+        let epoch = st.mgr.copy_epoch(id).flatten();
+        if super::copies::judge(Some(p), me, epoch) != LocalCopy::Current {
             continue;
         }
         if p.state == PlacementState::Migrating {

@@ -1,9 +1,10 @@
 //! The cluster side of the API: which node owns a sandbox, forwarding to it over QUIC, the
 //! peer server that receives forwarded requests, the `/v1/cluster` and join endpoints,
 //! moves and failover (`migrate`), recovery points and egress policies as cluster state
-//! (`recovery`, `policy`), secrets resealed after a key rotation (`reseal`), and the fence that freezes this node's sandboxes while it holds no lease (`fence`).
+//! (`recovery`, `policy`), whether a local copy is the owner's (`copies`), secrets resealed after a key rotation (`reseal`), and the fence that freezes this node's sandboxes while it holds no lease (`fence`).
 
 pub mod api;
+pub mod copies;
 pub mod fence;
 pub mod forward;
 pub mod gather;

@@ -74,6 +74,7 @@ mod tests {
             sandbox: "sb".into(),
             node: 1,
             epoch: 1,
+            owner_since: 1,
             state: PlacementState::Active,
             handoff: Some(Handoff {
                 record: record.into(),

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use warren_api::{ApiError, ErrorCode};
 use warren_consensus::{Cluster, Command, CommandResult, Handoff, NodeId};
 use warren_node::sandbox::manager::HandoffData;
+use warren_node::sandbox::record::SandboxRecord;
 use warren_node::sandbox::recovery::RecoveryPoints;
 
 pub struct ClusterRecoveryPoints {
@@ -31,24 +32,37 @@ enum Need {
     NotOwner,
 }
 
-/// Pure: from the number of nodes and the sandbox's placement (node, epoch), if any.
-fn need(nodes: usize, placement: Option<(NodeId, u64)>, me: NodeId) -> Need {
+/// Pure: from the number of nodes, the sandbox's placement (node, epoch, owner since), if
+/// any, and the epoch of the copy whose recovery point it is (none: unknown, trusted).
+fn need(
+    nodes: usize,
+    placement: Option<(NodeId, u64, u64)>,
+    me: NodeId,
+    copy_epoch: Option<u64>,
+) -> Need {
     if nodes < 2 {
         return Need::Nothing;
     }
     match placement {
         None => Need::Nothing,
-        Some((node, epoch)) if node == me => Need::Commit(epoch),
+        // A copy older than this node's latest ownership is not the sandbox's (`copies`).
+        Some((node, _, since)) if node == me && copy_epoch.is_some_and(|e| e < since) => {
+            Need::NotOwner
+        }
+        Some((node, epoch, _)) if node == me => Need::Commit(epoch),
         Some(_) => Need::NotOwner,
     }
 }
 
-fn need_of(cl: &Cluster, id: &str) -> Need {
+fn need_of(cl: &Cluster, id: &str, copy_epoch: Option<u64>) -> Need {
     cl.read(|s| {
         need(
             s.nodes.len(),
-            s.placements.get(id).map(|p| (p.node, p.epoch)),
+            s.placements
+                .get(id)
+                .map(|p| (p.node, p.epoch, p.owner_since)),
             cl.id,
+            copy_epoch,
         )
     })
 }
@@ -57,13 +71,16 @@ fn need_of(cl: &Cluster, id: &str) -> Need {
 impl RecoveryPoints for ClusterRecoveryPoints {
     async fn record(&self, id: &str, h: &HandoffData) -> Result<(), ApiError> {
         let cl = &self.cluster;
-        let epoch = match need_of(cl, id) {
+        let copy_epoch = serde_json::from_str::<SandboxRecord>(&h.record)
+            .ok()
+            .and_then(|r| r.epoch);
+        let epoch = match need_of(cl, id, copy_epoch) {
             Need::Nothing => return Ok(()),
             Need::Commit(epoch) => epoch,
             Need::NotOwner => {
                 return Err(ApiError::new(
                     ErrorCode::Unavailable,
-                    format!("sandbox {id} is owned by another node; retry"),
+                    format!("this node's copy of sandbox {id} is not the owner's (another node owns it, or it is older than the cluster's); retry"),
                 ))
             }
         };
@@ -101,7 +118,7 @@ impl RecoveryPoints for ClusterRecoveryPoints {
 
     fn owns(&self, id: &str) -> bool {
         let cl = &self.cluster;
-        match need_of(cl, id) {
+        match need_of(cl, id, None) {
             Need::Nothing => true,
             Need::Commit(_) => cl.has_lease(),
             Need::NotOwner => false,
@@ -124,9 +141,16 @@ mod tests {
 
     #[test]
     fn only_the_owner_in_a_real_cluster_commits() {
-        assert_eq!(need(1, Some((1, 3)), 1), Need::Nothing, "alone");
-        assert_eq!(need(2, None, 1), Need::Nothing, "never placed");
-        assert_eq!(need(2, Some((2, 4)), 1), Need::NotOwner);
-        assert_eq!(need(2, Some((2, 4)), 2), Need::Commit(4));
+        assert_eq!(need(1, Some((1, 3, 1)), 1, None), Need::Nothing, "alone");
+        assert_eq!(need(2, None, 1, None), Need::Nothing, "never placed");
+        assert_eq!(need(2, Some((2, 4, 4)), 1, None), Need::NotOwner);
+        assert_eq!(need(2, Some((2, 4, 4)), 2, None), Need::Commit(4));
+        assert_eq!(need(2, Some((2, 4, 3)), 2, Some(3)), Need::Commit(4));
+    }
+
+    #[test]
+    fn a_stale_copy_of_a_sandbox_handed_back_records_nothing() {
+        // Node 2 owns it since epoch 5; its copy is from epoch 1 (before it lost it).
+        assert_eq!(need(2, Some((2, 6, 5)), 2, Some(1)), Need::NotOwner);
     }
 }

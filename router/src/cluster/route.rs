@@ -8,6 +8,7 @@
 //! take the same path (waiting for a move, lease, placement checks) with the preview proxy
 //! in place of the API router.
 
+use super::copies::LocalCopy;
 use super::forward::{try_forward, Forwarded};
 use super::{cluster_error, FromPeer, HEADER_EPOCH};
 use crate::auth::Principal;
@@ -470,15 +471,26 @@ async fn serve_local(st: &AppState, id: &str, req: Request, serve: Serve) -> Res
             Err(e) => err(e),
         };
     }
+    // A copy left from an earlier time this node owned the sandbox: the cluster's recovery
+    // point is newer. It is set aside (saved as a conflict snapshot) before anything is
+    // served; while that cannot be done, nothing is.
+    if super::fence::judge_copy(st, id) == LocalCopy::Stale
+        && !super::fence::discard_taken_over(st, id).await
+    {
+        return err(ApiError::new(
+            ErrorCode::Unavailable,
+            format!("this node holds an outdated copy of sandbox {id} that it cannot set aside yet (its conflict snapshot cannot be written); retry"),
+        ));
+    }
     if st.mgr.get(id).is_none() {
         let handoff = cl.read(|s| {
             s.placements
                 .get(id)
                 .filter(|p| p.node == cl.id)
-                .and_then(super::policy::handoff_of)
+                .and_then(|p| super::policy::handoff_of(p).map(|h| (h, p.owner_since)))
         });
-        if let Some(h) = handoff {
-            if let Err(e) = st.mgr.take_over(id, &h).await {
+        if let Some((h, since)) = handoff {
+            if let Err(e) = st.mgr.take_over(id, &h, since).await {
                 return err(e);
             }
         }
@@ -500,6 +512,7 @@ async fn serve_local(st: &AppState, id: &str, req: Request, serve: Serve) -> Res
     let resp = serve.run(st, req).await;
     drop(in_flight);
     if api && !delete && resp.status().is_success() {
+        stamp_new_copy(st, id).await;
         // A sandbox created by this request is recoverable elsewhere before it is answered.
         super::migrate::publish_first_handoff(st, id).await;
     }
@@ -511,6 +524,26 @@ async fn serve_local(st: &AppState, id: &str, req: Request, serve: Serve) -> Res
         }
     }
     resp
+}
+
+/// A copy this request made (none had an epoch): recorded as the owner's from the epoch the
+/// placement gave this node (`copies`).
+async fn stamp_new_copy(st: &AppState, id: &str) {
+    if st.mgr.copy_epoch(id) != Some(None) {
+        return;
+    }
+    let cl = &st.cluster.cluster;
+    let since = cl.read(|s| {
+        s.placements
+            .get(id)
+            .filter(|p| p.node == cl.id)
+            .map(|p| p.owner_since)
+    });
+    if let Some(since) = since {
+        if let Err(e) = st.mgr.stamp_epoch(id, since).await {
+            tracing::warn!(sandbox_id = %id, error = %e, "cannot record the epoch of a new copy");
+        }
+    }
 }
 
 /// Commits that `id` is gone (its placement removed), then deletes the recovery point the

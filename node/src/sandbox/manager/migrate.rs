@@ -115,9 +115,40 @@ impl SandboxManager {
         })
     }
 
-    /// Takes over a sandbox from `h` (a no-op when this node already holds it). It arrives
-    /// asleep; if it was running it is woken in the background.
-    pub async fn take_over(self: &Arc<Self>, id: &str, h: &HandoffData) -> Result<(), ApiError> {
+    /// The epoch this node's copy of `id` carries (`SandboxRecord::epoch`): None when there
+    /// is no copy here, `Some(None)` for a copy without one.
+    pub fn copy_epoch(&self, id: &str) -> Option<Option<u64>> {
+        self.existing_slot(id)?.record().map(|r| r.epoch)
+    }
+
+    /// Records that this node's copy of `id` is the owner's from cluster epoch `epoch` on,
+    /// unless it already says so (or later).
+    pub async fn stamp_epoch(&self, id: &str, epoch: u64) -> Result<(), ApiError> {
+        let Some(slot) = self.existing_slot(id) else {
+            return Ok(());
+        };
+        let _g = slot.lock.lock().await;
+        let Some(mut rec) = slot.record() else {
+            return Ok(());
+        };
+        if rec.epoch.is_some_and(|e| e >= epoch) {
+            return Ok(());
+        }
+        rec.epoch = Some(epoch);
+        self.save(&rec)?;
+        slot.set(Some(rec));
+        Ok(())
+    }
+
+    /// Takes over a sandbox from `h`, as the owner from cluster epoch `owner_since` on (a
+    /// no-op when this node already holds a copy: the caller sets a stale one aside first).
+    /// It arrives asleep; if it was running it is woken in the background.
+    pub async fn take_over(
+        self: &Arc<Self>,
+        id: &str,
+        h: &HandoffData,
+        owner_since: u64,
+    ) -> Result<(), ApiError> {
         let mut rec: SandboxRecord = serde_json::from_str(&h.record)
             .map_err(|e| ApiError::internal(format!("unreadable handoff of {id}: {e}")))?;
         let recently_deleted = self
@@ -137,6 +168,7 @@ impl SandboxManager {
             }
             rec.id = id.to_string();
             rec.node = self.cfg.node_id.clone();
+            rec.epoch = Some(owner_since);
             rec.state = SandboxState::Sleeping;
             rec.snapshot = h.snapshot.clone();
             self.save(&rec)?;
@@ -160,17 +192,31 @@ impl SandboxManager {
     /// over by survivors while this node was cut off): container, run directory and record
     /// go; snapshots stay (the new owner's now).
     pub async fn discard(self: &Arc<Self>, id: &str) -> Result<(), ApiError> {
+        self.discard_if(id, |_| true).await.map(|_| ())
+    }
+
+    /// [`discard`](Self::discard), if `still` holds for the copy's epoch once its lock is
+    /// held: the caller judged the copy before, and a take-over may have replaced it since
+    /// (then it stays). False when the copy stayed.
+    pub async fn discard_if(
+        self: &Arc<Self>,
+        id: &str,
+        still: impl Fn(Option<u64>) -> bool,
+    ) -> Result<bool, ApiError> {
         let Some(slot) = self.existing_slot(id) else {
-            return Ok(());
+            return Ok(true);
         };
         let _g = slot.lock.lock().await;
+        if slot.record().is_some_and(|r| !still(r.epoch)) {
+            return Ok(false);
+        }
         self.remove_container(id).await?;
         if slot.record().is_none() {
-            return Ok(());
+            return Ok(true);
         }
         self.forget_locked(id, &slot)?;
-        tracing::info!(sandbox_id = %id, "this node's copy removed: another node owns the sandbox");
-        Ok(())
+        tracing::info!(sandbox_id = %id, "this node's copy removed: another node owns the sandbox, or its copy is outdated");
+        Ok(true)
     }
 
     /// Saves what this node's running copy of `id` holds as a `conflict` snapshot (another
