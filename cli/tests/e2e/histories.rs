@@ -306,10 +306,25 @@ async fn under_short_partitions_and_pauses_no_acknowledged_append_is_lost_or_for
 /// only while it is dead.
 #[tokio::test]
 async fn an_owner_killed_loses_at_most_its_loss_window_and_never_forks() {
+    killed_owner(false).await;
+}
+
+/// The same with the leader as the owner killed: the survivors elect a leader, which waits
+/// out the dead one's leases before it fails its sandbox over.
+#[tokio::test]
+async fn a_leader_killed_loses_at_most_its_loss_window_and_never_forks() {
+    killed_owner(true).await;
+}
+
+async fn killed_owner(the_leader: bool) {
     let mut c = TestCluster::start_with(3, 1, "checkpoint_every_s = 1\n").await;
     c.wait_voters_everywhere(3).await;
     let leader = c.leader().await;
-    let victim = (0..3).find(|&i| i != leader).unwrap();
+    let victim = if the_leader {
+        leader
+    } else {
+        (0..3).find(|&i| i != leader).unwrap()
+    };
     let victim_name = c.nodes[victim].name.clone();
     let loss_window = c.view(leader).await.unwrap()["loss_window_s"]
         .as_u64()
@@ -319,7 +334,7 @@ async fn an_owner_killed_loses_at_most_its_loss_window_and_never_forks() {
     let clients = start_clients(&c, &sandboxes, start, Duration::from_secs(34));
 
     tokio::time::sleep(Duration::from_secs(6)).await;
-    eprintln!("nemesis: killing owner {victim_name}");
+    eprintln!("nemesis: killing owner {victim_name} (the leader: {the_leader})");
     let killed = start.elapsed();
     c.kill(victim);
     tokio::time::sleep(Duration::from_secs(14)).await;
