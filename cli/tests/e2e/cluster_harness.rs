@@ -563,3 +563,36 @@ pub async fn drain(c: &TestCluster, via: usize, name: &str) {
         .unwrap();
     assert!(r.status().is_success(), "{}", r.status());
 }
+
+/// One exec of `script` in `sandbox` through the node at `url`, as any client would send it:
+/// the status, the node that ran it (`x-warren-node`) and the body; why not, when no whole
+/// answer came within `timeout`.
+pub async fn exec_through(
+    http: &reqwest::Client,
+    url: &str,
+    key: &str,
+    sandbox: &str,
+    script: &str,
+    timeout: Duration,
+) -> Result<(u16, String, serde_json::Value), String> {
+    let r = http
+        .post(format!("{url}/v1/sandboxes/{sandbox}/exec"))
+        .bearer_auth(key)
+        .json(&serde_json::json!({ "command": script }))
+        .timeout(timeout)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = r.status().as_u16();
+    let node = r
+        .headers()
+        .get("x-warren-node")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let body = r
+        .json()
+        .await
+        .map_err(|e| format!("{status}, body cut: {e}"))?;
+    Ok((status, node, body))
+}

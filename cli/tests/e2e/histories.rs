@@ -3,7 +3,7 @@
 //! nodes apart, pauses and kills them; then the cluster is healed, the files are read once
 //! every node reads the same, and every request of the history is judged.
 
-use super::cluster_harness::{ids_on, TestCluster};
+use super::cluster_harness::{exec_through, ids_on, TestCluster};
 use super::history::{check, Allowances, Op, Outcome};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -28,28 +28,12 @@ async fn append(
     sandbox: &str,
     value: &str,
 ) -> Outcome {
-    let r = http
-        .post(format!("{url}/v1/sandboxes/{sandbox}/exec"))
-        .bearer_auth(key)
-        .json(&serde_json::json!({ "command": append_script(value) }))
-        .timeout(CLIENT_TIMEOUT)
-        .send()
-        .await;
-    let r = match r {
-        Ok(r) => r,
-        Err(e) => return Outcome::NoAnswer(e.to_string()),
-    };
-    let status = r.status().as_u16();
-    let node = r
-        .headers()
-        .get("x-warren-node")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    let body: serde_json::Value = match r.json().await {
-        Ok(b) => b,
-        Err(e) => return Outcome::NoAnswer(format!("{status}, body cut: {e}")),
-    };
+    let script = append_script(value);
+    let (status, node, body) =
+        match exec_through(http, url, key, sandbox, &script, CLIENT_TIMEOUT).await {
+            Ok(answer) => answer,
+            Err(why) => return Outcome::NoAnswer(why),
+        };
     if !(200..300).contains(&status) {
         return Outcome::Refused {
             status,
@@ -213,6 +197,21 @@ fn judge(ops: &[Op], files: &BTreeMap<String, Vec<String>>, allow: &Allowances) 
     );
 }
 
+/// Stops node `i` (SIGSTOP) until `until` is over, then lets it go on: when it was down,
+/// since the history began.
+async fn pause(
+    c: &mut TestCluster,
+    i: usize,
+    start: Instant,
+    until: impl std::future::Future<Output = ()>,
+) -> (usize, Duration, Duration) {
+    let from = start.elapsed();
+    c.stop(i);
+    until.await;
+    c.cont(i);
+    (i, from, start.elapsed())
+}
+
 /// Whether node `entry` was stopped or killed while `op` was in flight.
 fn entry_down(windows: &[(usize, Duration, Duration)], op: &Op) -> bool {
     windows
@@ -254,11 +253,7 @@ async fn under_short_partitions_and_pauses_no_acknowledged_append_is_lost_or_for
 
     at(10).await;
     eprintln!("nemesis: pausing the leader {leader}");
-    let paused = start.elapsed();
-    c.stop(leader);
-    at(13).await;
-    c.cont(leader);
-    down.push((leader, paused, start.elapsed()));
+    down.push(pause(&mut c, leader, start, at(13)).await);
 
     at(17).await;
     let leader = c.leader().await;
@@ -280,11 +275,7 @@ async fn under_short_partitions_and_pauses_no_acknowledged_append_is_lost_or_for
     let leader = c.leader().await;
     let owner = (0..3).find(|&i| i != leader).unwrap();
     eprintln!("nemesis: pausing owner {owner}");
-    let paused = start.elapsed();
-    c.stop(owner);
-    at(34).await;
-    c.cont(owner);
-    down.push((owner, paused, start.elapsed()));
+    down.push(pause(&mut c, owner, start, at(34)).await);
 
     let ops = join_all(clients).await;
     let files = settled_files(&c, &sandboxes).await;

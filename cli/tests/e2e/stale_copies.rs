@@ -5,7 +5,7 @@
 //! sandbox is handed back to A by a drain. A must not serve its old copy: it answers 503
 //! until it can save and remove it, then serves the cluster's newer files.
 
-use super::cluster_harness::{drain, ids_on, TestCluster};
+use super::cluster_harness::{drain, exec_through, ids_on, TestCluster};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -48,28 +48,27 @@ impl Drop for StoreView {
     }
 }
 
-/// Runs `script` in `sandbox` through node `i`: status, answering node, stdout.
+/// Runs `script` in `sandbox` through node `i`: status, answering node, stdout (status 0:
+/// no answer).
 async fn sh(c: &TestCluster, i: usize, sandbox: &str, script: &str) -> (u16, String, String) {
-    let r = reqwest::Client::new()
-        .post(format!("{}/v1/sandboxes/{sandbox}/exec", c.nodes[i].url))
-        .bearer_auth(c.admin_key())
-        .json(&serde_json::json!({ "command": script }))
-        .timeout(Duration::from_secs(40))
-        .send()
-        .await;
-    let Ok(r) = r else {
-        return (0, String::new(), String::new());
-    };
-    let status = r.status().as_u16();
-    let node = r
-        .headers()
-        .get("x-warren-node")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    let body: serde_json::Value = r.json().await.unwrap_or_default();
-    let out = body["stdout"].as_str().unwrap_or_default().to_string();
-    (status, node, out)
+    let http = reqwest::Client::new();
+    let timeout = Duration::from_secs(40);
+    match exec_through(
+        &http,
+        &c.nodes[i].url,
+        c.admin_key(),
+        sandbox,
+        script,
+        timeout,
+    )
+    .await
+    {
+        Ok((status, node, body)) => {
+            let out = body["stdout"].as_str().unwrap_or_default().to_string();
+            (status, node, out)
+        }
+        Err(_) => (0, String::new(), String::new()),
+    }
 }
 
 /// The node that owns `sandbox` by node `i`'s view.
