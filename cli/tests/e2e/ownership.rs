@@ -22,12 +22,24 @@ struct Ack {
     at: Duration,
 }
 
-/// Runs `script` in `sandbox` entering node `i`: the answering node and stdout, or why not.
+/// Runs `script` in `sandbox` entering node `i`: the answering node and stdout, or why not
+/// (no answer within 5 s: what a write during a fault may take at most).
 async fn exec_on(
     c: &TestCluster,
     i: usize,
     sandbox: &str,
     script: &str,
+) -> Result<(String, String), String> {
+    exec_on_within(c, i, sandbox, script, Duration::from_secs(5)).await
+}
+
+/// [`exec_on`] with its own client timeout.
+async fn exec_on_within(
+    c: &TestCluster,
+    i: usize,
+    sandbox: &str,
+    script: &str,
+    timeout: Duration,
 ) -> Result<(String, String), String> {
     let req = ExecRequest {
         command: Some(script.into()),
@@ -37,7 +49,7 @@ async fn exec_on(
         .client
         .request(Method::POST, &format!("/v1/sandboxes/{sandbox}/exec"))
         .json(&req)
-        .timeout(Duration::from_secs(5))
+        .timeout(timeout)
         .send()
         .await
         .map_err(|e| e.to_string())?;
@@ -66,6 +78,17 @@ async fn append(c: &TestCluster, i: usize, sandbox: &str, line: &str) -> Option<
         .await
         .ok()
         .map(|(node, _)| node)
+}
+
+/// The write that creates `sandbox` (entering node `i`): the node that took it. A cold
+/// create on a loaded machine takes longer than a write during a fault may.
+async fn first_write(c: &TestCluster, i: usize, sandbox: &str, line: &str) -> Option<String> {
+    let script = format!("echo {line} >> /workspace/log");
+    exec_on_within(c, i, sandbox, &script, Duration::from_secs(60))
+        .await
+        .map(|(node, _)| node)
+        .map_err(|e| eprintln!("first write to {sandbox} through node {i}: {e}"))
+        .ok()
 }
 
 /// Waits until `sandbox` has a snapshot (its first checkpoint) and the cluster recorded it.
@@ -120,7 +143,7 @@ async fn a_cut_off_leader_and_its_follower_stop_before_the_majority_takes_over()
     let mut chosen = None;
     for k in 0..20 {
         let id = format!("own-{}-{k}", unique());
-        let node = append(&c, leader, &id, "before")
+        let node = first_write(&c, leader, &id, "before")
             .await
             .expect("first write");
         if node != leader_name {
@@ -266,7 +289,7 @@ async fn a_sleeping_sandbox_whose_node_dies_comes_back_with_its_files() {
     let mut chosen = None;
     for k in 0..20 {
         let id = format!("slept-{}-{k}", unique());
-        let node = append(&c, entry, &id, "kept").await.expect("write");
+        let node = first_write(&c, entry, &id, "kept").await.expect("write");
         if node != c.nodes[leader].name {
             chosen = Some((id, node));
             break;
@@ -434,7 +457,7 @@ async fn on_a_follower(c: &TestCluster, prefix: &str) -> (String, usize) {
     let leader = c.leader().await;
     for k in 0..20 {
         let id = format!("{prefix}-{}-{k}", unique());
-        let node = append(c, leader, &id, "kept").await.expect("write");
+        let node = first_write(c, leader, &id, "kept").await.expect("write");
         if node != c.nodes[leader].name {
             return (id, c.index_of(&node));
         }
