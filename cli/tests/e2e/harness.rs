@@ -97,7 +97,11 @@ pub async fn fork(c: &Client, id: &str, count: u32) -> warren_api::snapshot::For
 /// Runs a script; asserts it succeeded; returns its stdout.
 pub async fn sh(c: &Client, id: &str, script: &str) -> String {
     let r = c.sh(id, script).await.unwrap();
-    assert_eq!(r.exit_code, 0, "{script}: {}", r.stderr);
+    assert_eq!(
+        r.exit_code, 0,
+        "{script}: stderr {:?}, stdout {:?}",
+        r.stderr, r.stdout
+    );
     r.stdout
 }
 
