@@ -4,6 +4,7 @@
 //! every node reads the same, and every request of the history is judged.
 
 use super::cluster_harness::{exec_through, ids_on, TestCluster};
+use super::harness::create;
 use super::history::{check, Allowances, Op, Outcome};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -110,24 +111,15 @@ async fn one_sandbox_per_node(c: &TestCluster) -> Vec<String> {
 async fn settled_files(c: &TestCluster, sandboxes: &[String]) -> BTreeMap<String, Vec<String>> {
     let deadline = Instant::now() + Duration::from_secs(120);
     let http = reqwest::Client::new();
+    let (key, timeout) = (c.admin_key(), Duration::from_secs(30));
     let mut files = BTreeMap::new();
     for id in sandboxes {
         loop {
             let mut reads = Vec::new();
             for n in &c.nodes {
-                let r = http
-                    .post(format!("{}/v1/sandboxes/{id}/exec", n.url))
-                    .bearer_auth(c.admin_key())
-                    .json(&serde_json::json!({"command": "cat /workspace/log"}))
-                    .timeout(Duration::from_secs(30))
-                    .send()
-                    .await;
+                let r = exec_through(&http, &n.url, key, id, "cat /workspace/log", timeout).await;
                 let text = match r {
-                    Ok(r) if r.status().is_success() => r
-                        .json::<serde_json::Value>()
-                        .await
-                        .ok()
-                        .and_then(|b| b["stdout"].as_str().map(str::to_string)),
+                    Ok((200..=299, _, body)) => body["stdout"].as_str().map(str::to_string),
                     _ => None,
                 };
                 reads.push(text);
@@ -369,50 +361,22 @@ async fn killed_owner(the_leader: bool) {
 /// The lines of `/workspace/log` in every `conflict` snapshot of `sandbox` (what a fenced
 /// copy held when its partition healed), read from a new sandbox started from each.
 async fn conflict_lines(c: &TestCluster, sandbox: &str) -> Vec<String> {
-    let http = reqwest::Client::new();
-    let url = &c.nodes[0].url;
-    let list: serde_json::Value = http
-        .get(format!("{url}/v1/snapshots?sandbox={sandbox}"))
-        .bearer_auth(c.admin_key())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let client = &c.nodes[0].client;
+    let list = client.list_snapshots(Some(sandbox)).await.unwrap();
     let mut lines = Vec::new();
-    let conflicts = list["snapshots"].as_array().cloned().unwrap_or_default();
-    for (k, s) in conflicts
+    for (k, s) in list
+        .snapshots
         .iter()
-        .filter(|s| s["origin"] == "conflict")
+        .filter(|s| s.origin == "conflict")
         .enumerate()
     {
         let copy = format!("{sandbox}-conflict-{k}");
-        let r = http
-            .put(format!("{url}/v1/sandboxes/{copy}"))
-            .bearer_auth(c.admin_key())
-            .json(&serde_json::json!({"from_snapshot": s["id"]}))
-            .send()
+        client
+            .put_sandbox(&copy, &create(serde_json::json!({"from_snapshot": s.id})))
             .await
             .unwrap();
-        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
-        let out: serde_json::Value = http
-            .post(format!("{url}/v1/sandboxes/{copy}/exec"))
-            .bearer_auth(c.admin_key())
-            .json(&serde_json::json!({"command": "cat /workspace/log"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        lines.extend(
-            out["stdout"]
-                .as_str()
-                .unwrap_or_default()
-                .lines()
-                .map(str::to_string),
-        );
+        let out = client.sh(&copy, "cat /workspace/log").await.unwrap().stdout;
+        lines.extend(out.lines().map(str::to_string));
     }
     lines
 }

@@ -102,17 +102,21 @@ async fn settle_taken_over(st: &AppState) {
 
 /// This node's copy of `id` against the committed placement.
 pub(crate) fn judge_copy(st: &AppState, id: &str) -> LocalCopy {
+    judge_epoch(st, id, st.mgr.copy_epoch(id).flatten())
+}
+
+/// A copy of `id` that carries `epoch`, against the committed placement.
+fn judge_epoch(st: &AppState, id: &str, epoch: Option<u64>) -> LocalCopy {
     let cl = &st.cluster.cluster;
-    let epoch = st.mgr.copy_epoch(id).flatten();
     cl.read(|s| copies::judge(s.placements.get(id), cl.id, epoch))
 }
 
 /// Removes this node's copy of a sandbox another node owns now (or a stale copy of one
 /// handed back to it). A copy that was running may hold files the new owner's copy lacks
 /// (written after the recovery point it came back from): those are saved first as a
-/// `conflict` snapshot, logged and listed under the sandbox, so its owner can recover them. If that snapshot cannot be written, the copy is
-/// kept (and tried again next time). True when no such copy is left (removed, or replaced
-/// meanwhile by a take-over).
+/// `conflict` snapshot, logged and listed under the sandbox, so its owner can recover them.
+/// If that snapshot cannot be written, the copy is kept (and tried again next time). True
+/// when no such copy is left (removed, or replaced meanwhile by a take-over).
 pub(crate) async fn discard_taken_over(st: &AppState, id: &str) -> bool {
     match st.mgr.save_conflict(id).await {
         Ok(Some(snapshot)) => {
@@ -126,11 +130,7 @@ pub(crate) async fn discard_taken_over(st: &AppState, id: &str) -> bool {
     }
     // Judged again under the copy's lock: a take-over that replaced it since (with the
     // cluster's recovery point) is not undone.
-    let cl = &st.cluster.cluster;
-    let still = |epoch: Option<u64>| {
-        cl.read(|s| copies::judge(s.placements.get(id), cl.id, epoch))
-            .set_aside()
-    };
+    let still = |epoch: Option<u64>| judge_epoch(st, id, epoch).set_aside();
     if let Err(e) = st.mgr.discard_if(id, still).await {
         tracing::warn!(sandbox_id = %id, error = %e, "cannot remove a copy another node owns");
         return false;

@@ -82,13 +82,7 @@ async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) 
             c if c.set_aside() => {
                 super::fence::discard_taken_over(st, id).await;
             }
-            // A copy made here before its epoch was known: stamped with it.
-            LocalCopy::Current if epoch.is_none() => {
-                let since = state.placements[id].owner_since;
-                if let Err(e) = st.mgr.stamp_epoch(id, since).await {
-                    tracing::warn!(sandbox_id = %id, error = %e, "cannot record the epoch of a copy");
-                }
-            }
+            LocalCopy::Current if epoch.is_none() => stamp_new_copy(st, id).await,
             _ => {}
         }
     }
@@ -307,6 +301,27 @@ async fn checkpoint(
         }
         Ok(None) => {}
         Err(e) => tracing::warn!(sandbox_id = %id, error = %e, "checkpoint failed"),
+    }
+}
+
+/// A copy made here before its epoch was known (by the request that created it, or before
+/// epochs were recorded): recorded as the owner's from the epoch the placement gave this
+/// node (`copies`).
+pub(crate) async fn stamp_new_copy(st: &AppState, id: &str) {
+    if st.mgr.copy_epoch(id) != Some(None) {
+        return;
+    }
+    let cl = &st.cluster.cluster;
+    let since = cl.read(|s| {
+        s.placements
+            .get(id)
+            .filter(|p| p.node == cl.id)
+            .map(|p| p.owner_since)
+    });
+    if let Some(since) = since {
+        if let Err(e) = st.mgr.stamp_epoch(id, since).await {
+            tracing::warn!(sandbox_id = %id, error = %e, "cannot record the epoch of a copy");
+        }
     }
 }
 

@@ -3,10 +3,11 @@
 //! is never deleted (`warren_node::sandbox::recovery`).
 
 use super::cluster_error;
+use super::copies::{self, LocalCopy};
 use async_trait::async_trait;
 use std::sync::Arc;
 use warren_api::{ApiError, ErrorCode};
-use warren_consensus::{Cluster, Command, CommandResult, Handoff, NodeId};
+use warren_consensus::{Cluster, Command, CommandResult, Handoff, NodeId, Placement};
 use warren_node::sandbox::manager::HandoffData;
 use warren_node::sandbox::record::SandboxRecord;
 use warren_node::sandbox::recovery::RecoveryPoints;
@@ -32,39 +33,22 @@ enum Need {
     NotOwner,
 }
 
-/// Pure: from the number of nodes, the sandbox's placement (node, epoch, owner since), if
-/// any, and the epoch of the copy whose recovery point it is (none: unknown, trusted).
-fn need(
-    nodes: usize,
-    placement: Option<(NodeId, u64, u64)>,
-    me: NodeId,
-    copy_epoch: Option<u64>,
-) -> Need {
+/// Pure: from the number of nodes, the sandbox's placement, if any, and the epoch of the
+/// copy whose recovery point it is (none: unknown, trusted). Only the owner's current copy
+/// commits (`copies::judge`): not one another node owns, nor a stale one.
+fn need(nodes: usize, placement: Option<&Placement>, me: NodeId, copy_epoch: Option<u64>) -> Need {
     if nodes < 2 {
         return Need::Nothing;
     }
-    match placement {
-        None => Need::Nothing,
-        // A copy older than this node's latest ownership is not the sandbox's (`copies`).
-        Some((node, _, since)) if node == me && copy_epoch.is_some_and(|e| e < since) => {
-            Need::NotOwner
-        }
-        Some((node, epoch, _)) if node == me => Need::Commit(epoch),
-        Some(_) => Need::NotOwner,
+    match (copies::judge(placement, me, copy_epoch), placement) {
+        (LocalCopy::Current, Some(p)) => Need::Commit(p.epoch),
+        (LocalCopy::Elsewhere | LocalCopy::Stale, _) => Need::NotOwner,
+        _ => Need::Nothing,
     }
 }
 
 fn need_of(cl: &Cluster, id: &str, copy_epoch: Option<u64>) -> Need {
-    cl.read(|s| {
-        need(
-            s.nodes.len(),
-            s.placements
-                .get(id)
-                .map(|p| (p.node, p.epoch, p.owner_since)),
-            cl.id,
-            copy_epoch,
-        )
-    })
+    cl.read(|s| need(s.nodes.len(), s.placements.get(id), cl.id, copy_epoch))
 }
 
 #[async_trait]
@@ -139,18 +123,32 @@ impl RecoveryPoints for ClusterRecoveryPoints {
 mod tests {
     use super::*;
 
+    fn on(node: NodeId, epoch: u64, owner_since: u64) -> Placement {
+        Placement {
+            sandbox: "sb".into(),
+            node,
+            epoch,
+            owner_since,
+            state: warren_consensus::PlacementState::Active,
+            handoff: None,
+            egress: None,
+            tenant: None,
+            size: None,
+        }
+    }
+
     #[test]
     fn only_the_owner_in_a_real_cluster_commits() {
-        assert_eq!(need(1, Some((1, 3, 1)), 1, None), Need::Nothing, "alone");
+        assert_eq!(need(1, Some(&on(1, 3, 1)), 1, None), Need::Nothing, "alone");
         assert_eq!(need(2, None, 1, None), Need::Nothing, "never placed");
-        assert_eq!(need(2, Some((2, 4, 4)), 1, None), Need::NotOwner);
-        assert_eq!(need(2, Some((2, 4, 4)), 2, None), Need::Commit(4));
-        assert_eq!(need(2, Some((2, 4, 3)), 2, Some(3)), Need::Commit(4));
+        assert_eq!(need(2, Some(&on(2, 4, 4)), 1, None), Need::NotOwner);
+        assert_eq!(need(2, Some(&on(2, 4, 4)), 2, None), Need::Commit(4));
+        assert_eq!(need(2, Some(&on(2, 4, 3)), 2, Some(3)), Need::Commit(4));
     }
 
     #[test]
     fn a_stale_copy_of_a_sandbox_handed_back_records_nothing() {
         // Node 2 owns it since epoch 5; its copy is from epoch 1 (before it lost it).
-        assert_eq!(need(2, Some((2, 6, 5)), 2, Some(1)), Need::NotOwner);
+        assert_eq!(need(2, Some(&on(2, 6, 5)), 2, Some(1)), Need::NotOwner);
     }
 }

@@ -512,7 +512,7 @@ async fn serve_local(st: &AppState, id: &str, req: Request, serve: Serve) -> Res
     let resp = serve.run(st, req).await;
     drop(in_flight);
     if api && !delete && resp.status().is_success() {
-        stamp_new_copy(st, id).await;
+        super::migrate::stamp_new_copy(st, id).await;
         // A sandbox created by this request is recoverable elsewhere before it is answered.
         super::migrate::publish_first_handoff(st, id).await;
     }
@@ -524,26 +524,6 @@ async fn serve_local(st: &AppState, id: &str, req: Request, serve: Serve) -> Res
         }
     }
     resp
-}
-
-/// A copy this request made (none had an epoch): recorded as the owner's from the epoch the
-/// placement gave this node (`copies`).
-async fn stamp_new_copy(st: &AppState, id: &str) {
-    if st.mgr.copy_epoch(id) != Some(None) {
-        return;
-    }
-    let cl = &st.cluster.cluster;
-    let since = cl.read(|s| {
-        s.placements
-            .get(id)
-            .filter(|p| p.node == cl.id)
-            .map(|p| p.owner_since)
-    });
-    if let Some(since) = since {
-        if let Err(e) = st.mgr.stamp_epoch(id, since).await {
-            tracing::warn!(sandbox_id = %id, error = %e, "cannot record the epoch of a new copy");
-        }
-    }
 }
 
 /// Commits that `id` is gone (its placement removed), then deletes the recovery point the
