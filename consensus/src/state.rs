@@ -316,6 +316,11 @@ pub struct ClusterState {
     /// spends no issued token is refused.
     #[serde(default)]
     pub cluster_token_off: bool,
+    /// The highest epoch any deleted placement reached. A sandbox placed anew starts above
+    /// it, so that a copy some node kept from an earlier incarnation under the same id (cut
+    /// off while it was deleted) is always older than the new one's `owner_since`.
+    #[serde(default)]
+    pub retired_epoch: u64,
 }
 
 /// One API key: the SHA-256 of its secret part, whose key it is and what it may do.
@@ -602,14 +607,19 @@ impl ClusterState {
                     .or_else(|| tenant.clone());
                 // Placed again on the node it was on (its first choice was unreachable and
                 // it comes back): that node's copy, if any, is still current.
+                // A new incarnation numbers on from every deleted one's epochs.
+                let epoch = match existing {
+                    Some(_) => current + 1,
+                    None => self.retired_epoch + 1,
+                };
                 let owner_since = match existing {
                     Some(p) if p.node == *node => p.owner_since,
-                    _ => current + 1,
+                    _ => epoch,
                 };
                 let p = Placement {
                     sandbox: sandbox.clone(),
                     node: *node,
-                    epoch: current + 1,
+                    epoch,
                     owner_since,
                     state: PlacementState::Active,
                     handoff: None,
@@ -630,6 +640,7 @@ impl ClusterState {
                     .is_some_and(|p| p.epoch == *epoch)
                 {
                     self.placements.remove(sandbox);
+                    self.retired_epoch = self.retired_epoch.max(*epoch);
                 }
                 CommandResult::Done
             }
@@ -1038,6 +1049,50 @@ mod tests {
             (s.placements["x"].epoch, s.placements["x"].owner_since),
             (5, 5)
         );
+    }
+
+    #[test]
+    fn a_sandbox_created_again_after_a_delete_starts_above_every_epoch_it_had_before() {
+        let mut s = ClusterState::default();
+        s.apply(&reg("a"));
+        s.apply(&reg("b"));
+        let place = |node, expected_epoch| Command::Place {
+            sandbox: "x".into(),
+            node,
+            expected_epoch,
+            tenant: None,
+            size: None,
+        };
+        s.apply(&place(1, 0));
+        // Failed over to 2 and back to 1: the first incarnation reached epoch 3.
+        for (node, e) in [(2, 1), (1, 2)] {
+            s.apply(&Command::Move {
+                sandbox: "x".into(),
+                expected_epoch: e,
+                node,
+                handoff: None,
+            });
+        }
+        let old = s.placements["x"].clone();
+        assert_eq!((old.epoch, old.owner_since), (3, 3));
+        s.apply(&Command::Unplace {
+            sandbox: "x".into(),
+            epoch: 3,
+        });
+        // Created again under the same id, on the same node: a copy node 1 kept from the
+        // deleted incarnation (stamped 3) must be older than the new owner_since.
+        s.apply(&place(1, 0));
+        let new = &s.placements["x"];
+        assert!(
+            new.owner_since > old.epoch && new.epoch > old.epoch,
+            "the new incarnation starts at epoch {} (owner since {}), not above the deleted one's {}",
+            new.epoch,
+            new.owner_since,
+            old.epoch
+        );
+        // The floor survives a snapshot of the state.
+        let copy: ClusterState = serde_json::from_slice(&serde_json::to_vec(&s).unwrap()).unwrap();
+        assert_eq!(copy, s);
     }
 
     #[test]
