@@ -472,6 +472,13 @@ pub struct NodeArgs {
     /// Default: DATA_DIR/cluster/secrets.key.
     #[arg(long)]
     pub secrets_key_file: Option<PathBuf>,
+    /// The cluster CA's certificate and key (PEM) on a node that signs node certificates.
+    /// Default: DATA_DIR/cluster/ca.pem (the first node writes it).
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
+    /// How long node certificates live, seconds; each node renews its own at half of it.
+    #[arg(long, default_value_t = crate::settings::default_cert_lifetime_s())]
+    pub cert_lifetime_s: u64,
     /// A network the egress proxy may connect to although it is not the public internet
     /// (private, loopback, link-local, ...), as a CIDR; repeatable. The node's own API,
     /// peer and proxy ports stay unreachable whatever is listed.
@@ -640,6 +647,8 @@ impl NodeArgs {
             restore_after_start: self.restore_after_start,
             warm_containers: self.warm_containers,
             secrets_key_file: self.secrets_key_file.clone(),
+            ca_file: self.ca_file.clone(),
+            cert_lifetime_s: self.cert_lifetime_s,
             egress_allow_nets: self.egress_allow_nets.clone(),
             egress_port: self.egress_port,
             egress_ca_file: self.egress_ca_file.clone(),

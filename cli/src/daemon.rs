@@ -303,6 +303,11 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         .secrets_key_file
         .clone()
         .unwrap_or_else(|| cluster_dir.join("secrets.key"));
+    let ca_path = s
+        .ca_file
+        .clone()
+        .unwrap_or_else(|| cluster_dir.join("ca.pem"));
+    let cert_lifetime = std::time::Duration::from_secs(s.cert_lifetime_s);
     let (stored, bootstrap_ca) = if id_path.exists() {
         let stored: StoredIdentity =
             serde_json::from_slice(&std::fs::read(&id_path)?).context("identity.json")?;
@@ -334,8 +339,10 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
             None => load_or_create_secret(&cluster_dir.join("join-token"), "wj_")?,
         };
         let ca = tls::new_ca(&s.name)?;
+        // The CA's key is kept here, never in the cluster's replicated state.
+        write_private(&ca_path, &ca.file_pem())?;
         // The first node of a cluster is node 1.
-        let identity = tls::issue(&ca, &s.name, 1)?;
+        let identity = tls::issue(&ca, &s.name, 1, cert_lifetime)?;
         let stored = StoredIdentity {
             format: IDENTITY_FORMAT,
             node_id: 1,
@@ -408,6 +415,9 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     ccfg.down_after = std::time::Duration::from_millis(s.down_after_ms);
     ccfg.lease = std::time::Duration::from_millis(s.lease_ms);
     ccfg.lease_margin = std::time::Duration::from_millis(crate::settings::LEASE_MARGIN_MS);
+    ccfg.cert_lifetime = cert_lifetime;
+    ccfg.ca = read_ca_file(&ca_path, bootstrap_ca.as_ref())?;
+    warn_if_expired(&stored.identity);
     let cluster = Cluster::open(
         &cluster_dir.join("raft"),
         stored.node_id,
@@ -457,6 +467,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         .await
         .context("cannot start the warm containers")?;
     let join_token = stored.join_token.clone();
+    let (stored_node_id, stored_join_token) = (stored.node_id, stored.join_token.clone());
     let ctx = Arc::new(warren_router::cluster::ClusterCtx {
         cluster: cluster.clone(),
         join_token: join_token.clone(),
@@ -510,6 +521,23 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         tracing::info!(node = %s.name, "bootstrapped a new cluster");
     }
     cluster.start_supervisor();
+    {
+        let (id_path, node_id, join_token) =
+            (id_path.clone(), stored_node_id, stored_join_token.clone());
+        cluster.start_cert_renewal(Box::new(move |identity| {
+            let renewed = StoredIdentity {
+                format: IDENTITY_FORMAT,
+                node_id,
+                identity: identity.clone(),
+                join_token: join_token.clone(),
+                bootstrap_ca: None,
+            };
+            serde_json::to_string(&renewed)
+                .map_err(anyhow::Error::from)
+                .and_then(|j| write_private(&id_path, &j))
+                .map_err(|e| format!("cannot store the renewed certificate: {e}"))
+        }));
+    }
 
     on_ready(&Ready {
         url: format!("{scheme}://{}", listener.local_addr()?),
@@ -547,6 +575,39 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     peers.close();
     tracing::info!("stopped; sandboxes keep running and are re-adopted on the next start");
     Ok(())
+}
+
+/// The CA (with its key) this node signs with, from its CA file; a bootstrap interrupted
+/// before the file was written writes it from the CA it kept. None: this node does not sign.
+fn read_ca_file(
+    path: &Path,
+    bootstrap_ca: Option<&warren_transport::CaMaterial>,
+) -> anyhow::Result<Option<warren_transport::CaMaterial>> {
+    match std::fs::read_to_string(path) {
+        Ok(pem) => warren_transport::CaMaterial::parse_file(&pem)
+            .map(Some)
+            .with_context(|| format!("CA file {}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(ca) = bootstrap_ca {
+                write_private(path, &ca.file_pem())?;
+            }
+            Ok(bootstrap_ca.cloned())
+        }
+        Err(e) => Err(anyhow::anyhow!("CA file {}: {e}", path.display())),
+    }
+}
+
+/// Says at start when this node's certificate has expired: its peers refuse it, and it
+/// cannot renew it over the peer protocol.
+fn warn_if_expired(identity: &NodeIdentity) {
+    if let Ok(v) = tls::validity_of(&identity.cert_pem) {
+        if v.not_after <= tls::unix_now() {
+            tracing::error!(
+                expired_at = v.not_after,
+                "this node's certificate has expired (it was off longer than cert_lifetime_s): peers refuse it; admit it again with a fresh data dir, or give it a CA file"
+            );
+        }
+    }
 }
 
 /// Asks a member to admit this node; checks that the answer proves the same join token.

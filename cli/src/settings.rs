@@ -125,6 +125,15 @@ pub struct Settings {
     /// wake or fork takes one instead of waiting for Docker to start one (0: none).
     #[serde(default = "default_warm")]
     pub warm_containers: usize,
+    /// The cluster CA's certificate and private key (PEM), on the nodes that sign node
+    /// certificates (default DATA_DIR/cluster/ca.pem; the first node writes it). Copy it
+    /// to another node to make that one a signer too.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// How long node certificates live; each node renews its own at half of it. A node that
+    /// was off for longer must be admitted again.
+    #[serde(default = "default_cert_lifetime_s")]
+    pub cert_lifetime_s: u64,
     /// File of the cluster's secrets keys (default DATA_DIR/cluster/secrets.key).
     #[serde(default)]
     pub secrets_key_file: Option<PathBuf>,
@@ -261,6 +270,9 @@ pub const LEASE_MARGIN_MS: u64 = 500;
 pub(crate) fn default_lease() -> u64 {
     4000
 }
+pub(crate) fn default_cert_lifetime_s() -> u64 {
+    warren_consensus::cluster::DEFAULT_CERT_LIFETIME.as_secs()
+}
 pub(crate) fn default_chunk_cache_mb() -> u64 {
     10 * 1024
 }
@@ -315,6 +327,11 @@ impl Settings {
         warren_consensus::lease::validate(self.lease_ms, LEASE_MARGIN_MS, self.down_after_ms)
             .map_err(|e| anyhow::anyhow!(e))?;
         anyhow::ensure!(self.heartbeat_ms >= 10, "heartbeat_ms must be at least 10");
+        anyhow::ensure!(
+            self.cert_lifetime_s >= warren_consensus::cluster::MIN_CERT_LIFETIME.as_secs(),
+            "cert_lifetime_s must be at least {}",
+            warren_consensus::cluster::MIN_CERT_LIFETIME.as_secs()
+        );
         anyhow::ensure!(
             self.usage_sample_ms == 0 || (1000..=10_000).contains(&self.usage_sample_ms),
             "usage_sample_ms must be 0 (only when a container goes) or between 1000 and 10000"

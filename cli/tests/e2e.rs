@@ -6,6 +6,7 @@ mod e2e {
     pub mod faults;
     pub mod harness;
 
+    mod certs;
     mod cli;
     mod cluster;
     mod deploy;

@@ -70,7 +70,9 @@ pub fn authorize(state: &ClusterState, caller: NodeId, req: &Request) -> Result<
         Request::InstallSnapshot(r) => r.vote.leader_id().node_id,
         Request::Vote(r) => r.vote.leader_id().node_id,
         Request::Propose(cmd) => return authorize_command(state, caller, cmd),
-        Request::Ping | Request::Lease => caller,
+        // Any member may ask for a member's certificate: it is signed only for the key that
+        // member registered (`certs::may_sign`), which only that member holds.
+        Request::Ping | Request::Lease | Request::Sign { .. } => caller,
     };
     if claimed != caller {
         return Err(Refusal::Impersonation { caller, claimed });
@@ -163,6 +165,7 @@ mod tests {
             name: name.into(),
             node,
             key_id: key.into(),
+            expires_at: i64::MAX,
         }
     }
 

@@ -43,6 +43,10 @@ pub struct ClusterConfig {
     /// The id of the key this node's certificate is issued for (`tls::key_id_of_cert`),
     /// registered at bootstrap.
     pub key_id: String,
+    /// How long the node certificates this node signs live (`certs`).
+    pub cert_lifetime: Duration,
+    /// The cluster CA with its key, from this node's CA file: this node signs certificates.
+    pub ca: Option<CaMaterial>,
 }
 
 impl ClusterConfig {
@@ -60,12 +64,20 @@ impl ClusterConfig {
             lease_margin: Duration::from_millis(500),
             supervise_every: Duration::from_millis(500),
             key_id: String::new(),
+            cert_lifetime: DEFAULT_CERT_LIFETIME,
+            ca: None,
         }
     }
 
     /// Refuses lease settings that would let a cut-off node serve after its sandboxes were
     /// handed to another (`lease::validate`).
     pub fn validate(&self) -> Result<(), String> {
+        if self.cert_lifetime < MIN_CERT_LIFETIME {
+            return Err(format!(
+                "cert_lifetime_s must be at least {} s",
+                MIN_CERT_LIFETIME.as_secs()
+            ));
+        }
         crate::lease::validate(
             self.lease.as_millis() as u64,
             self.lease_margin.as_millis() as u64,
@@ -106,6 +118,13 @@ pub struct Cluster {
     stopping: AtomicBool,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
+
+/// How long node certificates live unless configured (`certs`): a node may be off for up to
+/// this long and still rejoin with its certificate.
+pub const DEFAULT_CERT_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The shortest certificate lifetime a node accepts (renewal runs at half of it).
+pub const MIN_CERT_LIFETIME: Duration = Duration::from_secs(10);
 
 /// How long a proposal may take before it is answered with NoQuorum.
 const PROPOSE_DEADLINE: Duration = Duration::from_secs(10);
@@ -186,8 +205,10 @@ impl Cluster {
         self.raft.is_initialized().await.unwrap_or(false)
     }
 
-    /// Makes this node the first member of a new cluster with the given CA.
+    /// Makes this node the first member of a new cluster with the given CA. Only the CA's
+    /// certificate enters the replicated state; its key stays in this node's CA file.
     pub async fn bootstrap(&self, ca: CaMaterial) -> Result<(), ClusterError> {
+        let ca = ca.public();
         let members = BTreeMap::from([(self.id, self.me())]);
         if let Err(e) = self.raft.initialize(members).await {
             tracing::info!(error = %e, "raft already initialized");
@@ -557,7 +578,22 @@ impl Cluster {
                 Err(e) => Err(e.to_string()),
             }),
             Request::Lease => self.grant_lease(caller).await,
+            // Signed here or refused: a signing request is never passed on again.
+            Request::Sign { node, csr_pem } => Reply::Signed(
+                self.sign_here(node, &csr_pem)
+                    .await
+                    .map_err(|e| e.to_string()),
+            ),
         }
+    }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    /// Keeps a task this cluster runs, to be ended at shutdown.
+    pub(crate) fn own_task(&self, handle: tokio::task::JoinHandle<()>) {
+        self.tasks.lock().expect("tasks lock").push(handle);
     }
 
     /// Checks who `peer` is and whether it may send `req`. A sandbox command from a node this

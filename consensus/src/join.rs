@@ -42,6 +42,8 @@ pub enum JoinError {
     BadCsr(String),
     #[error("{0}")]
     NameTaken(String),
+    #[error("the node was admitted but its certificate was not signed: {0}")]
+    Sign(crate::certs::SignRefusal),
     #[error(transparent)]
     Cluster(#[from] ClusterError),
 }
@@ -175,8 +177,11 @@ pub async fn admit(
     };
     let (ca, name) = cluster.read(|s| (s.ca.clone(), s.cluster.clone()));
     let ca = ca.ok_or_else(|| ClusterError::Rejected("the cluster has no CA yet".into()))?;
-    let cert_pem = tls::sign_csr(&ca, &req.csr_pem, &req.name, node_id)
-        .map_err(|e| JoinError::BadCsr(e.to_string()))?;
+    // Signed here if this member holds the CA key, else by one that does.
+    let cert_pem = cluster
+        .sign_member_csr(node_id, &req.csr_pem)
+        .await
+        .map_err(JoinError::Sign)?;
     let parts = JoinResponse::parts(node_id, &cert_pem, &ca.cert_pem);
     let proof = tls::proof(&token, &as_slices(&parts));
     Ok(JoinResponse {

@@ -14,6 +14,8 @@
 //!   node's sandboxes on.
 //! - `authority`: who may say what (pure): a peer speaks only as the node id its
 //!   certificate binds, removed nodes are refused, sandbox commands come from their owner.
+//! - `certs`: node certificates: signed only by nodes holding the CA key (never in the
+//!   state), only for a member's registered key; renewed at half their lifetime.
 //! - `secrets`: sealing secrets' values with the cluster's secrets key (never in the log).
 //! - `join`: admission of a new node (join-token proof over every field, key-bound names).
 //! - `join_tokens`: issued join tokens (pure): expiry, single use, spent by the
@@ -23,6 +25,7 @@
 //! Must not depend on Docker, HTTP routing or sandbox code.
 
 pub mod authority;
+pub mod certs;
 pub mod cluster;
 pub mod join;
 pub mod join_tokens;

@@ -1,6 +1,6 @@
 //! Raft and cluster RPCs: one request frame and one reply frame per QUIC stream.
 
-use crate::state::{Command, CommandResult};
+use crate::state::{Command, CommandResult, NodeId};
 use crate::types::TypeConfig;
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
@@ -13,8 +13,8 @@ use std::time::Duration;
 use warren_transport::{frame, Peers, StreamKind, TransportError};
 
 /// Version of the RPC messages; a peer that speaks another is refused. 2: `Proposed` carries
-/// the commit's log index.
-pub const RPC_VERSION: u32 = 2;
+/// the commit's log index. 3: `Sign`.
+pub const RPC_VERSION: u32 = 3;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Envelope<T> {
@@ -34,6 +34,11 @@ pub enum Request {
     /// A follower asks the leader for an ownership lease (`lease`): answered once a quorum
     /// confirmed the leader after the request arrived.
     Lease,
+    /// A certificate for member `node`'s CSR, from a node that holds the CA key (`certs`).
+    Sign {
+        node: NodeId,
+        csr_pem: String,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -50,6 +55,8 @@ pub enum Reply {
     Lease {
         read_index: u64,
     },
+    /// The answer to `Sign`: the certificate, or why not.
+    Signed(Result<String, String>),
     Refused(String),
 }
 

@@ -14,7 +14,7 @@ pub async fn commit_latency(n: usize, table: &mut Table) -> anyhow::Result<()> {
     let mut members: Vec<Arc<Cluster>> = Vec::new();
     for i in 1..=3u64 {
         let name = format!("b{i}");
-        let identity = tls::issue(&ca, &name, i)?;
+        let identity = tls::issue(&ca, &name, i, std::time::Duration::from_secs(86_400))?;
         let peers = Peers::bind("127.0.0.1:0".parse()?, &identity)?;
         let addr = peers.local_addr()?.to_string();
         let mut cfg = ClusterConfig::new(&name, "r", "127.0.0.1:1", &addr);

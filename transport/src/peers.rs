@@ -66,6 +66,9 @@ pub struct Peers {
     slots: Mutex<HashMap<(SocketAddr, String), Slot>>,
     name: String,
     metrics: PeerMetrics,
+    /// This node's identity, and the client side of it, replaced when the certificate is
+    /// renewed (`rotate`).
+    identity: Mutex<(NodeIdentity, quinn::ClientConfig)>,
 }
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -92,22 +95,36 @@ fn transport_config() -> Arc<TransportConfig> {
 impl Peers {
     /// Binds the node's UDP port with its identity.
     pub fn bind(addr: SocketAddr, id: &NodeIdentity) -> Result<Arc<Self>, TransportError> {
-        let server_tls = QuicServerConfig::try_from(tls::server_config(id)?)
-            .map_err(|e| TransportError::Tls(e.to_string()))?;
-        let mut server = quinn::ServerConfig::with_crypto(Arc::new(server_tls));
-        server.transport_config(transport_config());
-        let mut endpoint = Endpoint::server(server, addr)?;
-        let client_tls = QuicClientConfig::try_from(tls::client_config(id)?)
-            .map_err(|e| TransportError::Tls(e.to_string()))?;
-        let mut client = quinn::ClientConfig::new(Arc::new(client_tls));
-        client.transport_config(transport_config());
-        endpoint.set_default_client_config(client);
+        let endpoint = Endpoint::server(server_config(id)?, addr)?;
         Ok(Arc::new(Peers {
             endpoint,
             slots: Mutex::new(HashMap::new()),
             name: id.name.clone(),
             metrics: PeerMetrics::default(),
+            identity: Mutex::new((id.clone(), client_config(id)?)),
         }))
+    }
+
+    /// This node's current identity.
+    pub fn identity(&self) -> NodeIdentity {
+        self.identity.lock().expect("identity lock").0.clone()
+    }
+
+    /// Presents `id` (a renewed certificate for the same name) from now on: to peers that
+    /// connect, and on new connections to peers. Pooled connections are let go (streams
+    /// open on them finish), so the next request to each peer connects with the new one.
+    pub fn rotate(&self, id: &NodeIdentity) -> Result<(), TransportError> {
+        if id.name != self.name {
+            return Err(TransportError::Tls(format!(
+                "a certificate for {} cannot replace {}'s",
+                id.name, self.name
+            )));
+        }
+        let (server, client) = (server_config(id)?, client_config(id)?);
+        self.endpoint.set_server_config(Some(server));
+        *self.identity.lock().expect("identity lock") = (id.clone(), client);
+        self.slots.lock().expect("peers lock").clear();
+        Ok(())
     }
 
     /// Adds the endpoint's series (`warren_peer_*`) to `registry`.
@@ -141,7 +158,10 @@ impl Peers {
             .clone();
         let mut guard = slot.lock().await;
         if let Some(c) = guard.conn.as_ref() {
-            if c.close_reason().is_none() {
+            // A connection that outlived the peer's certificate is made again: the peer
+            // closes it at its next stream anyway.
+            let current = peer_identity(c).is_some_and(|p| !p.expired(tls::unix_now()));
+            if c.close_reason().is_none() && current {
                 return Ok(c.clone());
             }
         }
@@ -158,9 +178,10 @@ impl Peers {
             }
         }
         let attempt = async {
+            let client = self.identity.lock().expect("identity lock").1.clone();
             let connecting = self
                 .endpoint
-                .connect(addr, name)
+                .connect_with(client, addr, name)
                 .map_err(|e| e.to_string())?;
             tokio::time::timeout(CONNECT_TIMEOUT, connecting)
                 .await
@@ -248,6 +269,14 @@ impl Peers {
                             Ok(s) => s,
                             Err(_) => return,
                         };
+                        // A connection is as good as the certificate it was opened with:
+                        // one that outlived it (its node was not renewed, or was removed and
+                        // cannot be) is closed, and a reconnect must present a valid one.
+                        if peer.expired(tls::unix_now()) {
+                            metrics.refused.inc();
+                            conn.close(VarInt::from_u32(2), b"certificate expired");
+                            return;
+                        }
                         let mut kind = [0u8; 1];
                         if recv.read_exact(&mut kind).await.is_err() {
                             continue;
@@ -270,6 +299,22 @@ impl Peers {
     pub fn close(&self) {
         self.endpoint.close(VarInt::from_u32(0), b"shutting down");
     }
+}
+
+fn server_config(id: &NodeIdentity) -> Result<quinn::ServerConfig, TransportError> {
+    let server_tls = QuicServerConfig::try_from(tls::server_config(id)?)
+        .map_err(|e| TransportError::Tls(e.to_string()))?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(server_tls));
+    server.transport_config(transport_config());
+    Ok(server)
+}
+
+fn client_config(id: &NodeIdentity) -> Result<quinn::ClientConfig, TransportError> {
+    let client_tls = QuicClientConfig::try_from(tls::client_config(id)?)
+        .map_err(|e| TransportError::Tls(e.to_string()))?;
+    let mut client = quinn::ClientConfig::new(Arc::new(client_tls));
+    client.transport_config(transport_config());
+    Ok(client)
 }
 
 /// Who a connection's verified peer certificate names.
@@ -309,17 +354,67 @@ mod tests {
         }
     }
 
+    const DAY: Duration = Duration::from_secs(86_400);
+
+    /// One request from `from` to `to` over the peer protocol: its echo, or why not.
+    async fn ask(from: &Peers, to: &Peers, name: &str) -> Result<String, String> {
+        let (mut send, mut recv) = from
+            .open(to.local_addr().unwrap(), name, StreamKind::Rpc)
+            .await
+            .map_err(|e| e.to_string())?;
+        send.write_all(b"hi").await.map_err(|e| e.to_string())?;
+        send.finish().map_err(|e| e.to_string())?;
+        let out = recv.read_to_end(1 << 20).await.map_err(|e| e.to_string())?;
+        Ok(String::from_utf8(out).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_connection_lasts_only_as_long_as_its_certificate_and_a_renewed_one_takes_over() {
+        let ca = tls::new_ca("t").unwrap();
+        let short = tls::issue(&ca, "a", 1, Duration::from_secs(2)).unwrap();
+        let a = Peers::bind("127.0.0.1:0".parse().unwrap(), &short).unwrap();
+        let b = Peers::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            &tls::issue(&ca, "b", 2, DAY).unwrap(),
+        )
+        .unwrap();
+        b.serve(Arc::new(Echo));
+        assert_eq!(ask(&a, &b, "b").await.unwrap(), "Rpc from a (Some(1)): hi");
+        tokio::time::sleep(Duration::from_millis(3100)).await;
+        // The pooled connection outlived a's certificate: b closes it; a new handshake with
+        // the expired certificate is refused too.
+        for attempt in 0..2 {
+            let r = ask(&a, &b, "b").await;
+            assert!(
+                r.is_err(),
+                "attempt {attempt} with an expired certificate: {r:?}"
+            );
+        }
+        // Renewed (same key, new certificate): the next request gets through.
+        let csr = tls::csr_for_key("a", &short.key_pem).unwrap();
+        let renewed = tls::NodeIdentity {
+            cert_pem: tls::sign_csr(&ca, &csr, "a", 1, DAY).unwrap(),
+            ..short.clone()
+        };
+        a.rotate(&renewed).unwrap();
+        assert_eq!(a.identity(), renewed);
+        assert_eq!(ask(&a, &b, "b").await.unwrap(), "Rpc from a (Some(1)): hi");
+        // Another node's certificate is not a's to present.
+        let other = tls::issue(&ca, "c", 3, DAY).unwrap();
+        assert!(a.rotate(&other).is_err());
+    }
+
     #[tokio::test]
     async fn mutual_tls_streams_between_two_nodes() {
         let ca = tls::new_ca("t").unwrap();
         let a = Peers::bind(
             "127.0.0.1:0".parse().unwrap(),
-            &tls::issue(&ca, "a", 1).unwrap(),
+            &tls::issue(&ca, "a", 1, DAY).unwrap(),
         )
         .unwrap();
         let b = Peers::bind(
             "127.0.0.1:0".parse().unwrap(),
-            &tls::issue(&ca, "b", 2).unwrap(),
+            &tls::issue(&ca, "b", 2, DAY).unwrap(),
         )
         .unwrap();
         b.serve(Arc::new(Echo));
@@ -339,7 +434,7 @@ mod tests {
         let other_ca = tls::new_ca("other").unwrap();
         let intruder = Peers::bind(
             "127.0.0.1:0".parse().unwrap(),
-            &tls::issue(&other_ca, "a", 1).unwrap(),
+            &tls::issue(&other_ca, "a", 1, DAY).unwrap(),
         )
         .unwrap();
         let r = async {
@@ -366,7 +461,7 @@ mod tests {
         let ca = tls::new_ca("t").unwrap();
         let a = Peers::bind(
             "127.0.0.1:0".parse().unwrap(),
-            &tls::issue(&ca, "a", 1).unwrap(),
+            &tls::issue(&ca, "a", 1, DAY).unwrap(),
         )
         .unwrap();
         // Nothing answers there.

@@ -19,11 +19,69 @@ fn tls_err(e: impl std::fmt::Display) -> TransportError {
     TransportError::Tls(e.to_string())
 }
 
-/// The cluster CA: its certificate and signing key (PEM).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The cluster CA: its certificate and signing key (PEM). In the replicated state the key
+/// is empty (clusters bootstrapped before keys were kept out of it hold it there): only
+/// signing nodes hold it, in their CA file (`ca_file_pem`, `parse_ca_file`).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CaMaterial {
     pub cert_pem: String,
     pub key_pem: String,
+}
+
+impl std::fmt::Debug for CaMaterial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaMaterial")
+            .field("cert_pem", &self.cert_pem)
+            .field("has_key", &!self.key_pem.is_empty())
+            .finish()
+    }
+}
+
+impl CaMaterial {
+    /// The certificate alone, as the replicated state holds it.
+    pub fn public(&self) -> CaMaterial {
+        CaMaterial {
+            cert_pem: self.cert_pem.clone(),
+            key_pem: String::new(),
+        }
+    }
+
+    /// The CA file's content: the certificate, then the key.
+    pub fn file_pem(&self) -> String {
+        format!("{}{}", self.cert_pem, self.key_pem)
+    }
+
+    /// Reads a CA file (a certificate and a private key, PEM, in any order).
+    pub fn parse_file(pem: &str) -> Result<CaMaterial, TransportError> {
+        let block = |label: &str| -> Option<String> {
+            let begin = format!("-----BEGIN {label}-----");
+            let end = format!("-----END {label}-----");
+            let start = pem.find(&begin)?;
+            let stop = pem[start..].find(&end)? + start + end.len();
+            Some(format!("{}\n", &pem[start..stop]))
+        };
+        let cert_pem = block("CERTIFICATE").ok_or_else(|| tls_err("no CERTIFICATE block"))?;
+        let key_pem = block("PRIVATE KEY").ok_or_else(|| tls_err("no PRIVATE KEY block"))?;
+        // The key must be the certificate's.
+        let key = KeyPair::from_pem(&key_pem).map_err(tls_err)?;
+        Issuer::from_ca_cert_pem(&cert_pem, key).map_err(tls_err)?;
+        let public = certs(&cert_pem)?
+            .into_iter()
+            .next()
+            .and_then(|der| {
+                let (_, c) = x509_parser::parse_x509_certificate(&der).ok()?;
+                Some(c.public_key().subject_public_key.data.to_vec())
+            })
+            .ok_or_else(|| tls_err("unreadable CA certificate"))?;
+        let key = KeyPair::from_pem(&key_pem).map_err(tls_err)?;
+        {
+            use rcgen::PublicKeyData;
+            if key.der_bytes() != public.as_slice() {
+                return Err(tls_err("the private key is not the certificate's"));
+            }
+        }
+        Ok(CaMaterial { cert_pem, key_pem })
+    }
 }
 
 /// A node's certificate and key, and the CA it trusts (PEM).
@@ -35,11 +93,17 @@ pub struct NodeIdentity {
     pub ca_pem: String,
 }
 
-fn validity(params: &mut CertificateParams, years: i32) {
+/// How far back a certificate's validity starts: clocks of different machines differ.
+pub const BACKDATE: std::time::Duration = std::time::Duration::from_secs(60);
+
+fn validity(params: &mut CertificateParams, lifetime: std::time::Duration) {
     let now = time_now();
-    params.not_before = now - std::time::Duration::from_secs(3600);
-    params.not_after = now + std::time::Duration::from_secs(years as u64 * 365 * 24 * 3600);
+    params.not_before = now - BACKDATE;
+    params.not_after = now + lifetime;
 }
+
+/// The lifetime of the cluster CA's own certificate.
+const CA_LIFETIME: std::time::Duration = std::time::Duration::from_secs(20 * 365 * 24 * 3600);
 
 fn time_now() -> time::OffsetDateTime {
     time::OffsetDateTime::now_utc()
@@ -58,7 +122,7 @@ pub fn new_ca(cluster: &str) -> Result<CaMaterial, TransportError> {
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    validity(&mut params, 20);
+    validity(&mut params, CA_LIFETIME);
     let cert = params.self_signed(&key).map_err(tls_err)?;
     Ok(CaMaterial {
         cert_pem: cert.pem(),
@@ -80,12 +144,46 @@ const NODE_ID_URI: &str = "warren-node:";
 
 /// Who is at the other end of a peer connection, read from its verified certificate: the
 /// node name, the node id the cluster assigned when it signed the certificate (absent in
-/// certificates issued before ids were bound), and the id of its public key.
+/// certificates issued before ids were bound), the id of its public key, and when the
+/// certificate expires (Unix seconds).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerId {
     pub name: String,
     pub node: Option<u64>,
     pub key_id: String,
+    pub expires_at: i64,
+}
+
+impl PeerId {
+    /// Whether its certificate has expired at `now` (Unix seconds).
+    pub fn expired(&self, now: i64) -> bool {
+        now >= self.expires_at
+    }
+}
+
+/// A certificate's validity, in Unix seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Validity {
+    pub not_before: i64,
+    pub not_after: i64,
+}
+
+/// The validity of the first certificate in `cert_pem`.
+pub fn validity_of(cert_pem: &str) -> Result<Validity, TransportError> {
+    let der = certs(cert_pem)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| tls_err("no certificate"))?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).map_err(tls_err)?;
+    Ok(Validity {
+        not_before: cert.validity().not_before.timestamp(),
+        not_after: cert.validity().not_after.timestamp(),
+    })
+}
+
+/// The current time in Unix seconds.
+pub fn unix_now() -> i64 {
+    time_now().unix_timestamp()
 }
 
 /// Short id of a public key: hex SHA-256 of its subject-public-key bits (first 16 bytes).
@@ -113,14 +211,15 @@ pub fn key_id_of_cert(cert_pem: &str) -> Result<String, TransportError> {
         .ok_or_else(|| tls_err("unreadable certificate"))
 }
 
-/// Signs a CSR for node `name` with id `node`. Whatever names the CSR asks for, the
-/// certificate carries exactly `name` and `node`: a joiner cannot obtain another node's
-/// identity, nor speak as another node id.
+/// Signs a CSR for node `name` with id `node`, valid for `lifetime`. Whatever names the CSR
+/// asks for, the certificate carries exactly `name` and `node`: a joiner cannot obtain
+/// another node's identity, nor speak as another node id.
 pub fn sign_csr(
     ca: &CaMaterial,
     csr_pem: &str,
     name: &str,
     node: u64,
+    lifetime: std::time::Duration,
 ) -> Result<String, TransportError> {
     let ca_key = KeyPair::from_pem(&ca.key_pem).map_err(tls_err)?;
     let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key).map_err(tls_err)?;
@@ -140,14 +239,32 @@ pub fn sign_csr(
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
     ];
-    validity(&mut csr.params, 10);
+    validity(&mut csr.params, lifetime);
     Ok(csr.signed_by(&issuer).map_err(tls_err)?.pem())
 }
 
-/// Issues an identity directly (the bootstrap node, for itself).
-pub fn issue(ca: &CaMaterial, name: &str, node: u64) -> Result<NodeIdentity, TransportError> {
+/// A CSR for node `name` from the key it already has (a renewal keeps the key the cluster
+/// registered).
+pub fn csr_for_key(name: &str, key_pem: &str) -> Result<String, TransportError> {
+    let key = KeyPair::from_pem(key_pem).map_err(tls_err)?;
+    let mut params = CertificateParams::new(vec![name.to_string()]).map_err(tls_err)?;
+    params.distinguished_name.push(DnType::CommonName, name);
+    params
+        .serialize_request(&key)
+        .map_err(tls_err)?
+        .pem()
+        .map_err(tls_err)
+}
+
+/// Issues an identity directly (the bootstrap node, for itself), valid for `lifetime`.
+pub fn issue(
+    ca: &CaMaterial,
+    name: &str,
+    node: u64,
+    lifetime: std::time::Duration,
+) -> Result<NodeIdentity, TransportError> {
     let (key_pem, csr) = new_key_and_csr(name)?;
-    let cert_pem = sign_csr(ca, &csr, name, node)?;
+    let cert_pem = sign_csr(ca, &csr, name, node, lifetime)?;
     Ok(NodeIdentity {
         name: name.to_string(),
         cert_pem,
@@ -222,7 +339,12 @@ pub fn peer_id(der: &[u8]) -> Option<PeerId> {
         _ => None,
     });
     let key_id = key_id_of(&cert.public_key().subject_public_key.data);
-    Some(PeerId { name, node, key_id })
+    Some(PeerId {
+        name,
+        node,
+        key_id,
+        expires_at: cert.validity().not_after.timestamp(),
+    })
 }
 
 /// HMAC-SHA256 of `parts` under the join token, hex: proves knowledge of the token without
@@ -259,7 +381,7 @@ mod tests {
     fn issued_certificates_carry_only_the_assigned_name_id_and_the_csr_key() {
         let ca = new_ca("test").unwrap();
         let (_key, csr) = new_key_and_csr("n2").unwrap();
-        let cert = sign_csr(&ca, &csr, "n2", 2).unwrap();
+        let cert = sign_csr(&ca, &csr, "n2", 2, DAY).unwrap();
         let der = certs(&cert).unwrap().remove(0);
         let peer = peer_id(&der).unwrap();
         assert_eq!((peer.name.as_str(), peer.node), ("n2", Some(2)));
@@ -267,13 +389,48 @@ mod tests {
         assert_eq!(peer.key_id, key_id_of_cert(&cert).unwrap());
         // A CSR asking for another name still gets the assigned one.
         let (_key, other) = new_key_and_csr("leader").unwrap();
-        let cert = sign_csr(&ca, &other, "n3", 3).unwrap();
+        let cert = sign_csr(&ca, &other, "n3", 3, DAY).unwrap();
         let peer = peer_id(&certs(&cert).unwrap()[0]).unwrap();
         assert_eq!((peer.name.as_str(), peer.node), ("n3", Some(3)));
         assert_ne!(peer.key_id, key_id_of_csr(&csr).unwrap());
-        let id = issue(&ca, "n1", 1).unwrap();
+        let id = issue(&ca, "n1", 1, DAY).unwrap();
         assert!(server_config(&id).is_ok());
         assert!(client_config(&id).is_ok());
+    }
+
+    const DAY: std::time::Duration = std::time::Duration::from_secs(86_400);
+
+    #[test]
+    fn certificates_live_as_long_as_asked_and_a_renewal_keeps_the_key() {
+        let ca = new_ca("test").unwrap();
+        let id = issue(&ca, "n1", 1, std::time::Duration::from_secs(30)).unwrap();
+        let v = validity_of(&id.cert_pem).unwrap();
+        let now = unix_now();
+        assert!((v.not_after - now - 30).abs() <= 2, "{v:?} at {now}");
+        assert_eq!(v.not_before, v.not_after - 30 - BACKDATE.as_secs() as i64);
+        let peer = peer_id(&certs(&id.cert_pem).unwrap()[0]).unwrap();
+        assert_eq!(peer.expires_at, v.not_after);
+        assert!(!peer.expired(now) && peer.expired(v.not_after));
+        let csr = csr_for_key("n1", &id.key_pem).unwrap();
+        assert_eq!(
+            key_id_of_csr(&csr).unwrap(),
+            key_id_of_cert(&id.cert_pem).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_ca_file_holds_a_certificate_and_its_own_key() {
+        let ca = new_ca("test").unwrap();
+        assert_eq!(CaMaterial::parse_file(&ca.file_pem()).unwrap(), ca);
+        let other = new_ca("other").unwrap();
+        let mixed = format!("{}{}", ca.cert_pem, other.key_pem);
+        assert!(CaMaterial::parse_file(&mixed).is_err());
+        assert!(CaMaterial::parse_file(&ca.cert_pem).is_err());
+        assert!(
+            !format!("{:?}", ca).contains("PRIVATE"),
+            "Debug hides the key"
+        );
+        assert!(ca.public().key_pem.is_empty());
     }
 
     #[test]

@@ -173,7 +173,7 @@ impl TestCluster {
         };
         let token = cluster.token.clone();
         for i in 0..n {
-            cluster.spawn_node(&format!("r{}", i % regions + 1), &token);
+            cluster.spawn_node(&format!("r{}", i % regions + 1), &token, 0);
         }
         let want = n;
         let formed = |c: &serde_json::Value| {
@@ -198,7 +198,12 @@ impl TestCluster {
 
     /// `add_node` with `token` as its `join_token` (an issued one, say).
     pub async fn add_node_with_token(&mut self, region: &str, token: &str) -> usize {
-        self.spawn_node(region, token);
+        self.add_node_via(region, token, 0).await
+    }
+
+    /// `add_node_with_token`, joining through node `seed`.
+    pub async fn add_node_via(&mut self, region: &str, token: &str, seed: usize) -> usize {
+        self.spawn_node(region, token, seed);
         let want = self.nodes.len();
         let formed = |c: &serde_json::Value| {
             c["nodes"]
@@ -212,10 +217,11 @@ impl TestCluster {
         want - 1
     }
 
-    fn spawn_node(&mut self, region: &str, token: &str) {
+    /// Starts a node; it joins through node `seed` unless it is the first.
+    fn spawn_node(&mut self, region: &str, token: &str, seed: usize) {
         let name = format!("{}n{}", self.prefix, self.nodes.len() + 1);
         let data_dir = self.dir.join(&name);
-        let join = match self.nodes.first() {
+        let join = match self.nodes.get(seed) {
             Some(seed) => format!("join = \"{}\"\n", seed.url),
             None => String::new(),
         };

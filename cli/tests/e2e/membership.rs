@@ -15,7 +15,7 @@ use warren_consensus::Command;
 use warren_transport::{tls, NodeIdentity, Peers, StreamKind};
 
 /// Joins as `name` with the cluster's token, as a new node would: its identity and id.
-async fn join_as(c: &TestCluster, name: &str) -> (NodeIdentity, u64) {
+pub(super) async fn join_as(c: &TestCluster, name: &str) -> (NodeIdentity, u64) {
     let (key_pem, csr) = tls::new_key_and_csr(name).unwrap();
     let req = JoinRequest::new(
         c.join_token(),
@@ -40,7 +40,7 @@ async fn join_as(c: &TestCluster, name: &str) -> (NodeIdentity, u64) {
 }
 
 /// Sends one RPC to node `i` as the holder of `identity`.
-async fn rpc_to(c: &TestCluster, i: usize, peers: &Peers, req: Request) -> Reply {
+pub(super) async fn rpc_to(c: &TestCluster, i: usize, peers: &Peers, req: Request) -> Reply {
     rpc::call(
         peers,
         &format!("127.0.0.1:{}", c.nodes[i].peer_port),

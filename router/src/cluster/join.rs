@@ -41,6 +41,11 @@ pub async fn join(State(st): State<AppState>, body: Bytes) -> ApiResult<Json<Joi
             tracing::warn!(node = %req.name, "join refused: the name is a member's");
             Err(ApiError::new(ErrorCode::AlreadyExists, m).into())
         }
+        Err(JoinError::Sign(e)) if e.retryable() => {
+            tracing::warn!(node = %req.name, error = %e, "join: no certificate yet");
+            Err(ApiError::new(ErrorCode::Unavailable, e.to_string()).into())
+        }
+        Err(e @ JoinError::Sign(_)) => Err(ApiError::invalid(e.to_string()).into()),
         Err(JoinError::Cluster(e)) => Err(super::cluster_error(e).into()),
     }
 }
