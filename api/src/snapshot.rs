@@ -220,6 +220,31 @@ pub struct PackRequest {
     /// Stop every process but the guest first (the sandbox is about to sleep).
     #[serde(default)]
     pub quiesce: bool,
+    /// A hold (`POST /archive/hold`) this archive is read under; it ends when the archive
+    /// is written (or fails), and the processes it stopped go on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<u64>,
+}
+
+/// Node → guest: stop every other process of the sandbox (SIGSTOP) until the pack that
+/// claims the hold ends, or `max_ms` passes without a pack claiming it
+/// (`POST /archive/hold`): the guest's archive is then one instant of the files.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HoldRequest {
+    pub max_ms: u64,
+}
+
+/// Guest → node: the hold's id, and how many processes it stopped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HoldResponse {
+    pub hold: u64,
+    pub stopped: usize,
+}
+
+/// Node → guest: end a hold no pack claimed (`POST /archive/release`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReleaseRequest {
+    pub hold: u64,
 }
 
 /// Node → guest: remove these paths before unpacking (`POST /archive/remove`).

@@ -159,10 +159,7 @@ impl Cluster {
 
     /// Starts renewing this node's certificate at half its lifetime. `persist` stores a
     /// renewed identity before it is used (a restart must not come back with the old one).
-    pub fn start_cert_renewal(
-        self: &Arc<Self>,
-        persist: PersistIdentity,
-    ) {
+    pub fn start_cert_renewal(self: &Arc<Self>, persist: PersistIdentity) {
         let me = self.clone();
         let handle = tokio::spawn(async move {
             let every = check_every(me.cfg.cert_lifetime);
@@ -192,10 +189,7 @@ impl Cluster {
     }
 
     /// Renews the certificate if due; the new validity when it did.
-    async fn renew_if_due(
-        &self,
-        persist: &PersistIdentity,
-    ) -> Result<Option<Validity>, String> {
+    async fn renew_if_due(&self, persist: &PersistIdentity) -> Result<Option<Validity>, String> {
         let current = self.peers().identity();
         let v = tls::validity_of(&current.cert_pem).map_err(|e| e.to_string())?;
         if !renewal_due(v, tls::unix_now(), self.cfg.cert_lifetime) {

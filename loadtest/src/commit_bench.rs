@@ -1,5 +1,8 @@
 //! Placement commit latency on an in-process three-node cluster: real QUIC between the
-//! members, real RocksDB with synced writes.
+//! members, real RocksDB with synced writes. Measured twice in one run: first with the
+//! followers asking for no ownership leases (as before leases existed), then with their
+//! lease keepers running (each follower asks every quarter lease, and the leader confirms
+//! its leadership with a quorum round per request): the ratio is what leases cost a commit.
 
 use crate::report::{percentiles, Table};
 use std::sync::Arc;
@@ -24,13 +27,15 @@ pub async fn commit_latency(n: usize, table: &mut Table) -> anyhow::Result<()> {
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         peers.serve(Arc::new(RpcOnly(c.clone())));
-        c.start_supervisor();
         members.push(c);
     }
     members[0]
         .bootstrap(ca)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    // The first node leads and reconciles membership; the followers' supervisors (and with
+    // them their lease keepers) start only for the second half.
+    members[0].start_supervisor();
     for m in &members[1..] {
         let cmd = Command::Register {
             name: m.cfg.name.clone(),
@@ -60,25 +65,67 @@ pub async fn commit_latency(n: usize, table: &mut Table) -> anyhow::Result<()> {
         anyhow::ensure!(Instant::now() < deadline, "three voters did not form");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let mut samples = Vec::with_capacity(n);
     let follower = members
         .iter()
         .find(|m| !m.is_leader())
         .expect("a follower")
         .clone();
-    let mut via_follower = Vec::new();
+    let leader = members
+        .iter()
+        .find(|m| m.is_leader())
+        .expect("a leader")
+        .clone();
+    // Warm-up (connections, RocksDB), not counted.
+    commits(&leader, &follower, "w", 50).await?;
+    let without = commits(&leader, &follower, "a", n).await?;
+    for m in members.iter().filter(|m| !m.is_leader()) {
+        m.start_supervisor();
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !members.iter().all(|m| m.has_lease()) {
+        anyhow::ensure!(Instant::now() < deadline, "the followers got no lease");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let with = commits(&leader, &follower, "b", n).await?;
+    let (a50, a99) = percentiles(&without.0);
+    let (b50, b99) = percentiles(&with.0);
+    let (fa50, fa99) = percentiles(&without.1);
+    let (fb50, fb99) = percentiles(&with.1);
+    table.note(format!(
+        "placement commit on 3 nodes (QUIC + RocksDB fsync), n={n} on the leader and {} from a follower each: \
+         without leases leader p50 {a50:.2} ms p99 {a99:.2} ms, follower p50 {fa50:.2} ms p99 {fa99:.2} ms; \
+         with leases leader p50 {b50:.2} ms p99 {b99:.2} ms, follower p50 {fb50:.2} ms p99 {fb99:.2} ms; \
+         with/without on the leader: p50 x{:.2}, p99 x{:.2}",
+        without.1.len(),
+        b50 / a50,
+        b99 / a99
+    ));
+    for m in &members {
+        m.shutdown().await;
+    }
+    Ok(())
+}
+
+/// `n` placements committed through the leader, and one in five through a follower: their
+/// latencies.
+async fn commits(
+    leader: &Cluster,
+    follower: &Cluster,
+    prefix: &str,
+    n: usize,
+) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
+    let place = |sandbox: String| Command::Place {
+        sandbox,
+        node: 1,
+        expected_epoch: 0,
+        tenant: None,
+        size: None,
+    };
+    let (mut on_leader, mut via_follower) = (Vec::with_capacity(n), Vec::new());
     for i in 0..n {
         let t = Instant::now();
-        let r = members[0]
-            .propose(Command::Place {
-                sandbox: format!("s{i}"),
-                node: 1,
-                expected_epoch: 0,
-                tenant: None,
-                size: None,
-            })
-            .await;
-        samples.push(t.elapsed());
+        let r = leader.propose(place(format!("{prefix}{i}"))).await;
+        on_leader.push(t.elapsed());
         anyhow::ensure!(
             matches!(r, Ok(CommandResult::Placement { applied: true, .. })),
             "commit failed: {r:?}"
@@ -86,29 +133,13 @@ pub async fn commit_latency(n: usize, table: &mut Table) -> anyhow::Result<()> {
         if i % 5 == 0 {
             let t = Instant::now();
             follower
-                .propose(Command::Place {
-                    sandbox: format!("f{i}"),
-                    node: 1,
-                    expected_epoch: 0,
-                    tenant: None,
-                    size: None,
-                })
+                .propose(place(format!("{prefix}f{i}")))
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             via_follower.push(t.elapsed());
         }
     }
-    let (p50, p99) = percentiles(&samples);
-    let (f50, f99) = percentiles(&via_follower);
-    table.note(format!(
-        "placement commit on 3 nodes (QUIC + RocksDB fsync): on the leader p50 {p50:.2} ms p99 {p99:.2} ms (n={n}); \
-         from a follower p50 {f50:.2} ms p99 {f99:.2} ms (n={})",
-        via_follower.len()
-    ));
-    for m in &members {
-        m.shutdown().await;
-    }
-    Ok(())
+    Ok((on_leader, via_follower))
 }
 
 struct RpcOnly(Arc<Cluster>);

@@ -1,6 +1,6 @@
 //! Histories under faults, judged by `history::check`: clients entering every node append to
-//! the sandboxes of a three-node cluster (one sandbox owned by each node) while the test cuts
-//! nodes apart, pauses and kills them; then the cluster is healed, the files are read once
+//! the sandboxes of a three-node cluster (one sandbox owned by each node; a fourth node that
+//! owns nothing in one scenario) while the test cuts nodes apart, pauses and kills them; then the cluster is healed, the files are read once
 //! every node reads the same, and every request of the history is judged.
 
 use super::cluster_harness::{exec_through, ids_on, TestCluster};
@@ -355,6 +355,72 @@ async fn killed_owner(the_leader: bool) {
             may_lose: &lost_ok,
             may_go_unanswered: &unanswered,
         },
+    );
+}
+
+/// An entry node that owns nothing — a voter, not the leader — killed with SIGKILL while
+/// clients append through it and through the owners, then started again: no owner died, so
+/// nothing acknowledged may be lost and nothing may fork; requests go unanswered only when
+/// they entered the dead node (those in flight through it when it died may or may not have
+/// reached their owner: the checker accepts either).
+#[tokio::test]
+async fn an_entry_node_that_owns_nothing_killed_loses_nothing_and_forks_nothing() {
+    let mut c = TestCluster::start_with(4, 1, "checkpoint_every_s = 1\n").await;
+    c.wait_voters_everywhere(3).await;
+    let leader = c.leader().await;
+    let view = c.view(leader).await.unwrap();
+    let voter = |i: usize| {
+        view["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["name"] == c.nodes[i].name.as_str() && n["voter"] == true)
+    };
+    let victim = (0..4)
+        .find(|&i| i != leader && voter(i))
+        .expect("a voter besides the leader");
+    let victim_name = c.nodes[victim].name.clone();
+    let mut sandboxes = Vec::new();
+    for i in (0..4).filter(|&i| i != victim) {
+        sandboxes.extend(ids_on(&c, leader, &c.nodes[i].name, 1).await);
+    }
+    let start = Instant::now();
+    let clients = start_clients(&c, &sandboxes, start, Duration::from_secs(30));
+
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    eprintln!("nemesis: killing entry node {victim_name}, a voter that owns nothing");
+    let killed = start.elapsed();
+    c.kill(victim);
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    eprintln!("nemesis: starting {victim_name} again");
+    c.restart(victim);
+    let back = start.elapsed();
+
+    let ops = join_all(clients).await;
+    let files = settled_files(&c, &sandboxes).await;
+    let down = [(victim, killed, back)];
+    let unanswered = |o: &Op| entry_down(&down, o);
+    judge(
+        &ops,
+        &files,
+        &Allowances {
+            may_lose: &|_| false,
+            may_go_unanswered: &unanswered,
+        },
+    );
+    // Requests through the other nodes kept being acknowledged while it was dead.
+    let acked_meanwhile = ops
+        .iter()
+        .filter(|o| {
+            o.entry != victim
+                && o.sent > killed
+                && o.ended < back
+                && matches!(o.outcome, Outcome::Acked { .. })
+        })
+        .count();
+    assert!(
+        acked_meanwhile >= 20,
+        "only {acked_meanwhile} appends through the other nodes while {victim_name} was dead"
     );
 }
 

@@ -876,6 +876,7 @@ async fn the_node_packs_inside_the_sandbox_root_and_the_guest_can_instead() {
     let request = serde_json::to_vec(&PackRequest {
         paths: paths.iter().map(|p| p.to_string()).collect(),
         quiesce: false,
+        hold: None,
     })
     .unwrap();
     let guest_bin = std::path::PathBuf::from(super::harness::guest_bin());
@@ -914,6 +915,7 @@ async fn the_node_packs_inside_the_sandbox_root_and_the_guest_can_instead() {
     let request = serde_json::to_vec(&PackRequest {
         paths: vec!["/workspace/p/f".into()],
         quiesce: false,
+        hold: None,
     })
     .unwrap();
     let again = warren_node::runtime::enter::Target::open(pid, &guest_bin).unwrap();
@@ -1001,7 +1003,18 @@ async fn step_count(node: &Node, step: &str) -> u64 {
 /// one behind (frozen between the two renames).
 #[tokio::test]
 async fn a_snapshot_of_a_running_sandbox_is_one_instant_of_its_files() {
-    let node = Node::start().await;
+    one_instant(Node::start().await).await;
+}
+
+/// The same when the guest packs (`--pack-in-guest`: the freezer would stop the guest too):
+/// it holds the sandbox's processes from before the changes are listed until the archive is
+/// read, and the sandbox goes on afterwards.
+#[tokio::test]
+async fn a_snapshot_packed_by_the_guest_is_one_instant_of_its_files_too() {
+    one_instant(Node::start_with("127.0.0.1:0", &["--pack-in-guest"]).await).await;
+}
+
+async fn one_instant(node: Node) {
     let c = &node.client;
     let id = format!("instant-{}", unique());
     sh(

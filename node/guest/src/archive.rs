@@ -22,8 +22,10 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use tokio::sync::mpsc;
-use warren_api::snapshot::{IdShift, PackRequest, RemovePathsRequest};
-use warren_api::ApiError;
+use warren_api::snapshot::{
+    HoldRequest, HoldResponse, IdShift, PackRequest, ReleaseRequest, RemovePathsRequest,
+};
+use warren_api::{ApiError, ErrorCode};
 
 /// Bytes gathered before a piece of the archive goes out.
 const PIECE: usize = 256 * 1024;
@@ -69,7 +71,20 @@ fn validate_paths(req: &PackRequest) -> Result<(), ApiError> {
 
 pub async fn pack(req: Request) -> Result<Response, ApiError> {
     let body: PackRequest = http::read_json(req).await?;
-    validate_paths(&body)?;
+    if let Err(e) = validate_paths(&body) {
+        if let Some(h) = body.hold {
+            crate::pack_hold::end(h);
+        }
+        return Err(e);
+    }
+    if let Some(h) = body.hold {
+        if !crate::pack_hold::claim(h) {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!("hold {h} is not open (it ended unclaimed): the archive would not be one instant"),
+            ));
+        }
+    }
     if body.quiesce {
         quiesce().await;
     }
@@ -80,7 +95,12 @@ pub async fn pack(req: Request) -> Result<Response, ApiError> {
             tx,
             buf: Vec::with_capacity(PIECE),
         };
-        if let Err(e) = write_archive(&body.paths, out, None) {
+        let written = write_archive(&body.paths, out, None);
+        // Read whole (or failed, or the node went away): the sandbox goes on.
+        if let Some(h) = body.hold {
+            crate::pack_hold::end(h);
+        }
+        if let Err(e) = written {
             let _ = errors.blocking_send(Err(e));
         }
     });
@@ -315,6 +335,25 @@ async fn quiesce() {
     }
     // Let the kernel finish tearing them down (their open files close with them).
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+}
+
+/// `POST /archive/hold`: stops every other process until the pack that claims the hold ends
+/// (`pack_hold`).
+pub async fn hold(req: Request) -> Result<Response, ApiError> {
+    let body: HoldRequest = http::read_json(req).await?;
+    let max = std::time::Duration::from_millis(body.max_ms);
+    let (hold, stopped) = tokio::task::spawn_blocking(move || crate::pack_hold::begin(max))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(|e| ApiError::new(ErrorCode::Conflict, e))?;
+    Ok(http::json(200, &HoldResponse { hold, stopped }))
+}
+
+/// `POST /archive/release`: ends a hold no pack claimed (the node gave up on it).
+pub async fn release(req: Request) -> Result<Response, ApiError> {
+    let body: ReleaseRequest = http::read_json(req).await?;
+    let resumed = crate::pack_hold::end(body.hold);
+    Ok(http::json(200, &serde_json::json!({ "resumed": resumed })))
 }
 
 /// `POST /archive/quiesce`: stops every other process before the node saves the files.

@@ -40,10 +40,10 @@ pub fn spawn(path: PathBuf) -> Option<std::thread::JoinHandle<()>> {
         .ok()
 }
 
-/// The processes this fence stopped, by pid, with their start times (a pid used again by
-/// another process is not that process).
+/// The processes this fence (or a pack hold, `pack_hold`) stopped, by pid, with their start
+/// times (a pid used again by another process is not that process).
 #[derive(Default)]
-struct Stopper {
+pub(crate) struct Stopper {
     stopped: HashMap<i32, u64>,
     fenced: bool,
 }
@@ -58,7 +58,7 @@ impl Stopper {
                     self.fenced = true;
                 }
                 // Again on every look: a process that was forking as the others stopped.
-                self.stop_all(list());
+                let _ = self.stop_all(list());
             }
             Verdict::Run if self.fenced => {
                 self.fenced = false;
@@ -69,7 +69,9 @@ impl Stopper {
         }
     }
 
-    fn stop_all(&mut self, procs: Vec<(i32, String)>) {
+    /// Stops every process of `procs` but this one that runs; returns how many it stopped.
+    pub(crate) fn stop_all(&mut self, procs: Vec<(i32, String)>) -> usize {
+        let before = self.stopped.len();
         let me = std::process::id() as i32;
         for (pid, stat) in procs {
             if pid == me || self.stopped.contains_key(&pid) {
@@ -86,9 +88,16 @@ impl Stopper {
                 self.stopped.insert(pid, start);
             }
         }
+        self.stopped.len() - before
     }
 
-    fn continue_all(&mut self) -> usize {
+    /// How many processes it holds stopped.
+    pub(crate) fn held(&self) -> usize {
+        self.stopped.len()
+    }
+
+    /// Lets exactly the processes it stopped go on; how many did.
+    pub(crate) fn continue_all(&mut self) -> usize {
         let mut n = 0;
         for (pid, start) in self.stopped.drain() {
             let same = std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -105,7 +114,7 @@ impl Stopper {
 }
 
 /// Every process of this pid namespace with its `/proc/<pid>/stat` line.
-fn processes() -> Vec<(i32, String)> {
+pub(crate) fn processes() -> Vec<(i32, String)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };

@@ -21,6 +21,7 @@ pub mod http;
 pub mod interpreter;
 pub mod logstore;
 pub mod net;
+pub mod pack_hold;
 pub mod processes;
 pub mod procs_api;
 pub mod proctree;

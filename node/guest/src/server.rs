@@ -174,6 +174,8 @@ async fn dispatch(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
         }
         (&Method::POST, ["archive", "pack"]) => archive::pack(req).await,
         (&Method::POST, ["archive", "quiesce"]) => archive::quiesce_all(req).await,
+        (&Method::POST, ["archive", "hold"]) => archive::hold(req).await,
+        (&Method::POST, ["archive", "release"]) => archive::release(req).await,
         (&Method::POST, ["archive", "remove"]) => archive::remove(req).await,
         (&Method::POST, ["archive", "unpack"]) => archive::unpack(req).await,
         (&Method::POST, ["git", "checkout"]) => {

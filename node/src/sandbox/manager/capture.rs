@@ -26,13 +26,17 @@ use futures_util::{StreamExt, TryStreamExt};
 use http_body_util::BodyExt;
 use std::time::Instant;
 use tokio::io::AsyncWriteExt;
-use warren_api::snapshot::PackRequest;
+use warren_api::snapshot::{HoldRequest, HoldResponse, PackRequest, ReleaseRequest};
 use warren_api::time::now_rfc3339;
 use warren_api::ApiError;
 use warren_storage::snapshots::{new_snapshot_id, Manifest, NewSnapshot, SnapshotOrigin};
 
 /// An archive as a stream of bytes.
 type Archive = BoxStream<'static, std::io::Result<Bytes>>;
+
+/// The longest the guest holds a sandbox for a pack that does not come (the node listing
+/// what changed takes far less; a node that died meanwhile leaves it held this long).
+const HOLD_UNCLAIMED: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Bytes read from a spool file at a time.
 const SPOOL_READ: usize = 256 * 1024;
@@ -72,14 +76,8 @@ impl SandboxManager {
         // file, deleted then.
         let (archive, deleted, kept, _spooled) = match target {
             None => {
-                tracing::warn!(sandbox_id = %rec.id, "the node cannot enter the container: the guest packs while the sandbox runs (files written meanwhile may be saved at different moments)");
-                let (saved, deleted) = self.changed(rec, dirs).await?;
-                (
-                    self.guest_pack(rec, saved, quiesce).await?,
-                    deleted,
-                    None,
-                    None,
-                )
+                let (archive, deleted) = self.guest_pack_held(rec, dirs, quiesce).await?;
+                (archive, deleted, None, None)
             }
             Some(target) => {
                 let hold = self.pauses.hold(&rec.id).await?;
@@ -88,12 +86,13 @@ impl SandboxManager {
                     // archive streams straight to the store, under a hold of its own
                     // until it is written (the other may end first).
                     let (saved, deleted) = self.changed(rec, dirs).await?;
-                    match self.pack_here(&target, saved.clone()).await {
+                    match self.pack_here(&target, saved).await {
                         Ok(archive) => (archive, deleted, Some(hold), None),
                         Err(e) => {
                             tracing::warn!(sandbox_id = %rec.id, error = %e, "cannot pack in the container's namespace; the guest packs once the sandbox runs again");
                             hold.release().await;
-                            let archive = self.guest_pack(rec, saved, quiesce).await?;
+                            let (archive, deleted) =
+                                self.guest_pack_held(rec, dirs, quiesce).await?;
                             (archive, deleted, None, None)
                         }
                     }
@@ -109,7 +108,7 @@ impl SandboxManager {
                         .snapshots
                         .with_label_values(&["frozen"])
                         .observe(frozen_at.elapsed().as_secs_f64());
-                    let (saved, deleted) = listed?;
+                    let (_, deleted) = listed?;
                     match spooled.expect("spooled once listed") {
                         Ok((file, path)) => {
                             let archive =
@@ -117,8 +116,9 @@ impl SandboxManager {
                             (archive.boxed(), deleted, None, Some(path))
                         }
                         Err(e) => {
-                            tracing::warn!(sandbox_id = %rec.id, error = %e, "cannot pack in the container's namespace; the guest packs while the sandbox runs");
-                            let archive = self.guest_pack(rec, saved, quiesce).await?;
+                            tracing::warn!(sandbox_id = %rec.id, error = %e, "cannot pack in the container's namespace; the guest packs instead");
+                            let (archive, deleted) =
+                                self.guest_pack_held(rec, dirs, quiesce).await?;
                             (archive, deleted, None, None)
                         }
                     }
@@ -229,19 +229,91 @@ impl SandboxManager {
         let request = serde_json::to_vec(&PackRequest {
             paths,
             quiesce: false,
+            hold: None,
         })
         .expect("serializes");
         Ok(enter::pack_in_container(target, request).await?.boxed())
     }
 
-    /// The archive of `paths`, packed by the guest while the sandbox runs.
+    /// What changed (under `dirs`), packed by the guest, and what was deleted. The guest
+    /// holds the sandbox's processes (SIGSTOP) from before the changes are listed until the
+    /// archive is read, so that it is one instant of the files, as the freezer makes it when
+    /// the node packs. A guest that cannot hold (made by an older version, or not the
+    /// container's init) packs while the sandbox runs, and the node logs that. A quiesced
+    /// sandbox (about to sleep) has no process left to hold.
+    async fn guest_pack_held(
+        &self,
+        rec: &SandboxRecord,
+        dirs: &[String],
+        quiesce: bool,
+    ) -> Result<(Archive, Vec<String>), ApiError> {
+        let hold = if quiesce {
+            None
+        } else {
+            self.guest_hold(rec).await
+        };
+        let listed = self.changed(rec, dirs).await;
+        let packed = match listed {
+            Ok((saved, deleted)) => self
+                .guest_pack(rec, saved, quiesce, hold)
+                .await
+                .map(|a| (a, deleted)),
+            Err(e) => Err(e),
+        };
+        if let (Err(_), Some(h)) = (&packed, hold) {
+            let body = serde_json::to_vec(&ReleaseRequest { hold: h }).expect("serializes");
+            if let Err(e) = self.guest_json(rec, "/archive/release", body).await {
+                tracing::warn!(sandbox_id = %rec.id, error = %e, "cannot end a pack hold; it ends by itself");
+            }
+        }
+        packed
+    }
+
+    /// A hold on the sandbox's processes (`guest_pack_held`); None when the guest cannot.
+    async fn guest_hold(&self, rec: &SandboxRecord) -> Option<u64> {
+        let body = serde_json::to_vec(&HoldRequest {
+            max_ms: HOLD_UNCLAIMED.as_millis() as u64,
+        })
+        .expect("serializes");
+        let held = async {
+            let resp = self
+                .guest_call(rec, "/archive/hold", "application/json", full(body))
+                .await?;
+            let bytes = crate::guest::body::collect_limited(
+                resp.into_body(),
+                crate::guest::body::SMALL_LIMIT,
+            )
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+            serde_json::from_slice::<HoldResponse>(&bytes)
+                .map_err(|e| ApiError::internal(format!("hold answer: {e}")))
+        };
+        match held.await {
+            Ok(h) => {
+                tracing::debug!(sandbox_id = %rec.id, hold = h.hold, stopped = h.stopped, "guest holds the sandbox for its archive");
+                Some(h.hold)
+            }
+            Err(e) => {
+                tracing::warn!(sandbox_id = %rec.id, error = %e.message, "the guest cannot hold the sandbox: it packs while the sandbox runs (files written meanwhile may be saved at different moments)");
+                None
+            }
+        }
+    }
+
+    /// The archive of `paths`, packed by the guest (under `hold`, if any).
     async fn guest_pack(
         &self,
         rec: &SandboxRecord,
         paths: Vec<String>,
         quiesce: bool,
+        hold: Option<u64>,
     ) -> Result<Archive, ApiError> {
-        let request = serde_json::to_vec(&PackRequest { paths, quiesce }).expect("serializes");
+        let request = serde_json::to_vec(&PackRequest {
+            paths,
+            quiesce,
+            hold,
+        })
+        .expect("serializes");
         let resp = self
             .guest_call(rec, "/archive/pack", "application/json", full(request))
             .await?;
