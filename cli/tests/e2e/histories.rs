@@ -374,7 +374,7 @@ async fn an_entry_node_that_owns_nothing_killed_loses_nothing_and_forks_nothing(
             .as_array()
             .unwrap()
             .iter()
-            .any(|n| n["name"] == c.nodes[i].name.as_str() && n["voter"] == true)
+            .any(|n| n["id"] == c.nodes[i].name.as_str() && n["voter"] == true)
     };
     let victim = (0..4)
         .find(|&i| i != leader && voter(i))
