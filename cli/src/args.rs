@@ -418,6 +418,10 @@ pub struct NodeArgs {
     /// How often this node's usage ledger is copied to the object store, ms; 0: never.
     #[arg(long, default_value_t = crate::settings::default_usage_export_ms())]
     pub usage_export_ms: u64,
+    /// Usage records older than this many days are deleted (here and in the object store);
+    /// 0: kept for ever.
+    #[arg(long, default_value_t = 0)]
+    pub usage_retention_days: u64,
     /// How often running sandboxes' usage is sampled, ms (1000 to 10000); 0: only when a
     /// container goes.
     #[arg(long, default_value_t = crate::settings::default_usage_sample_ms())]
@@ -630,6 +634,7 @@ impl NodeArgs {
             host_work_io_mbps: self.host_work_io_mbps,
             disk_check_ms: self.disk_check_ms,
             usage_export_ms: self.usage_export_ms,
+            usage_retention_days: self.usage_retention_days,
             usage_sample_ms: self.usage_sample_ms,
             max_sandboxes: self.max_sandboxes,
             capacity: self.capacity,

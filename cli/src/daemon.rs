@@ -176,6 +176,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     cfg.run_dir_mb = s.run_dir_mb;
     cfg.disk_check_every = std::time::Duration::from_millis(s.disk_check_ms);
     cfg.usage_export_every = std::time::Duration::from_millis(s.usage_export_ms);
+    cfg.usage_retention = std::time::Duration::from_secs(s.usage_retention_days * 86_400);
     cfg.usage_sample_every = std::time::Duration::from_millis(s.usage_sample_ms);
     cfg.max_sandboxes = s.max_sandboxes;
     if let Some(o) = &s.object_store {
@@ -475,6 +476,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         fence_file,
     });
     let own_ports = vec![listener.local_addr()?.port(), peers.local_addr()?.port()];
+    let meter_owner = mgr.clone();
     let mut state = warren_router::AppState::new(mgr, ctx, &api_key, registry.clone())?;
     state.rate = Arc::new(warren_router::auth::rate::KeyLimiter::new(s.key_rate()));
     state.preview_guesses = Arc::new(warren_router::auth::rate::GuessLimiter::new(
@@ -569,12 +571,38 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
             tokio::task::spawn_blocking(move || firewall::remove_egress_chain(&iptables, &node))
                 .await;
     }
+    export_usage_at_exit(&meter_owner, cfg.usage_export_every).await;
     docker.stop_warm_pool().await;
     host_work.shutdown().await;
     cluster.shutdown().await;
     peers.close();
     tracing::info!("stopped; sandboxes keep running and are re-adopted on the next start");
     Ok(())
+}
+
+/// The longest a stopping node spends writing its last usage export.
+const EXIT_EXPORT_LIMIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Samples the running sandboxes once more and exports what the ledger holds since the last
+/// export: a node stopped in order and never started again loses none of it. (A killed node
+/// loses what it recorded since its last periodic export.)
+async fn export_usage_at_exit(mgr: &SandboxManager, every: std::time::Duration) {
+    if every.is_zero() {
+        return;
+    }
+    let last = async {
+        mgr.sample_running().await;
+        mgr.export_usage().await
+    };
+    match tokio::time::timeout(EXIT_EXPORT_LIMIT, last).await {
+        Ok(Ok(())) => tracing::info!("usage exported"),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "the last usage export failed: it is written at the next start")
+        }
+        Err(_) => tracing::warn!(
+            "the last usage export did not finish in time: it is written at the next start"
+        ),
+    }
 }
 
 /// The CA (with its key) this node signs with, from its CA file; a bootstrap interrupted

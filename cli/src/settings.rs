@@ -68,6 +68,10 @@ pub struct Settings {
     /// recorded survives it by this much at most); 0: never.
     #[serde(default = "default_usage_export_ms")]
     pub usage_export_ms: u64,
+    /// Usage records older than this many days are deleted, on this node and in the object
+    /// store (records not yet exported are kept); 0: kept for ever.
+    #[serde(default)]
+    pub usage_retention_days: u64,
     /// How often running sandboxes' usage is sampled, ms (1000 to 10000); 0: only when a
     /// container goes (sleep, move, delete), which loses nothing but a crashed container's
     /// use since it started.

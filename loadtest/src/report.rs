@@ -2,15 +2,19 @@
 
 use std::time::Duration;
 
-/// p50 and p99 of a sample, in milliseconds.
+/// p50 and p99 of a sample, in milliseconds, from an HDR histogram of microseconds (three
+/// significant digits, 1 µs to one hour; a longer sample counts as one hour).
 pub fn percentiles(samples: &[Duration]) -> (f64, f64) {
-    let mut v: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
-    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
-    if v.is_empty() {
+    if samples.is_empty() {
         return (f64::NAN, f64::NAN);
     }
-    let at = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-    (at(0.50), at(0.99))
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)
+        .expect("valid histogram bounds");
+    for d in samples {
+        h.saturating_record((d.as_micros() as u64).max(1));
+    }
+    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    (ms(0.50), ms(0.99))
 }
 
 pub struct Row {
@@ -71,7 +75,15 @@ mod tests {
     #[test]
     fn percentiles_of_a_known_sample() {
         let s: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
-        assert_eq!(percentiles(&s), (50.0, 99.0));
-        assert_eq!(percentiles(&[Duration::from_millis(7)]), (7.0, 7.0));
+        // To three significant digits (HDR buckets).
+        let near = |got: f64, want: f64| (got - want).abs() <= want * 0.001;
+        let (p50, p99) = percentiles(&s);
+        assert!(near(p50, 50.0) && near(p99, 99.0), "{p50} {p99}");
+        let (p50, p99) = percentiles(&[Duration::from_millis(7)]);
+        assert!(near(p50, 7.0) && near(p99, 7.0), "{p50} {p99}");
+        // Three significant digits: 12.345 ms reads as 12.34x ms.
+        let (p50, _) = percentiles(&[Duration::from_micros(12_345)]);
+        assert!((p50 - 12.345).abs() < 0.02, "{p50}");
+        assert!(percentiles(&[]).0.is_nan());
     }
 }

@@ -53,6 +53,8 @@ pub struct NodeConfig {
     pub disk_check_every: Duration,
     /// How often the usage ledger is exported to the object store (zero: never).
     pub usage_export_every: Duration,
+    /// How long usage records are kept, here and in the object store (zero: for ever).
+    pub usage_retention: Duration,
     /// How often running sandboxes are sampled by the meter (zero: only when a container
     /// goes).
     pub usage_sample_every: Duration,
@@ -109,6 +111,7 @@ impl NodeConfig {
             idle_check_every: Duration::from_secs(1),
             disk_check_every: Duration::from_secs(2),
             usage_export_every: Duration::from_secs(60),
+            usage_retention: Duration::ZERO,
             usage_sample_every: crate::usage::SAMPLE_EVERY,
             preview: PreviewConfig::default(),
             checkpoint_every: Duration::from_secs(60),

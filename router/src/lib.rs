@@ -16,6 +16,7 @@ pub mod listener;
 pub mod metrics;
 pub mod middleware;
 pub mod preview;
+pub mod request_log;
 pub mod route_label;
 pub mod routes;
 pub mod state;

@@ -1,4 +1,5 @@
-//! Request ids, the node header, metrics, and who calls (`auth`).
+//! The node header, request metrics, and who calls (`auth`). Request ids, the request span
+//! and the access log are `request_log` (tower-http), around these.
 
 use crate::auth::principal::{Principal, HEADER_PRINCIPAL};
 use crate::auth::{self, keys};
@@ -9,26 +10,11 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::HeaderValue;
 use std::time::Instant;
-use tracing::Instrument;
-use warren_api::{ApiError, ErrorCode, HEADER_NODE, HEADER_REQUEST_ID};
+use warren_api::{ApiError, ErrorCode, HEADER_NODE};
 
-/// Keeps a client's `x-request-id` when it is sane, else makes one; adds it and
-/// `x-warren-node` to every response, and records the request's latency.
-pub async fn request_context(
-    State(state): State<AppState>,
-    mut req: Request,
-    next: Next,
-) -> Response {
+/// Adds `x-warren-node` to every response, and records the request's latency by route.
+pub async fn node_and_metrics(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let given = req
-        .headers()
-        .get(HEADER_REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
-        .map(str::to_string);
-    let id = given.unwrap_or_else(|| hex::encode(rand::random::<[u8; 8]>()));
-    let value = HeaderValue::from_str(&id).expect("ascii graphic");
-    req.headers_mut().insert(HEADER_REQUEST_ID, value.clone());
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let role = if req.extensions().get::<crate::cluster::FromPeer>().is_some() {
@@ -36,22 +22,7 @@ pub async fn request_context(
     } else {
         "entry"
     };
-    let sandbox = path
-        .strip_prefix("/v1/sandboxes/")
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_default()
-        .to_string();
-    let span = tracing::info_span!("request", request_id = %id, method = %method, path = %path, sandbox_id = %sandbox, node_id = %state.node_id, region = %state.mgr.config().region);
-    let mut resp = next.run(req).instrument(span.clone()).await;
-    // The access log: one line per request, in its span.
-    span.in_scope(|| {
-        tracing::info!(
-            status = resp.status().as_u16(),
-            ms = started.elapsed().as_millis() as u64,
-            "request"
-        )
-    });
-    resp.headers_mut().insert(HEADER_REQUEST_ID, value);
+    let mut resp = next.run(req).await;
     // A forwarded response already names the node that ran the operation.
     if !resp.headers().contains_key(HEADER_NODE) {
         if let Ok(node) = HeaderValue::from_str(&state.node_id) {

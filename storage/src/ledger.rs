@@ -173,6 +173,24 @@ impl UsageLedger {
         Ok(())
     }
 
+    /// Deletes the records of intervals starting before `before_ms` that are exported (an
+    /// interval not yet exported is kept, whatever its age); how many went.
+    pub fn prune_before(&self, before_ms: u64) -> Result<usize, StorageError> {
+        let until = before_ms.min(self.exported_from()?);
+        let doomed = self.range(0, until)?;
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        let mut wb = WriteBatch::default();
+        for (k, _) in &doomed {
+            wb.delete_cf(self.cf(CF_RECORDS), k.encode());
+        }
+        let mut wo = rocksdb::WriteOptions::default();
+        wo.set_sync(true);
+        self.db.write_opt(wb, &wo)?;
+        Ok(doomed.len())
+    }
+
     /// Every record of an interval starting in `[from_ms, to_ms)`, in key order.
     pub fn range(
         &self,
@@ -261,6 +279,34 @@ mod tests {
         assert_eq!(l.exported_from().unwrap(), 0);
         l.set_exported_from(120_000).unwrap();
         assert_eq!(l.exported_from().unwrap(), 120_000);
+    }
+
+    #[test]
+    fn pruning_drops_only_exported_records_older_than_the_cutoff() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = UsageLedger::open(dir.path()).unwrap();
+        let mut b = LedgerBatch::default();
+        for t in [60_000, 120_000, 180_000, 240_000] {
+            b.record(key(t, "a"), UsageRecord::default());
+        }
+        b.record(key(120_000, "b"), UsageRecord::default());
+        l.apply(b).unwrap();
+        // Nothing exported yet: nothing goes, however old.
+        assert_eq!(l.prune_before(u64::MAX).unwrap(), 0);
+        l.set_exported_from(180_000).unwrap();
+        // Older than 240 000, but 180 000 is not exported: only 60 000 and 120 000 go.
+        assert_eq!(l.prune_before(240_000).unwrap(), 3);
+        let left: Vec<u64> = l
+            .range(0, u64::MAX)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k.interval_ms)
+            .collect();
+        assert_eq!(left, vec![180_000, 240_000]);
+        assert_eq!(l.prune_before(240_000).unwrap(), 0, "once");
+        drop(l);
+        let l = UsageLedger::open(dir.path()).unwrap();
+        assert_eq!(l.range(0, u64::MAX).unwrap().len(), 2, "durable");
     }
 
     #[test]

@@ -75,6 +75,37 @@ pub async fn exported_nodes(objects: &dyn ObjectStore) -> Result<Vec<String>, Ex
         .collect())
 }
 
+/// The interval of an exported object's file name (`<interval ms>.json`).
+fn interval_of(meta: &object_store::ObjectMeta) -> Option<u64> {
+    meta.location
+        .filename()?
+        .strip_suffix(".json")?
+        .parse()
+        .ok()
+}
+
+/// Deletes every node's exported intervals that start before `before_ms` (usage kept for
+/// its retention and no longer); how many objects went. Every node may run it: a delete of
+/// an object already gone is not an error.
+pub async fn prune_before(objects: &dyn ObjectStore, before_ms: u64) -> Result<usize, ExportError> {
+    let mut gone = 0;
+    for node in exported_nodes(objects).await? {
+        let listed: Vec<object_store::ObjectMeta> = objects
+            .list(Some(&Path::from(format!("{PREFIX}/{node}"))))
+            .try_collect()
+            .await?;
+        for meta in listed {
+            if interval_of(&meta).is_some_and(|t| t < before_ms) {
+                match objects.delete(&meta.location).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => gone += 1,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+    }
+    Ok(gone)
+}
+
 /// The records `node` exported for intervals starting in `[from_ms, to_ms)`.
 pub async fn read_node(
     objects: &dyn ObjectStore,
@@ -88,11 +119,7 @@ pub async fn read_node(
         .await?;
     let mut out = Vec::new();
     for meta in listed {
-        let name = meta.location.filename().unwrap_or_default();
-        let Some(interval_ms) = name
-            .strip_suffix(".json")
-            .and_then(|n| n.parse::<u64>().ok())
-        else {
+        let Some(interval_ms) = interval_of(&meta) else {
             continue;
         };
         if interval_ms < from_ms || interval_ms >= to_ms {
@@ -161,5 +188,38 @@ mod tests {
             .await
             .unwrap()
             .is_empty());
+    }
+
+    #[tokio::test]
+    async fn pruning_drops_every_nodes_intervals_before_the_cutoff_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+        for (node, t) in [
+            ("n1", 60_000),
+            ("n1", 120_000),
+            ("n2", 60_000),
+            ("n2", 180_000),
+        ] {
+            put_interval(&store, node, t, &[rec(t, "a", node, 1)])
+                .await
+                .unwrap();
+        }
+        assert_eq!(prune_before(&store, 120_000).await.unwrap(), 2);
+        let left = |node: &'static str| {
+            let store = &store;
+            async move {
+                let mut t: Vec<u64> = read_node(store, node, 0, u64::MAX)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|(k, _)| k.interval_ms)
+                    .collect();
+                t.sort();
+                t
+            }
+        };
+        assert_eq!(left("n1").await, vec![120_000]);
+        assert_eq!(left("n2").await, vec![180_000]);
+        assert_eq!(prune_before(&store, 120_000).await.unwrap(), 0, "once");
     }
 }

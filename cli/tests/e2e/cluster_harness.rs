@@ -354,6 +354,21 @@ impl TestCluster {
         }
     }
 
+    /// Stops node `i` in order (SIGTERM) and returns once it has exited.
+    pub fn terminate(&mut self, i: usize) {
+        self.nodes[i].signal("TERM");
+        let mut child = self.nodes[i].child.take().expect("running");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while child.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "node {} did not exit within 60 s of SIGTERM",
+                self.nodes[i].name
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Stops node `i` (SIGSTOP) and returns once every one of its threads is stopped. The
     /// kernel stops a multi-threaded process only when one of its threads takes the signal,
     /// so on a busy machine its other threads run on for a few milliseconds after `kill`

@@ -188,6 +188,24 @@ async fn a_removed_nodes_usage_is_still_counted_from_its_export() {
     // Its last sample (as the container went) is exported within a second or two.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     c.kill(0);
+    removed_for_good(&c, &x).await;
+    counted_from_export(&c, &x, &id).await;
+}
+
+/// A node stopped in order (SIGTERM) writes its last export as it stops: what it recorded
+/// since the one before (an hour before, here) is counted after it is removed for good.
+#[tokio::test]
+async fn a_node_stopped_in_order_exports_its_usage_before_it_exits() {
+    use super::cluster_harness::TestCluster;
+    let mut c = TestCluster::start_with(3, 1, "usage_export_ms = 3600000\n").await;
+    let (x, id) = burned_then_drained(&c).await;
+    c.terminate(0);
+    removed_for_good(&c, &x).await;
+    counted_from_export(&c, &x, &id).await;
+}
+
+/// Removes node `x` (down) through node 1, and waits until node 1 no longer lists it.
+async fn removed_for_good(c: &super::cluster_harness::TestCluster, x: &str) {
     let r = c.nodes[1]
         .client
         .request(reqwest::Method::DELETE, &format!("/v1/cluster/nodes/{x}"))
@@ -210,8 +228,8 @@ async fn a_removed_nodes_usage_is_still_counted_from_its_export() {
             .iter()
             .filter_map(|n| n["id"].as_str())
             .collect();
-        if !names.contains(&x.as_str()) {
-            break;
+        if !names.contains(&x) {
+            return;
         }
         assert!(
             std::time::Instant::now() < deadline,
@@ -219,8 +237,12 @@ async fn a_removed_nodes_usage_is_still_counted_from_its_export() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
+}
+
+/// The 1 s `id` burned on the removed node `x` is counted by the nodes left.
+async fn counted_from_export(c: &super::cluster_harness::TestCluster, x: &str, id: &str) {
     for i in [1, 2] {
-        let u = usage_of(&c.nodes[i].client, &id).await;
+        let u = usage_of(&c.nodes[i].client, id).await;
         assert!(
             (0.9..=1.5).contains(&u.cpu_seconds),
             "the 1 s burned on the removed node {x}, asked of node {i}: {u:?}"

@@ -227,6 +227,11 @@ impl Meter {
         Ok((next_mark, records))
     }
 
+    /// Deletes the exported records of intervals before `before_ms`; how many went.
+    pub fn prune_before(&self, before_ms: u64) -> Result<usize, StorageError> {
+        self.ledger.prune_before(before_ms)
+    }
+
     /// The records before `mark` are exported.
     pub fn exported(&self, mark: u64) -> Result<(), StorageError> {
         self.ledger.set_exported_from(mark)

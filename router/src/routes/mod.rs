@@ -96,7 +96,7 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             middleware::require_api_key,
         ));
-    Router::new()
+    let routes = Router::new()
         .route("/", get(web::index))
         .route("/ui/{name}", get(web::file))
         .route("/healthz", get(health::healthz))
@@ -113,9 +113,9 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            middleware::request_context,
-        ))
-        .with_state(state)
+            middleware::node_and_metrics,
+        ));
+    crate::request_log::around(routes, &state).with_state(state)
 }
 
 async fn not_found(method: http::Method, uri: http::Uri) -> ApiErrorResponse {

@@ -41,14 +41,34 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
     }
     let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
     tokio::spawn(async move {
+        let mut pruned_at: Option<std::time::Instant> = None;
         loop {
             tokio::time::sleep(every).await;
             let Some(mgr) = weak.upgrade() else { return };
             if let Err(e) = mgr.export_usage().await {
                 tracing::warn!(error = %e, "cannot export usage to the object store; trying again next time");
+                continue;
+            }
+            let retention = mgr.cfg.usage_retention;
+            if !retention.is_zero() && pruned_at.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
+                pruned_at = Some(std::time::Instant::now());
+                if let Err(e) = mgr.prune_usage(retention).await {
+                    tracing::warn!(error = %e, "cannot delete usage records past their retention; trying again later");
+                }
             }
         }
     });
+}
+
+/// How often usage past its retention is looked for (after an export).
+const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The first interval kept when records are kept for `retention` (none: keep everything).
+pub(crate) fn retention_cutoff(now_ms: u64, retention: std::time::Duration) -> Option<u64> {
+    if retention.is_zero() {
+        return None;
+    }
+    Some(now_ms.saturating_sub(retention.as_millis() as u64))
 }
 
 impl SandboxManager {
@@ -92,6 +112,31 @@ impl SandboxManager {
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?
             .map_err(|e| ApiError::internal(format!("the usage ledger: {e}")))
+    }
+
+    /// Deletes usage records older than `retention`: this node's exported ones, and every
+    /// node's exported objects in the store.
+    pub async fn prune_usage(&self, retention: std::time::Duration) -> Result<(), String> {
+        let now = warren_api::time::unix_millis(std::time::SystemTime::now());
+        let Some(cutoff) = retention_cutoff(now, retention) else {
+            return Ok(());
+        };
+        let meter = self.meter.clone();
+        let local = tokio::task::spawn_blocking(move || meter.prune_before(cutoff))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        let exported = usage_export::prune_before(self.snapshots.objects().as_ref(), cutoff)
+            .await
+            .map_err(|e| e.to_string())?;
+        if local + exported > 0 {
+            tracing::info!(
+                records = local,
+                exported_objects = exported,
+                "usage past its retention deleted"
+            );
+        }
+        Ok(())
     }
 
     /// Writes what the ledger holds since the last export to the object store.
@@ -176,5 +221,23 @@ impl SandboxManager {
     pub(super) async fn forget_meter(&self, id: &str) {
         let id = id.to_string();
         blocking(&self.meter, move |m| m.forget(&id)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::retention_cutoff;
+    use std::time::Duration;
+
+    #[test]
+    fn records_are_kept_for_their_retention_or_for_ever() {
+        let day = Duration::from_secs(86_400);
+        assert_eq!(retention_cutoff(10 * 86_400_000, Duration::ZERO), None);
+        assert_eq!(retention_cutoff(10 * 86_400_000, day), Some(9 * 86_400_000));
+        assert_eq!(
+            retention_cutoff(1_000, day),
+            Some(0),
+            "never before the epoch"
+        );
     }
 }
