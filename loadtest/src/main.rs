@@ -10,6 +10,7 @@
 //! default 10), WARREN_BENCH_EGRESS (requests per egress proxy scenario, default 2000),
 //! WARREN_BENCH_METERED (running sandboxes in the metering scenario, default 200),
 //! WARREN_BENCH_METER_WINDOW_S (its measured window, default 60),
+//! WARREN_BENCH_METER_SAMPLED_FIRST=1 (its sampled arm first instead of second),
 //! WARREN_BENCH_CHECKPOINTED and WARREN_BENCH_CHECKPOINT_WINDOW_S (active sandboxes and
 //! seconds measured in the checkpoint-cost scenario, default 50 and 60),
 //! WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`,
@@ -111,6 +112,7 @@ async fn main() -> anyhow::Result<()> {
         metering_bench::metering_cost(
             metered_n,
             std::time::Duration::from_secs(meter_window as u64),
+            std::env::var("WARREN_BENCH_METER_SAMPLED_FIRST").is_ok_and(|v| v == "1"),
             &mut table,
         )
         .await?;

@@ -66,11 +66,30 @@ async fn one_arm(n: usize, window: Duration, sample_ms: &str) -> anyhow::Result<
     })
 }
 
-pub async fn metering_cost(n: usize, window: Duration, table: &mut Table) -> anyhow::Result<()> {
-    eprintln!("bench: metering: {n} sandboxes, sampling off");
-    let off = one_arm(n, window, "0").await?;
-    eprintln!("bench: metering: {n} sandboxes, sampled every 10 s");
-    let on = one_arm(n, window, "10000").await?;
+/// Runs the two arms one after the other, sampling off first unless `on_first` (the second
+/// arm meets a Docker that just removed the first arm's containers: swapping the order shows
+/// what that costs).
+pub async fn metering_cost(
+    n: usize,
+    window: Duration,
+    on_first: bool,
+    table: &mut Table,
+) -> anyhow::Result<()> {
+    let (mut off, mut on) = (None, None);
+    for sampled in if on_first {
+        [true, false]
+    } else {
+        [false, true]
+    } {
+        if sampled {
+            eprintln!("bench: metering: {n} sandboxes, sampled every 10 s");
+            on = Some(one_arm(n, window, "10000").await?);
+        } else {
+            eprintln!("bench: metering: {n} sandboxes, sampling off");
+            off = Some(one_arm(n, window, "0").await?);
+        }
+    }
+    let (off, on) = (off.expect("ran"), on.expect("ran"));
     table.add(Row {
         name: format!("exec, {} sandboxes sampled", on.made),
         n: on.execs.len(),
@@ -81,7 +100,8 @@ pub async fn metering_cost(n: usize, window: Duration, table: &mut Table) -> any
     });
     let cost = on.cpu_share - off.cpu_share;
     table.note(format!(
-        "metering: node CPU over {:.0} s with {} running sandboxes: {:.2} % of a core sampled every 10 s, {:.2} % with sampling off; sampling costs {:.2} % of a core (target < 1 %)",
+        "metering ({} first): node CPU over {:.0} s with {} running sandboxes: {:.2} % of a core sampled every 10 s, {:.2} % with sampling off; sampling costs {:.2} % of a core (target < 1 %)",
+        if on_first { "sampled" } else { "off" },
         window.as_secs_f64(),
         on.made,
         on.cpu_share * 100.0,

@@ -7,7 +7,6 @@
 use super::cluster_harness::{exec_through, owner_of, TestCluster};
 use super::harness::unique;
 use super::membership::{join_as, rpc_to};
-use reqwest::Method;
 use rustls::pki_types::pem::PemObject;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -124,13 +123,7 @@ async fn a_signer_signs_only_the_key_a_member_registered_under_its_own_name() {
     );
 
     // Removed, it gets nothing more.
-    let r = c.nodes[0]
-        .client
-        .request(Method::DELETE, &format!("/v1/cluster/nodes/{name}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204, "{}", r.text().await.unwrap());
+    c.remove_node(0, &name).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let r = rpc_to(&c, 0, &peers, sign(mallory_id, own)).await;
     assert!(refused(&r), "a removed node renewed its certificate: {r:?}");

@@ -399,6 +399,20 @@ impl TestCluster {
         }
     }
 
+    /// Removes member `name` through node `via` (`DELETE /v1/cluster/nodes/{name}`): 204.
+    pub async fn remove_node(&self, via: usize, name: &str) {
+        let r = self.nodes[via]
+            .client
+            .request(
+                reqwest::Method::DELETE,
+                &format!("/v1/cluster/nodes/{name}"),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 204, "{}", r.text().await.unwrap());
+    }
+
     /// The bootstrap (admin) key every node of the cluster takes.
     pub fn admin_key(&self) -> &str {
         &self.key

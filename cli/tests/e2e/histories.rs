@@ -204,6 +204,24 @@ async fn pause(
     (i, from, start.elapsed())
 }
 
+/// 6 s into the history, kills node `victim` with SIGKILL and starts it again `dead_for`
+/// later: when it died and when it was back, since `start`.
+async fn kill_and_restart(
+    c: &mut TestCluster,
+    victim: usize,
+    start: Instant,
+    dead_for: Duration,
+) -> (Duration, Duration) {
+    tokio::time::sleep(Duration::from_secs(6).saturating_sub(start.elapsed())).await;
+    eprintln!("nemesis: killing {}", c.nodes[victim].name);
+    let killed = start.elapsed();
+    c.kill(victim);
+    tokio::time::sleep(dead_for).await;
+    eprintln!("nemesis: starting {} again", c.nodes[victim].name);
+    c.restart(victim);
+    (killed, start.elapsed())
+}
+
 /// Whether node `entry` was stopped or killed while `op` was in flight.
 fn entry_down(windows: &[(usize, Duration, Duration)], op: &Op) -> bool {
     windows
@@ -316,14 +334,8 @@ async fn killed_owner(the_leader: bool) {
     let start = Instant::now();
     let clients = start_clients(&c, &sandboxes, start, Duration::from_secs(34));
 
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    eprintln!("nemesis: killing owner {victim_name} (the leader: {the_leader})");
-    let killed = start.elapsed();
-    c.kill(victim);
-    tokio::time::sleep(Duration::from_secs(14)).await;
-    eprintln!("nemesis: starting {victim_name} again");
-    c.restart(victim);
-    let back = start.elapsed();
+    eprintln!("nemesis: the victim is owner {victim_name} (the leader: {the_leader})");
+    let (killed, back) = kill_and_restart(&mut c, victim, start, Duration::from_secs(14)).await;
 
     let ops = join_all(clients).await;
     let files = settled_files(&c, &sandboxes).await;
@@ -387,14 +399,8 @@ async fn an_entry_node_that_owns_nothing_killed_loses_nothing_and_forks_nothing(
     let start = Instant::now();
     let clients = start_clients(&c, &sandboxes, start, Duration::from_secs(30));
 
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    eprintln!("nemesis: killing entry node {victim_name}, a voter that owns nothing");
-    let killed = start.elapsed();
-    c.kill(victim);
-    tokio::time::sleep(Duration::from_secs(12)).await;
-    eprintln!("nemesis: starting {victim_name} again");
-    c.restart(victim);
-    let back = start.elapsed();
+    eprintln!("nemesis: the victim is {victim_name}, a voter that owns nothing");
+    let (killed, back) = kill_and_restart(&mut c, victim, start, Duration::from_secs(12)).await;
 
     let ops = join_all(clients).await;
     let files = settled_files(&c, &sandboxes).await;

@@ -236,13 +236,7 @@ async fn a_certified_peer_cannot_speak_as_another_node_nor_move_what_it_does_not
     );
 
     // Removed, its certificate opens nothing, not even a placement of a new sandbox.
-    let r = c.nodes[0]
-        .client
-        .request(Method::DELETE, &format!("/v1/cluster/nodes/{name}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204, "{}", r.text().await.unwrap());
+    c.remove_node(0, &name).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let place = Request::Propose(Command::Place {
         sandbox: format!("x-{}", &unique()[..8]),

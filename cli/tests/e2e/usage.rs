@@ -206,13 +206,7 @@ async fn a_node_stopped_in_order_exports_its_usage_before_it_exits() {
 
 /// Removes node `x` (down) through node 1, and waits until node 1 no longer lists it.
 async fn removed_for_good(c: &super::cluster_harness::TestCluster, x: &str) {
-    let r = c.nodes[1]
-        .client
-        .request(reqwest::Method::DELETE, &format!("/v1/cluster/nodes/{x}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204, "{}", r.text().await.unwrap());
+    c.remove_node(1, x).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let view = c.nodes[1]

@@ -147,8 +147,32 @@ fn runs(state: char) -> bool {
     !matches!(state, 'T' | 't' | 'Z' | 'X' | 'x')
 }
 
+/// A process's state, for the tests of the fence and of pack holds.
+#[cfg(test)]
+pub(crate) mod test_procs {
+    use std::time::Duration;
+
+    pub fn state_of(pid: i32) -> char {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        super::state_and_start(&stat).unwrap().0
+    }
+
+    /// Its state once `want` holds of it (or after 2 s).
+    pub fn wait_state(pid: i32, want: impl Fn(char) -> bool) -> char {
+        for _ in 0..200 {
+            let s = state_of(pid);
+            if want(s) {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        state_of(pid)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_procs::{state_of, wait_state};
     use super::*;
 
     #[test]
@@ -173,22 +197,6 @@ mod tests {
         for s in ['T', 't', 'Z', 'X'] {
             assert!(!runs(s), "{s}");
         }
-    }
-
-    fn state_of(pid: i32) -> char {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        state_and_start(&stat).unwrap().0
-    }
-
-    fn wait_state(pid: i32, want: impl Fn(char) -> bool) -> char {
-        for _ in 0..200 {
-            let s = state_of(pid);
-            if want(s) {
-                return s;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        state_of(pid)
     }
 
     #[test]

@@ -98,23 +98,7 @@ pub fn end(id: u64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn state_of(pid: i32) -> char {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        let rest = &stat[stat.rfind(')').unwrap() + 1..];
-        rest.trim_start().chars().next().unwrap()
-    }
-
-    fn wait_state(pid: i32, want: impl Fn(char) -> bool) -> char {
-        for _ in 0..200 {
-            let s = state_of(pid);
-            if want(s) {
-                return s;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        state_of(pid)
-    }
+    use crate::fence::test_procs::{state_of, wait_state};
 
     fn open() -> HashSet<u64> {
         HOLDS.lock().unwrap().open.keys().copied().collect()
