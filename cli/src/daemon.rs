@@ -524,14 +524,13 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     }
     cluster.start_supervisor();
     {
-        let (id_path, node_id, join_token) =
-            (id_path.clone(), stored_node_id, stored_join_token.clone());
+        let id_path = id_path.clone();
         cluster.start_cert_renewal(Box::new(move |identity| {
             let renewed = StoredIdentity {
                 format: IDENTITY_FORMAT,
-                node_id,
+                node_id: stored_node_id,
                 identity: identity.clone(),
-                join_token: join_token.clone(),
+                join_token: stored_join_token.clone(),
                 bootstrap_ca: None,
             };
             serde_json::to_string(&renewed)

@@ -93,11 +93,6 @@ fn signing_ca(cluster: &Cluster) -> Option<CaMaterial> {
 }
 
 impl Cluster {
-    /// Whether this node can sign certificates.
-    pub fn is_signer(&self) -> bool {
-        signing_ca(self).is_some()
-    }
-
     /// A certificate for member `node`'s CSR: signed here when this node holds the CA key,
     /// otherwise by the first member that does (the leader first).
     pub async fn sign_member_csr(

@@ -820,6 +820,17 @@ mod tests {
         reg_with(name, &format!("key-{name}"))
     }
 
+    /// Places sandbox "x" on `node` if its epoch is `expected_epoch`.
+    fn place(node: NodeId, expected_epoch: u64) -> Command {
+        Command::Place {
+            sandbox: "x".into(),
+            node,
+            expected_epoch,
+            tenant: None,
+            size: None,
+        }
+    }
+
     fn judged(node: NodeId, from: NodeState, to: NodeState, term: u64) -> Command {
         Command::Liveness {
             node,
@@ -1056,13 +1067,6 @@ mod tests {
         let mut s = ClusterState::default();
         s.apply(&reg("a"));
         s.apply(&reg("b"));
-        let place = |node, expected_epoch| Command::Place {
-            sandbox: "x".into(),
-            node,
-            expected_epoch,
-            tenant: None,
-            size: None,
-        };
         s.apply(&place(1, 0));
         // Failed over to 2 and back to 1: the first incarnation reached epoch 3.
         for (node, e) in [(2, 1), (1, 2)] {
@@ -1100,13 +1104,6 @@ mod tests {
         let mut s = ClusterState::default();
         s.apply(&reg("a"));
         s.apply(&reg("b"));
-        let place = |node, expected_epoch| Command::Place {
-            sandbox: "x".into(),
-            node,
-            expected_epoch,
-            tenant: None,
-            size: None,
-        };
         let first = s.apply(&place(1, 0));
         assert_eq!(
             first,

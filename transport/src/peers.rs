@@ -55,7 +55,8 @@ pub trait Handler: Send + Sync + 'static {
 /// One peer's pooled connection, and the last failed attempt to make one.
 #[derive(Default)]
 struct SlotState {
-    conn: Option<Connection>,
+    /// The connection, and when the peer's certificate it was opened with expires.
+    conn: Option<(Connection, i64)>,
     failed: Option<(std::time::Instant, String)>,
 }
 
@@ -157,11 +158,10 @@ impl Peers {
             .or_default()
             .clone();
         let mut guard = slot.lock().await;
-        if let Some(c) = guard.conn.as_ref() {
+        if let Some((c, expires_at)) = guard.conn.as_ref() {
             // A connection that outlived the peer's certificate is made again: the peer
             // closes it at its next stream anyway.
-            let current = peer_identity(c).is_some_and(|p| !p.expired(tls::unix_now()));
-            if c.close_reason().is_none() && current {
+            if c.close_reason().is_none() && tls::unix_now() < *expires_at {
                 return Ok(c.clone());
             }
         }
@@ -190,8 +190,10 @@ impl Peers {
         };
         match attempt.await {
             Ok(conn) => {
+                // Read once here, not on every reuse; unreadable: never reused.
+                let expires_at = peer_identity(&conn).map_or(i64::MIN, |p| p.expires_at);
                 *guard = SlotState {
-                    conn: Some(conn.clone()),
+                    conn: Some((conn.clone(), expires_at)),
                     failed: None,
                 };
                 Ok(conn)

@@ -21,7 +21,7 @@ fn tls_err(e: impl std::fmt::Display) -> TransportError {
 
 /// The cluster CA: its certificate and signing key (PEM). In the replicated state the key
 /// is empty (clusters bootstrapped before keys were kept out of it hold it there): only
-/// signing nodes hold it, in their CA file (`ca_file_pem`, `parse_ca_file`).
+/// signing nodes hold it, in their CA file (`file_pem`, `parse_file`).
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CaMaterial {
     pub cert_pem: String,
@@ -63,22 +63,10 @@ impl CaMaterial {
         let cert_pem = block("CERTIFICATE").ok_or_else(|| tls_err("no CERTIFICATE block"))?;
         let key_pem = block("PRIVATE KEY").ok_or_else(|| tls_err("no PRIVATE KEY block"))?;
         // The key must be the certificate's.
+        use rcgen::PublicKeyData;
         let key = KeyPair::from_pem(&key_pem).map_err(tls_err)?;
-        Issuer::from_ca_cert_pem(&cert_pem, key).map_err(tls_err)?;
-        let public = certs(&cert_pem)?
-            .into_iter()
-            .next()
-            .and_then(|der| {
-                let (_, c) = x509_parser::parse_x509_certificate(&der).ok()?;
-                Some(c.public_key().subject_public_key.data.to_vec())
-            })
-            .ok_or_else(|| tls_err("unreadable CA certificate"))?;
-        let key = KeyPair::from_pem(&key_pem).map_err(tls_err)?;
-        {
-            use rcgen::PublicKeyData;
-            if key.der_bytes() != public.as_slice() {
-                return Err(tls_err("the private key is not the certificate's"));
-            }
+        if key_id_of(key.der_bytes()) != key_id_of_cert(&cert_pem)? {
+            return Err(tls_err("the private key is not the certificate's"));
         }
         Ok(CaMaterial { cert_pem, key_pem })
     }
@@ -132,11 +120,9 @@ pub fn new_ca(cluster: &str) -> Result<CaMaterial, TransportError> {
 
 /// A new key pair and a certificate signing request for node `name` (the key stays local).
 pub fn new_key_and_csr(name: &str) -> Result<(String, String), TransportError> {
-    let key = KeyPair::generate().map_err(tls_err)?;
-    let mut params = CertificateParams::new(vec![name.to_string()]).map_err(tls_err)?;
-    params.distinguished_name.push(DnType::CommonName, name);
-    let csr = params.serialize_request(&key).map_err(tls_err)?;
-    Ok((key.serialize_pem(), csr.pem().map_err(tls_err)?))
+    let key_pem = KeyPair::generate().map_err(tls_err)?.serialize_pem();
+    let csr = csr_for_key(name, &key_pem)?;
+    Ok((key_pem, csr))
 }
 
 /// The URI subject alternative name that carries a node's id in its certificate.
@@ -170,14 +156,9 @@ pub struct Validity {
 
 /// The validity of the first certificate in `cert_pem`.
 pub fn validity_of(cert_pem: &str) -> Result<Validity, TransportError> {
-    let der = certs(cert_pem)?
-        .into_iter()
-        .next()
-        .ok_or_else(|| tls_err("no certificate"))?;
-    let (_, cert) = x509_parser::parse_x509_certificate(&der).map_err(tls_err)?;
-    Ok(Validity {
-        not_before: cert.validity().not_before.timestamp(),
-        not_after: cert.validity().not_after.timestamp(),
+    with_first_cert(cert_pem, |c| Validity {
+        not_before: c.validity().not_before.timestamp(),
+        not_after: c.validity().not_after.timestamp(),
     })
 }
 
@@ -202,13 +183,22 @@ pub fn key_id_of_csr(csr_pem: &str) -> Result<String, TransportError> {
 
 /// The key id of the first certificate in `cert_pem`.
 pub fn key_id_of_cert(cert_pem: &str) -> Result<String, TransportError> {
+    with_first_cert(cert_pem, |c| {
+        key_id_of(&c.public_key().subject_public_key.data)
+    })
+}
+
+/// `f` of the first certificate in `cert_pem`.
+fn with_first_cert<R>(
+    cert_pem: &str,
+    f: impl FnOnce(&x509_parser::certificate::X509Certificate) -> R,
+) -> Result<R, TransportError> {
     let der = certs(cert_pem)?
         .into_iter()
         .next()
         .ok_or_else(|| tls_err("no certificate"))?;
-    peer_id(&der)
-        .map(|p| p.key_id)
-        .ok_or_else(|| tls_err("unreadable certificate"))
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).map_err(tls_err)?;
+    Ok(f(&cert))
 }
 
 /// Signs a CSR for node `name` with id `node`, valid for `lifetime`. Whatever names the CSR

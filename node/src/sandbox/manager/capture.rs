@@ -252,14 +252,12 @@ impl SandboxManager {
         } else {
             self.guest_hold(rec).await
         };
-        let listed = self.changed(rec, dirs).await;
-        let packed = match listed {
-            Ok((saved, deleted)) => self
-                .guest_pack(rec, saved, quiesce, hold)
-                .await
-                .map(|a| (a, deleted)),
-            Err(e) => Err(e),
-        };
+        let packed = async {
+            let (saved, deleted) = self.changed(rec, dirs).await?;
+            let archive = self.guest_pack(rec, saved, quiesce, hold).await?;
+            Ok((archive, deleted))
+        }
+        .await;
         if let (Err(_), Some(h)) = (&packed, hold) {
             let body = serde_json::to_vec(&ReleaseRequest { hold: h }).expect("serializes");
             if let Err(e) = self.guest_json(rec, "/archive/release", body).await {
@@ -276,16 +274,8 @@ impl SandboxManager {
         })
         .expect("serializes");
         let held = async {
-            let resp = self
-                .guest_call(rec, "/archive/hold", "application/json", full(body))
-                .await?;
-            let bytes = crate::guest::body::collect_limited(
-                resp.into_body(),
-                crate::guest::body::SMALL_LIMIT,
-            )
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-            serde_json::from_slice::<HoldResponse>(&bytes)
+            let answer = self.guest_json(rec, "/archive/hold", body).await?;
+            serde_json::from_slice::<HoldResponse>(&answer)
                 .map_err(|e| ApiError::internal(format!("hold answer: {e}")))
         };
         match held.await {

@@ -168,19 +168,19 @@ impl SandboxManager {
         Err(crate::guest::body::error_of(resp).await)
     }
 
+    /// Posts a JSON body to the guest; its (small) answer.
     pub(super) async fn guest_json(
         &self,
         rec: &SandboxRecord,
         path: &str,
         body: Vec<u8>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<bytes::Bytes, ApiError> {
         let resp = self
             .guest_call(rec, path, "application/json", full(body))
             .await?;
         crate::guest::body::collect_limited(resp.into_body(), crate::guest::body::SMALL_LIMIT)
             .await
-            .map_err(|e| guest_error(&rec.id, e))?;
-        Ok(())
+            .map_err(|e| guest_error(&rec.id, e))
     }
 
     /// The running container's namespaces for the node's own archive work, unless the node
