@@ -205,7 +205,8 @@ async fn pause(
 }
 
 /// 6 s into the history, kills node `victim` with SIGKILL and starts it again `dead_for`
-/// later: when it died and when it was back, since `start`.
+/// later: when it died and when it was back, since `start`. "Died" is read once the process
+/// is reaped: an answer it sent while the signal was on its way was sent by a live node.
 async fn kill_and_restart(
     c: &mut TestCluster,
     victim: usize,
@@ -214,8 +215,8 @@ async fn kill_and_restart(
 ) -> (Duration, Duration) {
     tokio::time::sleep(Duration::from_secs(6).saturating_sub(start.elapsed())).await;
     eprintln!("nemesis: killing {}", c.nodes[victim].name);
-    let killed = start.elapsed();
     c.kill(victim);
+    let killed = start.elapsed();
     tokio::time::sleep(dead_for).await;
     eprintln!("nemesis: starting {} again", c.nodes[victim].name);
     c.restart(victim);
