@@ -81,12 +81,17 @@ impl TestNode {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start node");
-        // Every log line names its node: the nodes of a test write to the same output.
+        // Kept, and printed as they come only with WARREN_TEST_LOG_LIVE: a failing test
+        // prints its own lines and its panic first, then the nodes' last lines (Drop), so
+        // that a truncated CI log still shows why it failed.
         let err = BufReader::new(child.stderr.take().unwrap());
         let (name, log) = (self.name.clone(), self.log.clone());
+        let live = std::env::var_os("WARREN_TEST_LOG_LIVE").is_some_and(|v| !v.is_empty());
         std::thread::spawn(move || {
             for line in err.lines().map_while(Result::ok) {
-                eprintln!("[{name}] {line}");
+                if live {
+                    eprintln!("[{name}] {line}");
+                }
                 log.lock().unwrap().push(line);
             }
         });
@@ -504,8 +509,25 @@ impl TestCluster {
     }
 }
 
+/// Lines of each node's log printed when a cluster test fails.
+const LOG_TAIL_ON_FAILURE: usize = 150;
+
 impl Drop for TestCluster {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            for n in &self.nodes {
+                let log = n.log.lock().unwrap();
+                let from = log.len().saturating_sub(LOG_TAIL_ON_FAILURE);
+                eprintln!(
+                    "--- the last {} lines of {}'s log ---",
+                    log.len() - from,
+                    n.name
+                );
+                for line in &log[from..] {
+                    eprintln!("[{}] {line}", n.name);
+                }
+            }
+        }
         self.faults = None;
         for i in 0..self.nodes.len() {
             if self.nodes[i].stopped {

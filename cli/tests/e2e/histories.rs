@@ -2,6 +2,10 @@
 //! the sandboxes of a three-node cluster (one sandbox owned by each node; a fourth node that
 //! owns nothing in one scenario) while the test cuts nodes apart, pauses and kills them; then the cluster is healed, the files are read once
 //! every node reads the same, and every request of the history is judged.
+//!
+//! The tests run on a multi-threaded runtime: the nemesis blocks its thread while it waits
+//! for a process to stop or die, and the clients must note their answers meanwhile, when
+//! they come, not once the nemesis lets go.
 
 use super::cluster_harness::{exec_through, ids_on, TestCluster};
 use super::harness::create;
@@ -204,23 +208,37 @@ async fn pause(
     (i, from, start.elapsed())
 }
 
+/// When a kill happened, since the history began.
+struct Killing {
+    /// SIGKILL was sent: from here a request entering the victim may go unanswered.
+    signalled: Duration,
+    /// The victim was reaped: it answered nothing after this.
+    reaped: Duration,
+    /// It was started again and ready.
+    back: Duration,
+}
+
 /// 6 s into the history, kills node `victim` with SIGKILL and starts it again `dead_for`
-/// later: when it died and when it was back, since `start`. "Died" is read once the process
-/// is reaped: an answer it sent while the signal was on its way was sent by a live node.
+/// later.
 async fn kill_and_restart(
     c: &mut TestCluster,
     victim: usize,
     start: Instant,
     dead_for: Duration,
-) -> (Duration, Duration) {
+) -> Killing {
     tokio::time::sleep(Duration::from_secs(6).saturating_sub(start.elapsed())).await;
     eprintln!("nemesis: killing {}", c.nodes[victim].name);
+    let signalled = start.elapsed();
     c.kill(victim);
-    let killed = start.elapsed();
+    let reaped = start.elapsed();
     tokio::time::sleep(dead_for).await;
     eprintln!("nemesis: starting {} again", c.nodes[victim].name);
     c.restart(victim);
-    (killed, start.elapsed())
+    Killing {
+        signalled,
+        reaped,
+        back: start.elapsed(),
+    }
 }
 
 /// Whether node `entry` was stopped or killed while `op` was in flight.
@@ -234,7 +252,7 @@ fn entry_down(windows: &[(usize, Duration, Duration)], op: &Op) -> bool {
 /// leader paused, a one-way loss from the leader to a follower, the leader cut off from both
 /// followers, an owner paused. Nothing may be lost and nothing may fork; every request is answered (one that
 /// entered the paused node once it runs again).
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_short_partitions_and_pauses_no_acknowledged_append_is_lost_or_forked() {
     let mut c = TestCluster::start_with(
         3,
@@ -306,14 +324,14 @@ async fn under_short_partitions_and_pauses_no_acknowledged_append_is_lost_or_for
 /// may be lost, nothing else; no two copies ever take appends together, also not when the
 /// old owner returns with its containers; requests entering the dead node go unanswered
 /// only while it is dead.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_killed_loses_at_most_its_loss_window_and_never_forks() {
     killed_owner(false).await;
 }
 
 /// The same with the leader as the owner killed: the survivors elect a leader, which waits
 /// out the dead one's leases before it fails its sandbox over.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_killed_loses_at_most_its_loss_window_and_never_forks() {
     killed_owner(true).await;
 }
@@ -336,18 +354,21 @@ async fn killed_owner(the_leader: bool) {
     let clients = start_clients(&c, &sandboxes, start, Duration::from_secs(34));
 
     eprintln!("nemesis: the victim is owner {victim_name} (the leader: {the_leader})");
-    let (killed, back) = kill_and_restart(&mut c, victim, start, Duration::from_secs(14)).await;
+    let kill = kill_and_restart(&mut c, victim, start, Duration::from_secs(14)).await;
+    let killed = kill.reaped;
 
     let ops = join_all(clients).await;
     let files = settled_files(&c, &sandboxes).await;
     // A checkpoint of a busy debug-build sandbox takes a few seconds on this machine.
     let window = Duration::from_secs(loss_window + 4);
+    // The victim answered before it was reaped, whenever the client noted the answer: one
+    // received while the kill ran can be noted after `killed`.
     let lost_ok = |o: &Op| {
         matches!(&o.outcome, Outcome::Acked { node, .. } if *node == victim_name)
-            && o.ended <= killed
-            && killed - o.ended <= window
+            && o.sent < killed
+            && killed.saturating_sub(o.ended) <= window
     };
-    let down = [(victim, killed, back)];
+    let down = [(victim, kill.signalled, kill.back)];
     let unanswered = |o: &Op| entry_down(&down, o);
     let lost: Vec<&Op> = ops
         .iter()
@@ -376,7 +397,7 @@ async fn killed_owner(the_leader: bool) {
 /// nothing acknowledged may be lost and nothing may fork; requests go unanswered only when
 /// they entered the dead node (those in flight through it when it died may or may not have
 /// reached their owner: the checker accepts either).
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_entry_node_that_owns_nothing_killed_loses_nothing_and_forks_nothing() {
     let mut c = TestCluster::start_with(4, 1, "checkpoint_every_s = 1\n").await;
     c.wait_voters_everywhere(3).await;
@@ -401,11 +422,12 @@ async fn an_entry_node_that_owns_nothing_killed_loses_nothing_and_forks_nothing(
     let clients = start_clients(&c, &sandboxes, start, Duration::from_secs(30));
 
     eprintln!("nemesis: the victim is {victim_name}, a voter that owns nothing");
-    let (killed, back) = kill_and_restart(&mut c, victim, start, Duration::from_secs(12)).await;
+    let kill = kill_and_restart(&mut c, victim, start, Duration::from_secs(12)).await;
+    let killed = kill.reaped;
 
     let ops = join_all(clients).await;
     let files = settled_files(&c, &sandboxes).await;
-    let down = [(victim, killed, back)];
+    let down = [(victim, kill.signalled, kill.back)];
     let unanswered = |o: &Op| entry_down(&down, o);
     judge(
         &ops,
@@ -421,7 +443,7 @@ async fn an_entry_node_that_owns_nothing_killed_loses_nothing_and_forks_nothing(
         .filter(|o| {
             o.entry != victim
                 && o.sent > killed
-                && o.ended < back
+                && o.ended < kill.back
                 && matches!(o.outcome, Outcome::Acked { .. })
         })
         .count();
@@ -458,7 +480,7 @@ async fn conflict_lines(c: &TestCluster, sandbox: &str) -> Vec<String> {
 /// over to them, then healed: the cut-off copy stops taking appends before the new copy takes
 /// any (no fork); whatever it acknowledged that the new copy lacks is in the conflict snapshot
 /// it leaves; everything else is in the settled file; every request is answered.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_cut_off_past_the_failure_timeout_forks_nothing_and_keeps_what_it_took() {
     let mut c = TestCluster::start_with(3, 1, "checkpoint_every_s = 1\n").await;
     c.wait_voters_everywhere(3).await;
