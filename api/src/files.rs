@@ -33,6 +33,20 @@ pub struct WriteFileResponse {
     pub sha256: String,
 }
 
+/// `PUT …/fs/archive?path=` response: the directory made from the uploaded tar.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ArchiveUploadResponse {
+    pub path: String,
+    /// Entries extracted (files, directories, links).
+    pub entries: u64,
+    /// Bytes of file content extracted.
+    pub bytes: u64,
+}
+
+/// The media type of `…/fs/archive` bodies.
+pub const TAR_CONTENT_TYPE: &str = "application/x-tar";
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WriteFileQuery {

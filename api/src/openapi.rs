@@ -206,6 +206,12 @@ pub fn operations() -> Vec<Operation> {
         op("get", "/v1/sandboxes/{id}/fs/list", "listFiles", FS, "Entries of a directory")
             .query(&[("path", "string", "absolute path"), ("recursive", "boolean", ""), ("hidden", "boolean", "")])
             .gives(200, Json(of::<files::ListResponse>)),
+        op("get", "/v1/sandboxes/{id}/fs/archive", "downloadDirectory", FS, "A tar of the directory's entries, named relative to it")
+            .query(&[("path", "string", "absolute path of a directory")])
+            .gives(200, Bytes),
+        op("put", "/v1/sandboxes/{id}/fs/archive", "uploadDirectory", FS, "Unpack the body, a tar, into the new directory path, all or nothing")
+            .query(&[("path", "string", "absolute path; must not exist")])
+            .takes(Bytes).gives(200, Json(of::<files::ArchiveUploadResponse>)),
         op("post", "/v1/sandboxes/{id}/fs/mkdir", "mkdir", FS, "Make a directory")
             .takes(Json(of::<files::MkdirRequest>)).gives(200, Json(of::<files::PathResponse>)),
         op("post", "/v1/sandboxes/{id}/fs/move", "moveFile", FS, "Rename or move a path")

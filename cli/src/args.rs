@@ -62,6 +62,8 @@ pub enum Command {
         #[arg(short, long)]
         force: bool,
     },
+    /// An interactive shell in a sandbox (Ctrl-] detaches; the shell runs on).
+    Terminal(TerminalArgs),
     /// Print file events under `SANDBOX:/dir` as they happen.
     Watch(WatchArgs),
     /// Git checkouts in a sandbox.
@@ -76,8 +78,15 @@ pub enum Command {
     Completions { shell: clap_complete::Shell },
     /// Run a command in a sandbox; its exit code becomes warren's.
     Exec(ExecArgs),
-    /// Copy a file to or from a sandbox (`SANDBOX:/path` names the sandbox side; `-` is stdio).
-    Cp { src: String, dst: String },
+    /// Copy a file to or from a sandbox (`SANDBOX:/path` names the sandbox side; `-` is
+    /// stdio), or a directory with -r (as one tar stream).
+    Cp {
+        src: String,
+        dst: String,
+        /// Directories, with everything in them.
+        #[arg(short, long)]
+        recursive: bool,
+    },
     /// Start a background process.
     Start(StartArgs),
     /// List a sandbox's background processes.
@@ -114,6 +123,17 @@ pub enum Command {
     Usage(UsageArgs),
     /// Print the OpenAPI 3.1 document of the API (what `GET /v1/openapi.json` serves).
     Openapi,
+}
+
+#[derive(Args, Debug)]
+pub struct TerminalArgs {
+    pub id: String,
+    /// The terminal's name: each is its own shell; several clients may attach to one.
+    #[arg(long, default_value = "main")]
+    pub name: String,
+    /// The shell to start when the terminal does not run yet (a program name or a path).
+    #[arg(long)]
+    pub shell: Option<String>,
 }
 
 #[derive(Args, Debug)]

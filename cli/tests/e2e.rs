@@ -8,8 +8,10 @@ mod e2e {
 
     mod certs;
     mod cli;
+    mod cli_terminal;
     mod cluster;
     mod deploy;
+    mod dir_copy;
     mod egress;
     mod egress_transparent;
     mod errors;

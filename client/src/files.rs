@@ -4,7 +4,8 @@ use crate::{Client, Result};
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 use reqwest::{Method, Response};
 use warren_api::files::{
-    ListResponse, MkdirRequest, MoveRequest, PathResponse, Stat, WriteFileResponse,
+    ArchiveUploadResponse, ListResponse, MkdirRequest, MoveRequest, PathResponse, Stat,
+    WriteFileResponse, TAR_CONTENT_TYPE,
 };
 
 /// Everything but unreserved characters and `/` is escaped in file paths.
@@ -61,6 +62,34 @@ impl Client {
             rb = rb.query(&[("mode", m)]);
         }
         self.json(rb).await
+    }
+
+    /// Starts the download of directory `path` as a tar (its entries named relative to it);
+    /// the response body streams.
+    pub async fn download_dir(&self, id: &str, path: &str) -> Result<Response> {
+        Self::check(
+            self.request(Method::GET, &format!("/v1/sandboxes/{id}/fs/archive"))
+                .query(&[("path", path)])
+                .send()
+                .await?,
+        )
+        .await
+    }
+
+    /// Unpacks `tar` (bytes or a stream) into the new directory `path`, all or nothing.
+    pub async fn upload_dir(
+        &self,
+        id: &str,
+        path: &str,
+        tar: impl Into<reqwest::Body>,
+    ) -> Result<ArchiveUploadResponse> {
+        self.json(
+            self.request(Method::PUT, &format!("/v1/sandboxes/{id}/fs/archive"))
+                .query(&[("path", path)])
+                .header(reqwest::header::CONTENT_TYPE, TAR_CONTENT_TYPE)
+                .body(tar),
+        )
+        .await
     }
 
     pub async fn delete_file(&self, id: &str, path: &str, recursive: bool) -> Result<()> {

@@ -102,25 +102,13 @@ fn ws_error(e: tokio_tungstenite::tungstenite::Error) -> Error {
 }
 
 impl Client {
-    /// The WebSocket URL of a terminal (http→ws), with its query.
+    /// The WebSocket URL of a terminal (http→ws), with its query percent-encoded.
     pub fn terminal_url(&self, id: &str, name: &str, q: &TerminalQuery) -> String {
         let base = self
             .base_url()
             .replacen("http://", "ws://", 1)
             .replacen("https://", "wss://", 1);
-        let query = serde_json::to_value(q)
-            .ok()
-            .and_then(|v| v.as_object().cloned())
-            .map(|o| {
-                o.iter()
-                    .map(|(k, v)| match v {
-                        serde_json::Value::String(s) => format!("{k}={s}"),
-                        other => format!("{k}={other}"),
-                    })
-                    .collect::<Vec<_>>()
-                    .join("&")
-            })
-            .unwrap_or_default();
+        let query = serde_urlencoded::to_string(q).expect("a terminal query encodes");
         format!("{base}/v1/sandboxes/{id}/terminals/{name}?{query}")
     }
 
@@ -163,5 +151,25 @@ impl Client {
         let path = Self::sandbox_path(id, &format!("/terminals/{name}"));
         Self::check(self.request(Method::DELETE, &path).send().await?).await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_terminal_url_encodes_its_query() {
+        let c = Client::new("https://node.example:7443", "k").unwrap();
+        let q = TerminalQuery {
+            cols: Some(80),
+            rows: None,
+            shell: Some("rm -rf&x=1".into()),
+            since: Some(5),
+        };
+        assert_eq!(
+            c.terminal_url("s1", "main", &q),
+            "wss://node.example:7443/v1/sandboxes/s1/terminals/main?cols=80&shell=rm+-rf%26x%3D1&since=5"
+        );
     }
 }

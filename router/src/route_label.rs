@@ -38,6 +38,7 @@ const WORDS: &[&str] = &[
     "stat",
     "mkdir",
     "move",
+    "archive",
     "files",
     "secrets",
     "cluster",
@@ -125,6 +126,10 @@ mod tests {
             (
                 "/v1/sandboxes/a/files/workspace/deep/er/file.txt",
                 "/v1/sandboxes/{id}/files/{path}",
+            ),
+            (
+                "/v1/sandboxes/a/fs/archive",
+                "/v1/sandboxes/{id}/fs/archive",
             ),
             (
                 "/v1/sandboxes/a/contexts/c1/run",

@@ -27,11 +27,20 @@ fn progress(len: Option<u64>) -> ProgressBar {
     }
 }
 
-pub async fn cp(conn: &Conn, src: &str, dst: &str) -> anyhow::Result<i32> {
+pub async fn cp(conn: &Conn, src: &str, dst: &str, recursive: bool) -> anyhow::Result<i32> {
     let c = client(conn)?;
     match (remote(src), remote(dst)) {
         (Some(_), Some(_)) => bail!("copy between two sandboxes: download, then upload"),
         (None, None) => bail!("one side must name a sandbox, as SANDBOX:/absolute/path"),
+        (None, Some(_)) | (Some(_), None) if recursive && (src == "-" || dst == "-") => {
+            bail!("-r copies directories, not stdio")
+        }
+        (None, Some((id, path))) if recursive => {
+            return super::dir_copy::upload(conn, src, id, path).await
+        }
+        (Some((id, path)), None) if recursive => {
+            return super::dir_copy::download(conn, id, path, dst).await
+        }
         (None, Some((id, path))) => {
             let (body, len): (reqwest::Body, Option<u64>) = if src == "-" {
                 let stream = tokio_util::io::ReaderStream::new(tokio::io::stdin());

@@ -3,6 +3,7 @@
 mod cluster;
 mod code;
 pub(crate) mod dev;
+mod dir_copy;
 mod egress;
 mod exec;
 mod files;
@@ -13,6 +14,7 @@ mod ports;
 mod procs;
 mod sandbox;
 mod snapshots;
+mod terminal;
 mod usage;
 mod watch;
 
@@ -45,13 +47,18 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             sandbox::rm(&conn, &ids).await
         }
         Command::Mv { src, dst, force } => fs::mv(&conn, &src, &dst, force).await,
+        Command::Terminal(a) => terminal::terminal(&conn, a).await,
         Command::Watch(a) => watch::watch(&conn, a).await,
         Command::Git(crate::args::GitCommand::Clone(a)) => code::git_clone(&conn, a).await,
         Command::Run(a) => code::run(&conn, a).await,
         Command::Cluster(c) => members::cluster(&conn, c).await,
         Command::Completions { shell } => members::completions(shell),
         Command::Exec(a) => exec::exec(&conn, a).await,
-        Command::Cp { src, dst } => files::cp(&conn, &src, &dst).await,
+        Command::Cp {
+            src,
+            dst,
+            recursive,
+        } => files::cp(&conn, &src, &dst, recursive).await,
         Command::Start(a) => procs::start(&conn, a).await,
         Command::Ps { id } => procs::ps(&conn, &id).await,
         Command::Kill(a) => procs::kill(&conn, a).await,

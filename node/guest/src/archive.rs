@@ -31,9 +31,18 @@ use warren_api::{ApiError, ErrorCode};
 const PIECE: usize = 256 * 1024;
 
 /// A `Write` that hands the archive to the response body in pieces.
-struct ChannelWriter {
+pub(crate) struct ChannelWriter {
     tx: mpsc::Sender<std::io::Result<Bytes>>,
     buf: Vec<u8>,
+}
+
+impl ChannelWriter {
+    pub(crate) fn new(tx: mpsc::Sender<std::io::Result<Bytes>>) -> ChannelWriter {
+        ChannelWriter {
+            tx,
+            buf: Vec::with_capacity(PIECE),
+        }
+    }
 }
 
 impl ChannelWriter {
@@ -91,10 +100,7 @@ pub async fn pack(req: Request) -> Result<Response, ApiError> {
     let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(8);
     tokio::task::spawn_blocking(move || {
         let errors = tx.clone();
-        let out = ChannelWriter {
-            tx,
-            buf: Vec::with_capacity(PIECE),
-        };
+        let out = ChannelWriter::new(tx);
         let written = write_archive(&body.paths, out, None);
         // Read whole (or failed, or the node went away): the sandbox goes on.
         if let Some(h) = body.hold {
@@ -113,7 +119,7 @@ pub async fn pack(req: Request) -> Result<Response, ApiError> {
         .expect("valid response"))
 }
 
-fn tokio_stream_from(
+pub(crate) fn tokio_stream_from(
     mut rx: mpsc::Receiver<std::io::Result<Bytes>>,
 ) -> impl futures_util::Stream<Item = std::io::Result<Bytes>> {
     futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
@@ -173,7 +179,7 @@ pub fn pack_stdio(shift: Option<IdShift>) -> i32 {
 
 /// Appends one path. Everything that can fail because the path vanished is read before the
 /// first byte of its entry is written, so a vanished path leaves no partial entry behind.
-fn append_entry<W: Write>(
+pub(crate) fn append_entry<W: Write>(
     b: &mut tar::Builder<W>,
     path: &str,
     name: &str,
@@ -513,7 +519,7 @@ fn set_shifted_owner(h: &tar::Header, dst: &Path, s: IdShift) -> std::io::Result
 }
 
 /// `root` joined with an archive path that stays inside it.
-fn inside(root: &Path, path: &Path) -> std::io::Result<std::path::PathBuf> {
+pub(crate) fn inside(root: &Path, path: &Path) -> std::io::Result<std::path::PathBuf> {
     use std::path::Component;
     if path.components().all(|c| matches!(c, Component::Normal(_))) {
         return Ok(root.join(path));

@@ -11,6 +11,7 @@
 pub mod archive;
 pub mod cmd;
 pub mod content_type;
+pub mod dir_archive;
 pub mod enter;
 pub mod exec;
 pub mod fence;

@@ -4,7 +4,7 @@ use crate::http::{self, Request, Response};
 use crate::processes::Processes;
 use crate::sessions::Sessions;
 use crate::terminal::Terminals;
-use crate::{archive, exec, files, fsops, git, procs_api, terminal_api};
+use crate::{archive, dir_archive, exec, files, fsops, git, procs_api, terminal_api};
 use hyper::Method;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -143,6 +143,20 @@ async fn dispatch(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
             let r =
                 fsops::list(&p, q.recursive.unwrap_or(false), q.hidden.unwrap_or(false)).await?;
             Ok(http::json(200, &r))
+        }
+        (&Method::GET, ["fs", "archive"]) => {
+            let q: StatQuery = http::query(&req)?;
+            let p = q
+                .path
+                .ok_or_else(|| ApiError::invalid("path is required"))?;
+            dir_archive::download(&p).await
+        }
+        (&Method::PUT, ["fs", "archive"]) => {
+            let q: StatQuery = http::query(&req)?;
+            let p = q
+                .path
+                .ok_or_else(|| ApiError::invalid("path is required"))?;
+            dir_archive::upload(&p, req).await
         }
         (&Method::POST, ["fs", "mkdir"]) => {
             let body: MkdirRequest = http::read_json(req).await?;

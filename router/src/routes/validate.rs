@@ -210,6 +210,8 @@ pub fn classify(method: &Method, rest: &str, query: Option<&str>) -> Result<Body
             check_bool(query, "recursive")?;
             check_bool(query, "hidden").map(|_| BodyKind::Empty)
         }
+        (&Method::GET, ["fs", "archive"]) => required_path(query).map(|_| BodyKind::Empty),
+        (&Method::PUT, ["fs", "archive"]) => required_path(query).map(|_| BodyKind::Stream),
         (&Method::POST, ["fs", "mkdir"]) => Ok(BodyKind::Json(mkdir)),
         (&Method::POST, ["fs", "move"]) => Ok(BodyKind::Json(move_)),
         (&Method::POST, ["git", "checkout"]) => Ok(BodyKind::Json(git)),
@@ -227,6 +229,23 @@ fn unknown(method: &Method, rest: &str) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_archive_needs_an_absolute_path_and_streams_its_upload() {
+        assert!(matches!(
+            classify(&Method::GET, "fs/archive", Some("path=/workspace")),
+            Ok(BodyKind::Empty)
+        ));
+        assert!(matches!(
+            classify(&Method::PUT, "fs/archive", Some("path=/workspace/new")),
+            Ok(BodyKind::Stream)
+        ));
+        for query in [None, Some("path=relative")] {
+            let e = classify(&Method::PUT, "fs/archive", query).err().unwrap();
+            assert_eq!(e.code, ErrorCode::InvalidArgument, "{query:?}");
+        }
+        assert!(classify(&Method::POST, "fs/archive", Some("path=/w")).is_err());
+    }
 
     #[test]
     fn known_routes_and_their_bodies() {
