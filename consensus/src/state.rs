@@ -13,7 +13,7 @@ pub const STATE_FORMAT: u32 = 1;
 pub const NAME_TAKEN: &str = "name taken";
 
 /// How a placement refused by its tenant's quota starts (the API answers 403).
-pub const QUOTA_EXCEEDED: &str = "quota exceeded";
+pub use warren_api::tenants::QUOTA_EXCEEDED;
 
 pub type NodeId = u64;
 
@@ -116,6 +116,9 @@ pub struct Quota {
     pub max_millicpus: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_memory_mb: Option<u64>,
+    /// Checked by the node that takes a snapshot (the catalog is in the object store).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_snapshot_bytes: Option<u64>,
 }
 
 /// What a tenant holds: its sandboxes, and their sizes summed.
@@ -1208,6 +1211,7 @@ mod tests {
                 max_sandboxes: Some(3),
                 max_millicpus: Some(2500),
                 max_memory_mb: None,
+                max_snapshot_bytes: None,
             },
         });
         for id in ["x1", "x2"] {

@@ -570,6 +570,95 @@ async fn a_tenant_past_its_quota_gets_no_new_sandbox_until_it_frees_one() {
     }
 }
 
+/// A tenant's snapshots are held to its `max_snapshot_bytes`: one that would pass it is
+/// refused and not kept (also when it only shows its size once taken), a fork at the limit is
+/// refused before it starts anything, the sandbox still sleeps and wakes (its own sleep
+/// snapshot is not counted), and deleting a snapshot makes room.
+#[tokio::test]
+async fn a_tenant_keeps_no_more_snapshot_bytes_than_its_quota() {
+    let node = Node::start().await;
+    let u = unique();
+    let tenant = format!("sq-{u}");
+    let (_, ck) = tenant_key(&node, &tenant).await;
+    let id = format!("sq-{u}");
+    let set_quota = |bytes: u64| {
+        let admin = node.client.clone();
+        let path = format!("/v1/tenants/{tenant}");
+        async move {
+            let r = admin
+                .request(reqwest::Method::PUT, &path)
+                .json(&serde_json::json!({"max_snapshot_bytes": bytes}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+        }
+    };
+    // 2 MiB of data: each snapshot of /workspace is a little over that.
+    sh(&ck, &id, "head -c 2097152 /dev/urandom > /workspace/blob").await;
+    let req = CreateSnapshotRequest {
+        name: None,
+        dirs: Some(vec!["/workspace".into()]),
+    };
+    set_quota(3 << 20).await;
+    let first = ck.create_snapshot(&id, &req).await.unwrap();
+    assert!(first.size_bytes > 2 << 20, "{first:?}");
+
+    // The second would keep twice 2 MiB of 3: refused once its size is known, and not kept.
+    let (status, code, details) = api_err(ck.create_snapshot(&id, &req).await.unwrap_err());
+    assert_eq!((status, code), (403, ErrorCode::Forbidden));
+    assert_eq!(details.unwrap()["tenant"], tenant.as_str());
+    let kept = ck.list_snapshots(Some(&id)).await.unwrap().snapshots;
+    let ids: Vec<&str> = kept.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, [first.id.as_str()], "the refused snapshot was kept");
+
+    // At the limit: refused before anything is taken, a fork too.
+    set_quota(first.size_bytes).await;
+    let e = ck.create_snapshot(&id, &req).await.unwrap_err();
+    assert_eq!(api_err(e).1, ErrorCode::Forbidden);
+    let fork = warren_api::snapshot::ForkRequest {
+        count: 1,
+        ids: Some(vec![format!("sqf-{u}")]),
+    };
+    assert_eq!(
+        api_err(ck.fork(&id, &fork).await.unwrap_err()).1,
+        ErrorCode::Forbidden
+    );
+    assert_eq!(
+        api_err(ck.get_sandbox(&format!("sqf-{u}")).await.unwrap_err()).1,
+        ErrorCode::SandboxNotFound,
+        "a refused fork made a sandbox"
+    );
+
+    // What the tenant keeps is shown with its quota.
+    let view: serde_json::Value = ck
+        .request(reqwest::Method::GET, &format!("/v1/tenants/{tenant}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(view["in_use"]["snapshot_bytes"], first.size_bytes, "{view}");
+    assert_eq!(
+        view["quota"]["max_snapshot_bytes"], first.size_bytes,
+        "{view}"
+    );
+
+    // Its own sleep is not the quota's business: it sleeps and wakes with its files.
+    ck.sleep(&id).await.unwrap();
+    assert_eq!(
+        sh(&ck, &id, "wc -c < /workspace/blob").await.trim(),
+        "2097152"
+    );
+
+    // Room made by a delete is room to snapshot again.
+    ck.delete_snapshot(&first.id).await.unwrap();
+    let again = ck.create_snapshot(&id, &req).await.unwrap();
+    ck.delete_snapshot(&again.id).await.unwrap();
+    ck.delete_sandbox(&id).await.unwrap();
+}
+
 /// A node told to join a cluster but given no API key refuses to start, instead of making up
 /// a bootstrap key the cluster's clients do not have.
 #[tokio::test]

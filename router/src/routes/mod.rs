@@ -10,6 +10,7 @@ mod ports;
 mod proxy;
 pub(crate) mod sandboxes;
 mod secrets;
+mod snapshot_quota;
 mod snapshots;
 mod tenants;
 mod terminals;

@@ -6,6 +6,7 @@
 //! node's own router, so each lands on its own owner like any other new sandbox; those that
 //! land on the source's node copy its files (see the node's `manager::fork`).
 
+use super::snapshot_quota;
 use super::transfer::{respond, wants_stream};
 use crate::auth::Principal;
 use crate::error::ApiResult;
@@ -37,7 +38,12 @@ pub async fn create(
 ) -> ApiResult<Response> {
     let req: CreateSnapshotRequest = parse_json(&body)?;
     req.validate()?;
-    let op = async move { state.mgr.snapshot(&id, &req, SnapshotOrigin::User).await };
+    let op = async move {
+        let tenant = state.mgr.tenant_of(&id);
+        let held = snapshot_quota::before(&state, &tenant).await?;
+        let snap = state.mgr.snapshot(&id, &req, SnapshotOrigin::User).await?;
+        snapshot_quota::after(&state, &tenant, held, snap).await
+    };
     Ok(respond(wants_stream(&headers), http::StatusCode::CREATED, op).await)
 }
 
@@ -90,6 +96,9 @@ async fn fork_all(
     auth: Principal,
 ) -> Result<ForkResponse, ApiError> {
     refuse_existing(&state, &targets, &auth).await?;
+    // Its snapshot is kept like any other: a tenant at its snapshot bytes forks nothing. (It
+    // is checked before only: once taken, sandboxes already start from it.)
+    snapshot_quota::before(&state, &auth.tenant).await?;
     // The sandboxes are created while the source is held as it was snapshotted, so the
     // ones placed on this node copy its files instead of restoring the snapshot.
     let (creator, creds, targets) = (&state, &auth, &targets);

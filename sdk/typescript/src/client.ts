@@ -24,8 +24,8 @@ import { Sandbox, SandboxOptions } from './sandbox.js';
 /** A tenant's quota and what it holds (`GET /v1/tenants/{tenant}`). */
 export interface TenantView {
   tenant: string;
-  quota: { max_sandboxes?: number; max_cpus?: number; max_memory_mb?: number };
-  in_use: { sandboxes: number; cpus: number; memory_mb: number };
+  quota: { max_sandboxes?: number; max_cpus?: number; max_memory_mb?: number; max_snapshot_bytes?: number };
+  in_use: { sandboxes: number; cpus: number; memory_mb: number; snapshot_bytes: number };
 }
 
 /** A join token as made or listed (`/v1/cluster/join-tokens`); the value only when made. */
@@ -390,7 +390,7 @@ export class Warren {
   /** `PUT /v1/tenants/{tenant}` (admin key only): what the tenant may hold at once, cluster-wide (`{}` clears it). */
   async setTenantQuota(
     tenant: string,
-    quota: { max_sandboxes?: number; max_cpus?: number; max_memory_mb?: number },
+    quota: { max_sandboxes?: number; max_cpus?: number; max_memory_mb?: number; max_snapshot_bytes?: number },
   ): Promise<TenantView> {
     return this.json('PUT', `/v1/tenants/${encodeURIComponent(tenant)}`, { json: quota, idempotent: true });
   }

@@ -27,6 +27,12 @@ impl SnapshotOrigin {
         matches!(self, SnapshotOrigin::Sleep | SnapshotOrigin::Checkpoint)
     }
 
+    /// Snapshots a tenant's `max_snapshot_bytes` counts: those its calls made (a snapshot or
+    /// a fork), which stay until it deletes them.
+    pub fn counts_for_quota(self) -> bool {
+        matches!(self, SnapshotOrigin::User | SnapshotOrigin::Fork)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             SnapshotOrigin::User => "user",

@@ -573,10 +573,17 @@ class Warren:
         max_sandboxes: Optional[int] = None,
         max_cpus: Optional[float] = None,
         max_memory_mb: Optional[int] = None,
+        max_snapshot_bytes: Optional[int] = None,
     ) -> dict[str, Any]:
         """`PUT /v1/tenants/{tenant}` (admin key only): limits of what it holds at once; none clears."""
         body: dict[str, Any] = {}
-        for k, v in (("max_sandboxes", max_sandboxes), ("max_cpus", max_cpus), ("max_memory_mb", max_memory_mb)):
+        limits = (
+            ("max_sandboxes", max_sandboxes),
+            ("max_cpus", max_cpus),
+            ("max_memory_mb", max_memory_mb),
+            ("max_snapshot_bytes", max_snapshot_bytes),
+        )
+        for k, v in limits:
             if v is not None:
                 body[k] = v
         return dict(self._t.json("PUT", f"/v1/tenants/{tenant}", json=body))
