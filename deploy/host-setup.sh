@@ -76,7 +76,8 @@ fi
 # lack (the Makefile puts it first on every line's PATH, too).
 [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
 # The SDKs' test dependencies: the TypeScript SDK's packages (`npm ci`, from its lock file)
-# and a virtualenv inside the checkout for the Python SDK (httpx, websockets, pytest).
+# and a virtualenv inside the checkout for the Python SDK (httpx, websockets, pytest, and
+# schemathesis, which cli/tests/e2e/schemathesis.rs runs against a live node).
 sdk_dir=${WARREN_SDK_DIR:-$here/../sdk}
 ts=$sdk_dir/typescript
 if [ "$want_test_deps" = 1 ] && [ -f "$ts/package-lock.json" ] \

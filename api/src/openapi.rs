@@ -81,6 +81,9 @@ pub struct Operation {
     pub query: &'static [(&'static str, &'static str, &'static str)],
     pub request: Body,
     pub status: u16,
+    /// Also answers 201 with the same body when the call created what it names (the
+    /// get-or-create operations: 201 on creation, `status` otherwise).
+    pub or_created: bool,
     pub response: Body,
     pub stream: Stream,
     /// The schema of each SSE event (`Stream::Sse`).
@@ -104,6 +107,7 @@ const fn op(
         query: &[],
         request: Body::None,
         status: 200,
+        or_created: false,
         response: Body::None,
         stream: Stream::None,
         event: None,
@@ -122,6 +126,11 @@ impl Operation {
     const fn gives(mut self, status: u16, b: Body) -> Self {
         self.status = status;
         self.response = b;
+        self
+    }
+    /// 201 with the same body when the call created it, `status` (200) otherwise.
+    const fn or_created(mut self) -> Self {
+        self.or_created = true;
         self
     }
     const fn sse(mut self, event: SchemaFn) -> Self {
@@ -154,7 +163,7 @@ pub fn operations() -> Vec<Operation> {
     use Body::{Bytes, Json, Text};
     vec![
         op("put", "/v1/sandboxes/{id}", "createSandbox", SB, "Create the sandbox if it does not exist and make sure it runs (201 when created, 200 otherwise)")
-            .takes(Json(of::<sandbox::CreateSandboxRequest>)).gives(200, Json(of::<sandbox::Sandbox>)),
+            .takes(Json(of::<sandbox::CreateSandboxRequest>)).gives(200, Json(of::<sandbox::Sandbox>)).or_created(),
         op("get", "/v1/sandboxes/{id}", "getSandbox", SB, "Read a sandbox (never creates or wakes it)")
             .gives(200, Json(of::<sandbox::Sandbox>)),
         op("delete", "/v1/sandboxes/{id}", "deleteSandbox", SB, "Delete a sandbox: container, disk and processes (named snapshots stay); 204 also when already gone")
@@ -167,7 +176,7 @@ pub fn operations() -> Vec<Operation> {
         op("post", "/v1/sandboxes/{id}/exec", "exec", CMD, "Run a command (a bash script in the session's shell, or argv)")
             .takes(Json(of::<exec::ExecRequest>)).gives(200, Json(of::<exec::ExecResponse>)).sse(of::<exec::ExecEvent>),
         op("post", "/v1/sandboxes/{id}/sessions", "createSession", CMD, "Create a shell session (own env and cwd)")
-            .takes(Json(of::<session::CreateSessionRequest>)).gives(201, Json(of::<session::SessionInfo>)),
+            .takes(Json(of::<session::CreateSessionRequest>)).gives(200, Json(of::<session::SessionInfo>)).or_created(),
         op("get", "/v1/sandboxes/{id}/sessions", "listSessions", CMD, "List shell sessions")
             .gives(200, Json(object)),
         op("delete", "/v1/sandboxes/{id}/sessions/{sid}", "deleteSession", CMD, "Delete a session and kill its processes")
@@ -213,7 +222,7 @@ pub fn operations() -> Vec<Operation> {
             .query(&[("path", "string", "absolute path; must not exist")])
             .takes(Bytes).gives(200, Json(of::<files::ArchiveUploadResponse>)),
         op("post", "/v1/sandboxes/{id}/fs/mkdir", "mkdir", FS, "Make a directory")
-            .takes(Json(of::<files::MkdirRequest>)).gives(200, Json(of::<files::PathResponse>)),
+            .takes(Json(of::<files::MkdirRequest>)).gives(200, Json(of::<files::PathResponse>)).or_created(),
         op("post", "/v1/sandboxes/{id}/fs/move", "moveFile", FS, "Rename or move a path")
             .takes(Json(of::<files::MoveRequest>)).gives(200, Json(of::<files::PathResponse>)),
         op("post", "/v1/sandboxes/{id}/git/checkout", "gitCheckout", FS, "Clone a repository into the sandbox")
@@ -237,7 +246,7 @@ pub fn operations() -> Vec<Operation> {
         op("post", "/v1/sandboxes/{id}/contexts/{cid}/run", "runCode", CODE, "Run code in a context; the last expression's value is a result")
             .takes(Json(of::<interpreter::RunCodeRequest>)).gives(200, Json(of::<interpreter::RunCodeResponse>)).sse(of::<interpreter::RunEvent>),
         op("post", "/v1/sandboxes/{id}/ports", "exposePort", NET, "Expose a port at a preview URL")
-            .takes(Json(of::<ports::ExposeRequest>)).gives(200, Json(of::<ports::ExposedPort>)),
+            .takes(Json(of::<ports::ExposeRequest>)).gives(201, Json(of::<ports::ExposedPort>)),
         op("get", "/v1/sandboxes/{id}/ports", "getExposedPorts", NET, "List exposed ports")
             .gives(200, Json(of::<ports::PortList>)),
         op("delete", "/v1/sandboxes/{id}/ports/{port}", "unexposePort", NET, "Revoke a port's preview URL (idempotent)")
@@ -247,7 +256,7 @@ pub fn operations() -> Vec<Operation> {
         op("post", "/v1/sandboxes/{id}/restore", "restoreSnapshot", SNAP, "Make the sandbox's files the snapshot's")
             .takes(Json(of::<snapshot::RestoreRequest>)).gives(200, Json(of::<sandbox::Sandbox>)),
         op("post", "/v1/sandboxes/{id}/fork", "fork", SNAP, "One snapshot, then count new sandboxes started from it")
-            .takes(Json(of::<snapshot::ForkRequest>)).gives(200, Json(of::<snapshot::ForkResponse>)),
+            .takes(Json(of::<snapshot::ForkRequest>)).gives(201, Json(of::<snapshot::ForkResponse>)),
         op("get", "/v1/snapshots", "listSnapshots", SNAP, "List snapshots")
             .query(&[("sandbox", "string", "only this sandbox's")])
             .gives(200, Json(of::<snapshot::SnapshotList>)),
@@ -268,7 +277,7 @@ pub fn operations() -> Vec<Operation> {
         op("delete", "/v1/secrets/{name}", "deleteSecret", EGRESS, "Delete a secret (204 also when absent)")
             .gives(204, Body::None),
         op("post", "/v1/tickets", "createTicket", OPS, "A single-use ticket for a browser WebSocket or stream")
-            .takes(Json(of::<ticket::TicketRequest>)).gives(200, Json(of::<ticket::Ticket>)),
+            .takes(Json(of::<ticket::TicketRequest>)).gives(201, Json(of::<ticket::Ticket>)),
         op("post", "/v1/keys", "createKey", OPS, "Create an API key, admin or scoped to a tenant (admin only); its value is shown once")
             .takes(Json(of::<keys::CreateKeyRequest>)).gives(201, Json(of::<keys::CreatedKey>)),
         op("get", "/v1/keys", "listKeys", OPS, "Every key's id, tenant, scope, name and times, never a value (admin only)")
@@ -397,7 +406,12 @@ pub fn document() -> OpenApi {
             Stream::WebSocket => "Switching protocols: the WebSocket",
             _ => "Success",
         });
+        let mut created = ResponseBuilder::new().description("Created");
         if let Some((mime, schema)) = content(o.response, &mut reg) {
+            created = created.content(
+                mime,
+                ContentBuilder::new().schema(Some(schema.clone())).build(),
+            );
             ok = ok.content(mime, ContentBuilder::new().schema(Some(schema)).build());
         }
         if let Some(event) = o.event {
@@ -408,19 +422,8 @@ pub fn document() -> OpenApi {
             );
         }
         let mut responses = ResponsesBuilder::new().response(o.status.to_string(), ok.build());
-        if o.status == 200 && o.id == "createSandbox" {
-            responses = responses.response(
-                "201",
-                ResponseBuilder::new()
-                    .description("Created")
-                    .content(
-                        "application/json",
-                        ContentBuilder::new()
-                            .schema(Some(reg.add::<sandbox::Sandbox>()))
-                            .build(),
-                    )
-                    .build(),
-            );
+        if o.or_created {
+            responses = responses.response("201", created.build());
         }
         responses = responses.response(
             "default",

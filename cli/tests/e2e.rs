@@ -37,6 +37,7 @@ mod e2e {
     mod prometheus;
     mod runtime_fill;
     mod s3;
+    mod schemathesis;
     mod sdk;
     mod secrets_rotation;
     mod sessions;

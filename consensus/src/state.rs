@@ -571,6 +571,12 @@ impl ClusterState {
                 },
             },
             Command::RemoveNode { node } => {
+                // Without nodes no voter is left to commit anything again, ever.
+                if let (1, Some(last)) = (self.nodes.len(), self.nodes.get(node)) {
+                    return CommandResult::Rejected {
+                        reason: format!("{} is the cluster's last node", last.name),
+                    };
+                }
                 self.nodes.remove(node);
                 CommandResult::Done
             }
@@ -884,6 +890,28 @@ mod tests {
             s.apply_entry(&judged(9, NodeState::Up, NodeState::Down, 2), 2),
             CommandResult::Rejected { .. }
         ));
+    }
+
+    #[test]
+    fn the_last_node_is_never_removed() {
+        let mut s = ClusterState::default();
+        s.apply(&reg("a"));
+        s.apply(&reg("b"));
+        assert_eq!(
+            s.apply(&Command::RemoveNode { node: 2 }),
+            CommandResult::Done
+        );
+        // A cluster of no nodes has no Raft voter left to commit anything, ever.
+        assert!(matches!(
+            s.apply(&Command::RemoveNode { node: 1 }),
+            CommandResult::Rejected { .. }
+        ));
+        assert!(s.nodes.contains_key(&1));
+        // A node that is not there: nothing to do.
+        assert_eq!(
+            s.apply(&Command::RemoveNode { node: 7 }),
+            CommandResult::Done
+        );
     }
 
     #[test]

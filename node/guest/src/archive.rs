@@ -434,10 +434,10 @@ pub async fn unpack(req: Request) -> Result<Response, ApiError> {
     );
     let (entries, bytes) = tokio::task::spawn_blocking(move || {
         let r = extract(&mut reader, Path::new("/"), None);
-        if r.is_err() {
-            // Read the rest, so the node gets this answer instead of a broken connection.
-            let _ = std::io::copy(&mut reader, &mut std::io::sink());
-        }
+        // Read the rest (after a failure, and after the archive's end, which the tar reader
+        // meets before the end of the body), so the node gets this answer instead of a
+        // broken connection.
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
         r
     })
     .await

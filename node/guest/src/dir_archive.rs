@@ -94,6 +94,58 @@ fn append_tree<W: Write>(
 
 /// `PUT /fs/archive?path=DIR`: the body, a tar, becomes the new directory `DIR`.
 pub async fn upload(path: &str, req: Request) -> Result<Response, ApiError> {
+    let mut body = req.into_body();
+    let staging = match make_staging(path).await {
+        Ok(staging) => staging,
+        Err(e) => {
+            http::discard_body(&mut body).await;
+            return Err(e);
+        }
+    };
+    let target = PathBuf::from(normalize(path));
+    let stream = body.into_data_stream().map_err(std::io::Error::other);
+    let mut reader = std::io::BufReader::with_capacity(
+        1 << 20,
+        tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream)),
+    );
+    let into = staging.clone();
+    let extracted = tokio::task::spawn_blocking(move || {
+        let r = extract_new(&mut reader, &into);
+        // Read the rest (after a failure, and after the archive's end: the tar reader stops
+        // at its first zero block, before the padding a writer adds), so the node's write
+        // of the body ends and it gets this answer instead of a broken pipe.
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+        r
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))
+    .and_then(|r| r.map_err(|e| upload_error(path, e)));
+    let done = match extracted {
+        Ok(counts) => tokio::fs::rename(&staging, &target)
+            .await
+            .map(|()| counts)
+            .map_err(|e| io_error(path, e)),
+        Err(e) => Err(e),
+    };
+    match done {
+        Ok((entries, bytes)) => Ok(http::json(
+            200,
+            &ArchiveUploadResponse {
+                path: path.to_string(),
+                entries,
+                bytes,
+            },
+        )),
+        Err(e) => {
+            let _ = tokio::fs::remove_dir_all(&staging).await;
+            Err(e)
+        }
+    }
+}
+
+/// Checks that `path` is new and makes the empty directory beside it that the upload is
+/// unpacked into.
+async fn make_staging(path: &str) -> Result<PathBuf, ApiError> {
     check_path(path, true)?;
     let target = PathBuf::from(normalize(path));
     if tokio::fs::symlink_metadata(&target).await.is_ok() {
@@ -123,47 +175,7 @@ pub async fn upload(path: &str, req: Request) -> Result<Response, ApiError> {
     tokio::fs::create_dir(&staging)
         .await
         .map_err(|e| io_error(path, e))?;
-    let stream = req
-        .into_body()
-        .into_data_stream()
-        .map_err(std::io::Error::other);
-    let mut reader = std::io::BufReader::with_capacity(
-        1 << 20,
-        tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream)),
-    );
-    let into = staging.clone();
-    let extracted = tokio::task::spawn_blocking(move || {
-        let r = extract_new(&mut reader, &into);
-        if r.is_err() {
-            // Read the rest, so the client gets this answer instead of a broken connection.
-            let _ = std::io::copy(&mut reader, &mut std::io::sink());
-        }
-        r
-    })
-    .await
-    .map_err(|e| ApiError::internal(e.to_string()))
-    .and_then(|r| r.map_err(|e| upload_error(path, e)));
-    let done = match extracted {
-        Ok(counts) => tokio::fs::rename(&staging, &target)
-            .await
-            .map(|()| counts)
-            .map_err(|e| io_error(path, e)),
-        Err(e) => Err(e),
-    };
-    match done {
-        Ok((entries, bytes)) => Ok(http::json(
-            200,
-            &ArchiveUploadResponse {
-                path: path.to_string(),
-                entries,
-                bytes,
-            },
-        )),
-        Err(e) => {
-            let _ = tokio::fs::remove_dir_all(&staging).await;
-            Err(e)
-        }
-    }
+    Ok(staging)
 }
 
 /// An upload's failure: the sandbox's own (no space, …) by its code; anything else is the

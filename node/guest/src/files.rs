@@ -6,7 +6,7 @@ use crate::http::{self, Body, Request, Response};
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 use http_body_util::{BodyExt, StreamBody};
-use hyper::body::Frame;
+use hyper::body::{Frame, Incoming};
 use sha2::{Digest, Sha256};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -62,14 +62,29 @@ pub async fn read(path: &str) -> Result<Response, ApiError> {
 
 /// Writes the request body to `path` through a temporary file in the same directory, renamed
 /// into place only when the whole body has arrived: readers never see a half-written file.
+/// A refusal is sent once the body was read (`http::discard_body`).
 pub async fn write(path: &str, req: Request) -> Result<Response, ApiError> {
+    let (parts, mut body) = req.into_parts();
+    let head = hyper::Request::from_parts(parts, ());
+    let answer = write_body(path, &head, &mut body).await;
+    if answer.is_err() {
+        http::discard_body(&mut body).await;
+    }
+    answer
+}
+
+async fn write_body(
+    path: &str,
+    req: &hyper::Request<()>,
+    body: &mut Incoming,
+) -> Result<Response, ApiError> {
     check_path(path, true)?;
     if path.ends_with('/') {
         return Err(ApiError::invalid(format!(
             "{path}: a file path cannot end with /"
         )));
     }
-    let q: WriteFileQuery = http::query(&req)?;
+    let q: WriteFileQuery = http::query(req)?;
     let mode = q.mode.as_deref().map(parse_mode).transpose()?;
     let target = Path::new(path);
     let existing = tokio::fs::metadata(target).await.ok();
@@ -99,7 +114,7 @@ pub async fn write(path: &str, req: Request) -> Result<Response, ApiError> {
         ".{name}.warren-{:08x}.tmp",
         crate::sessions::rand_u32()
     ));
-    let result = write_tmp(&tmp, req).await;
+    let result = write_tmp(&tmp, body).await;
     let (size, sha) = match result {
         Ok(v) => v,
         Err(e) => {
@@ -140,7 +155,7 @@ impl WriteError {
     }
 }
 
-async fn write_tmp(tmp: &Path, req: Request) -> Result<(u64, String), WriteError> {
+async fn write_tmp(tmp: &Path, body: &mut Incoming) -> Result<(u64, String), WriteError> {
     let file = tokio::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -151,7 +166,6 @@ async fn write_tmp(tmp: &Path, req: Request) -> Result<(u64, String), WriteError
     let mut out = BufWriter::with_capacity(1024 * 1024, file);
     let mut hasher = Sha256::new();
     let mut size = 0u64;
-    let mut body = req.into_body();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| WriteError::Body(e.to_string()))?;
         if let Ok(data) = frame.into_data() {

@@ -79,11 +79,23 @@ pub async fn read_body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
 }
 
 /// Parses the query string into `T`.
-pub fn query<T: DeserializeOwned + Default>(req: &Request) -> Result<T, ApiError> {
+pub fn query<T: DeserializeOwned + Default, B>(req: &hyper::Request<B>) -> Result<T, ApiError> {
     match req.uri().query() {
         None | Some("") => Ok(T::default()),
         Some(q) => serde_urlencoded::from_str(q)
             .map_err(|e| ApiError::invalid(format!("invalid query string: {e}"))),
+    }
+}
+
+/// Reads the rest of a request body and drops it. An upload refused (or failed) before its
+/// body was all read must still read it: the node is writing it meanwhile, and an answer
+/// followed by a closed connection reaches the node as a broken pipe, which it can only
+/// report as 503 `UNAVAILABLE`, instead of as the answer.
+pub async fn discard_body(body: &mut Incoming) {
+    while let Some(frame) = body.frame().await {
+        if frame.is_err() {
+            break;
+        }
     }
 }
 

@@ -152,11 +152,15 @@ async fn dispatch(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
             dir_archive::download(&p).await
         }
         (&Method::PUT, ["fs", "archive"]) => {
-            let q: StatQuery = http::query(&req)?;
-            let p = q
-                .path
-                .ok_or_else(|| ApiError::invalid("path is required"))?;
-            dir_archive::upload(&p, req).await
+            let path = http::query::<StatQuery, _>(&req)
+                .and_then(|q| q.path.ok_or_else(|| ApiError::invalid("path is required")));
+            match path {
+                Ok(p) => dir_archive::upload(&p, req).await,
+                Err(e) => {
+                    http::discard_body(&mut req.into_body()).await;
+                    Err(e)
+                }
+            }
         }
         (&Method::POST, ["fs", "mkdir"]) => {
             let body: MkdirRequest = http::read_json(req).await?;

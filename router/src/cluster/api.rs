@@ -9,7 +9,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use warren_api::{ApiError, ErrorCode};
-use warren_consensus::{Command, NodeRecord, NodeState};
+use warren_consensus::{Command, CommandResult, NodeRecord, NodeState};
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct ClusterNode {
@@ -133,7 +133,8 @@ pub async fn drain(
 ) -> ApiResult<Response> {
     who.require_admin("draining a node")?;
     let n = find(&st, &node)?;
-    st.cluster
+    let result = st
+        .cluster
         .cluster
         .propose(Command::SetNodeState {
             node: n.id,
@@ -141,7 +142,17 @@ pub async fn drain(
         })
         .await
         .map_err(cluster_error)?;
+    refused_as_conflict(result)?;
     Ok(Json(serde_json::json!({"id": n.name, "state": "draining"})).into_response())
+}
+
+/// A command the state machine refused (the node went meanwhile, or it is the last one):
+/// 409 `CONFLICT` with its reason.
+fn refused_as_conflict(result: CommandResult) -> Result<(), ApiError> {
+    match result {
+        CommandResult::Rejected { reason } => Err(ApiError::new(ErrorCode::Conflict, reason)),
+        _ => Ok(()),
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -170,8 +181,10 @@ pub async fn remove(
         )
         .into());
     }
-    cl.propose(Command::RemoveNode { node: n.id })
+    let result = cl
+        .propose(Command::RemoveNode { node: n.id })
         .await
         .map_err(cluster_error)?;
+    refused_as_conflict(result)?;
     Ok(http::StatusCode::NO_CONTENT.into_response())
 }

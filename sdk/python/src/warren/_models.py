@@ -631,6 +631,9 @@ class Snapshot:
     dirs: list[str]
     image: str
     origin: str
+    #: Compressed bytes of its chunks (shared ones included), and those it added to the store.
+    stored_bytes: int = 0
+    new_bytes: int = 0
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __str__(self) -> str:
@@ -647,6 +650,8 @@ class Snapshot:
             dirs=list(d.get("dirs") or []),
             image=str(_get(d, "image", "")),
             origin=str(_get(d, "origin", "")),
+            stored_bytes=int(_get(d, "stored_bytes", 0)),
+            new_bytes=int(_get(d, "new_bytes", 0)),
             raw=dict(d),
         )
 
