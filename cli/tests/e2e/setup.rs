@@ -31,7 +31,7 @@ fn bare_machine(root: &Path, with_make: bool) -> (PathBuf, PathBuf) {
     }
     let mut tools = vec![
         "bash", "sh", "cat", "grep", "sed", "dirname", "id", "mkdir", "ls", "seq", "sleep", "env",
-        "tail", "rm", "chmod", "tr", "cut", "head", "touch", "cp",
+        "tail", "rm", "chmod", "tr", "cut", "head", "touch", "cp", "mktemp", "uname",
     ];
     if with_make {
         tools.push("make");
@@ -61,8 +61,8 @@ fn bare_machine(root: &Path, with_make: bool) -> (PathBuf, PathBuf) {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, "").unwrap();
     }
-    // The rustup installer, as `curl … | sh -s -- ARGS` runs it: it puts cargo and rustup
-    // into ~/.cargo/bin. cargo records its calls and "installs" what it is asked to.
+    // rustup-init, as `curl -o FILE` downloads it: run, it puts cargo and rustup into
+    // ~/.cargo/bin. cargo records its calls and "installs" what it is asked to.
     let cargo = format!(
         "echo \"cargo $*\" >> {log}\n[ \"$1\" = install ] && printf '#!/bin/sh\\n' > \"$HOME/.cargo/bin/$2\" && chmod +x \"$HOME/.cargo/bin/$2\"\nexit 0"
     );
@@ -72,7 +72,9 @@ fn bare_machine(root: &Path, with_make: bool) -> (PathBuf, PathBuf) {
     );
     write_exe(
         &pkgs.join("curl"),
-        &format!("echo \"curl $*\" >> {log}\ncat <<'EOF'\n{installer}\nEOF"),
+        &format!(
+            "echo \"curl $*\" >> {log}\nout=\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\n[ -n \"$out\" ] || exit 22\ncat > \"$out\" <<'EOF'\n#!/bin/sh\n{installer}\nEOF"
+        ),
     );
     // No Python venv module (Debian without python3-venv); `-m venv DIR` makes a pip stub.
     write_exe(
