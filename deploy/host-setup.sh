@@ -99,11 +99,12 @@ if ! command -v cargo >/dev/null; then
   # downloads too, and the host a network that lets Rust's toolchains through allows anyway.
   init_url="https://static.rust-lang.org/rustup/dist/$(uname -m)-unknown-linux-gnu/rustup-init"
   echo "host-setup: no Rust toolchain; installing rustup ($init_url)"
-  init=$(mktemp)
-  curl --proto '=https' --tlsv1.2 -sSf -o "$init" "$init_url"
-  chmod +x "$init"
-  "$init" -y --profile minimal --component rustfmt,clippy
-  rm -f "$init"
+  # Named rustup-init: rustup decides what to be from the name it is run by.
+  init_dir=$(mktemp -d)
+  curl --proto '=https' --tlsv1.2 -sSf -o "$init_dir/rustup-init" "$init_url"
+  chmod +x "$init_dir/rustup-init"
+  "$init_dir/rustup-init" -y --profile minimal --component rustfmt,clippy
+  rm -rf "$init_dir"
   export PATH="$HOME/.cargo/bin:$PATH"
 fi
 # `make verify` needs both; a minimal rustup profile has neither.

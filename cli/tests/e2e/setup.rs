@@ -73,7 +73,7 @@ fn bare_machine(root: &Path, with_make: bool) -> (PathBuf, PathBuf) {
     write_exe(
         &pkgs.join("curl"),
         &format!(
-            "echo \"curl $*\" >> {log}\nout=\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\n[ -n \"$out\" ] || exit 22\ncat > \"$out\" <<'EOF'\n#!/bin/sh\n{installer}\nEOF"
+            "echo \"curl $*\" >> {log}\nout=\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\ncase \"$out\" in */rustup-init) ;; *) exit 22;; esac\ncat > \"$out\" <<'EOF'\n#!/bin/sh\n{installer}\nEOF"
         ),
     );
     // No Python venv module (Debian without python3-venv); `-m venv DIR` makes a pip stub.
