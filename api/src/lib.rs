@@ -18,6 +18,7 @@ pub mod keys;
 #[cfg(feature = "openapi")]
 pub mod openapi;
 pub mod ports;
+pub mod preview;
 pub mod process;
 pub mod sandbox;
 pub mod session;

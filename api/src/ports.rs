@@ -17,6 +17,10 @@ pub struct ExposeRequest {
     /// A token of your own (20–63 of a-z, 0-9); one of 20 is generated when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// Anyone with the URL may open it (`{port}-{id}-public.{domain}`); by default a preview
+    /// needs its token.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub public: bool,
 }
 
 impl ExposeRequest {
@@ -59,6 +63,9 @@ pub struct ExposedPort {
     pub name: Option<String>,
     pub url: String,
     pub token: String,
+    /// Opened without a token (`url` is the public host then; the token host works too).
+    #[serde(default)]
+    pub public: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,52 +74,20 @@ pub struct PortList {
     pub ports: Vec<ExposedPort>,
 }
 
-/// The parts of a preview host name `{port}-{sandbox}-{token}.{domain}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PreviewHost {
-    pub port: u16,
-    pub sandbox: String,
-    pub token: String,
-}
-
-/// Parses `host` (a `Host` header, port suffix allowed) when it names a preview under
-/// `domain`.
-pub fn parse_preview_host(host: &str, domain: &str) -> Option<PreviewHost> {
-    let host = host.rsplit_once(':').map_or(host, |(h, p)| {
-        if p.bytes().all(|b| b.is_ascii_digit()) {
-            h
-        } else {
-            host
-        }
-    });
-    let host = host.to_ascii_lowercase();
-    let label = host.strip_suffix(domain)?.strip_suffix('.')?;
-    if label.contains('.') {
-        return None;
-    }
-    let (port, rest) = label.split_once('-')?;
-    let (sandbox, token) = rest.rsplit_once('-')?;
-    let port: u16 = port.parse().ok().filter(|p| *p > 0)?;
-    crate::ids::validate_sandbox_id(sandbox).ok()?;
-    Some(PreviewHost {
-        port,
-        sandbox: sandbox.to_string(),
-        token: token.to_string(),
-    })
-}
-
-/// The preview URL of `port` of `sandbox`.
+/// The preview URL of `port` of `sandbox`: the token host, or for a public port the host
+/// that needs none (see [`crate::preview`]).
 pub fn preview_url(
     scheme: &str,
     port: u16,
     sandbox: &str,
-    token: &str,
+    token: Option<&str>,
     domain: &str,
     public_port: Option<u16>,
 ) -> String {
+    let last = token.unwrap_or(crate::preview::PUBLIC_LABEL);
     match public_port {
-        Some(p) => format!("{scheme}://{port}-{sandbox}-{token}.{domain}:{p}/"),
-        None => format!("{scheme}://{port}-{sandbox}-{token}.{domain}/"),
+        Some(p) => format!("{scheme}://{port}-{sandbox}-{last}.{domain}:{p}/"),
+        None => format!("{scheme}://{port}-{sandbox}-{last}.{domain}/"),
     }
 }
 
@@ -121,43 +96,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn preview_hosts_parse_with_dashes_in_the_sandbox_id() {
-        let h = parse_preview_host("3000-my-app-2-abcdef123.localhost:7070", "localhost").unwrap();
-        assert_eq!(
-            h,
-            PreviewHost {
-                port: 3000,
-                sandbox: "my-app-2".into(),
-                token: "abcdef123".into()
-            }
-        );
-        assert_eq!(
-            parse_preview_host(
-                "8080-box-tok12345.Preview.Example.com",
-                "preview.example.com"
+    fn preview_urls_parse_back_to_their_sandbox() {
+        use crate::preview::{parse_preview_request, Credential, RequestParts};
+        let back = |url: &str| {
+            let host = url.trim_start_matches("http://").trim_end_matches('/');
+            let r = parse_preview_request(
+                "localhost",
+                RequestParts {
+                    host,
+                    ..Default::default()
+                },
             )
-            .map(|h| h.port),
-            Some(8080)
-        );
-        for bad in [
-            "localhost:7070",
-            "api.localhost",
-            "3000-box.localhost",
-            "0-box-tok12345.localhost",
-            "x-box-tok12345.localhost",
-            "3000-box-tok12345.a.localhost",
-            "3000-box-tok12345.otherhost",
-        ] {
-            assert_eq!(parse_preview_host(bad, "localhost"), None, "{bad}");
-        }
-        let url = preview_url("http", 3000, "my-app", "tok12345", "localhost", Some(7070));
-        assert_eq!(url, "http://3000-my-app-tok12345.localhost:7070/");
-        let back = parse_preview_host(
-            url.trim_start_matches("http://").trim_end_matches('/'),
+            .unwrap();
+            (r.port, r.sandbox, r.credential)
+        };
+        let url = preview_url(
+            "http",
+            3000,
+            "my-app",
+            Some("tok12345"),
             "localhost",
-        )
-        .unwrap();
-        assert_eq!((back.port, back.sandbox.as_str()), (3000, "my-app"));
+            Some(7070),
+        );
+        assert_eq!(url, "http://3000-my-app-tok12345.localhost:7070/");
+        assert_eq!(
+            back(&url),
+            (
+                3000,
+                "my-app".into(),
+                Credential::HostToken("tok12345".into())
+            )
+        );
+        let public = preview_url("http", 3000, "my-app", None, "localhost", None);
+        assert_eq!(public, "http://3000-my-app-public.localhost/");
+        assert_eq!(back(&public), (3000, "my-app".into(), Credential::Public));
     }
 
     #[test]

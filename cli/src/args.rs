@@ -305,9 +305,12 @@ pub struct ExposeArgs {
     pub port: u16,
     #[arg(long)]
     pub name: Option<String>,
-    /// Your own token (8-63 of a-z0-9); one is generated otherwise.
+    /// Your own token (20-63 of a-z0-9); one is generated otherwise.
     #[arg(long)]
     pub token: Option<String>,
+    /// Anyone with the URL may open it (no token: `{port}-{id}-public.{domain}`).
+    #[arg(long)]
+    pub public: bool,
 }
 
 #[derive(Subcommand, Debug)]

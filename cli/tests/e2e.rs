@@ -33,6 +33,7 @@ mod e2e {
     mod openapi;
     mod ownership;
     mod preview;
+    mod preview_session;
     mod processes;
     mod prometheus;
     mod runtime_fill;

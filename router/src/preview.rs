@@ -1,15 +1,22 @@
-//! Preview URLs: a request whose Host is `{port}-{id}-{token}.{preview domain}` is not an API
-//! call. Any node takes it, forwards it to the sandbox's owner like any sandbox request, and
-//! the owner checks the token (constant time) and proxies the request through a tunnel the
-//! guest opens to that port: HTTP, streamed bodies and WebSocket (or any upgrade), with the
-//! service's status, headers (redirects, every Set-Cookie) and body passed unchanged.
+//! Preview URLs: a request whose Host names a preview under the preview domain (forms in
+//! `warren_api::preview`) is not an API call. Any node takes it, forwards it to the sandbox's
+//! owner like any sandbox request, and the owner checks what it showed (tokens in constant
+//! time) and proxies the request through a tunnel the guest opens to that port: HTTP,
+//! streamed bodies and WebSocket (or any upgrade), with the service's status, headers
+//! (redirects, Set-Cookie) and body passed unchanged.
+//!
+//! A browser's top-level page load on the token host trades the token for a host-only
+//! `HttpOnly` cookie of the session host `{port}-{id}` (two redirects), so that the pages it
+//! loads from there, their `Origin` and the names it resolves carry no token. Programs and
+//! frames keep using the token host as before.
 //!
 //! What the sandbox never gets: the caller's warren key (an `Authorization` header that is
-//! one of the cluster's keys is dropped; any other, the app's own, passes), nor a client's
-//! own `x-forwarded-for` (the entry node sets it to the address the connection came from).
-//! Every answer carries `Referrer-Policy: no-referrer`, so that the token in the host name
-//! does not leave in the `Referer` of links the page follows. A client address that sends
-//! wrong tokens past its rate is refused (429) for a while: tokens are not guessed online.
+//! one of the cluster's keys is dropped; any other, the app's own, passes), the preview
+//! cookie, header or query parameter, nor a client's own `x-forwarded-for` (the entry node
+//! sets it to the address the connection came from). What it cannot do: set a preview
+//! cookie (its `Set-Cookie`s of that name are dropped). Every answer carries
+//! `Referrer-Policy: no-referrer`. A client address that sends wrong tokens past its rate is
+//! refused (429) for a while: tokens are not guessed online.
 
 use crate::error::ApiErrorResponse;
 use crate::routes::body::GuestResponseBody;
@@ -18,20 +25,40 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use warren_api::ports::{parse_preview_host, PreviewHost, GUEST_TUNNEL_UPGRADE};
+use warren_api::ports::GUEST_TUNNEL_UPGRADE;
+use warren_api::preview::{
+    cookies_without_preview, next_step, parse_preview_request, query_without, sets_preview_cookie,
+    Credential, PreviewRequest, RequestParts, Step, StepInput, TOKEN_HEADER, TOKEN_QUERY,
+};
 use warren_api::{ApiError, ErrorCode};
+use warren_node::sandbox::manager::PreviewAccess;
 
 fn err(e: ApiError) -> Response {
     ApiErrorResponse(e).into_response()
 }
 
-fn target(st: &AppState, req: &Request) -> Option<PreviewHost> {
-    let host = req
-        .headers()
+fn host_of(req: &Request) -> Option<&str> {
+    req.headers()
         .get(http::header::HOST)
         .and_then(|v| v.to_str().ok())
-        .or_else(|| req.uri().host())?;
-    parse_preview_host(host, &st.mgr.config().preview.domain)
+        .or_else(|| req.uri().host())
+}
+
+fn target(st: &AppState, req: &Request) -> Option<PreviewRequest> {
+    let host = host_of(req)?;
+    let headers = req.headers();
+    let cookies: Vec<&str> = headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let parts = RequestParts {
+        host,
+        query: req.uri().query(),
+        header_token: headers.get(TOKEN_HEADER).and_then(|v| v.to_str().ok()),
+        cookies: &cookies,
+    };
+    parse_preview_request(&st.mgr.config().preview.domain, parts)
 }
 
 /// Marks the owner's refusal of a token for the entry node, which counts it per client.
@@ -85,7 +112,7 @@ fn entering(st: &AppState, req: &mut Request) {
 }
 
 /// Serves a preview request on the sandbox's owner (the router checked placement and lease).
-pub(crate) async fn serve(st: &AppState, t: &PreviewHost, req: Request) -> Response {
+pub(crate) async fn serve(st: &AppState, t: &PreviewRequest, req: Request) -> Response {
     match proxy(st, t, req).await {
         Ok(r) => r,
         Err(e) => {
@@ -101,8 +128,12 @@ pub(crate) async fn serve(st: &AppState, t: &PreviewHost, req: Request) -> Respo
 }
 
 /// Runs the request against the port inside the sandbox (on the owner).
-async fn proxy(st: &AppState, t: &PreviewHost, mut req: Request) -> Result<Response, ApiError> {
-    st.mgr.check_preview(&t.sandbox, t.port, &t.token)?;
+async fn proxy(st: &AppState, t: &PreviewRequest, mut req: Request) -> Result<Response, ApiError> {
+    check(st, t)?;
+    if let Some(answer) = exchange(st, t, &req) {
+        return Ok(answer);
+    }
+    strip_credentials(&mut req);
     let tunnel = st
         .mgr
         .upgrade(
@@ -141,7 +172,111 @@ async fn proxy(st: &AppState, t: &PreviewHost, mut req: Request) -> Result<Respo
             return Ok(resp.map(Body::new));
         }
     }
+    drop_preview_cookies(resp.headers_mut());
     Ok(resp.map(|b| Body::new(GuestResponseBody::new(b, false, activity))))
+}
+
+fn check(st: &AppState, t: &PreviewRequest) -> Result<(), ApiError> {
+    let one;
+    let many: Vec<&str>;
+    let access = match &t.credential {
+        Credential::HostToken(k) | Credential::Exchange(k) | Credential::Header(k) => {
+            one = [k.as_str()];
+            PreviewAccess::Tokens(&one)
+        }
+        Credential::Cookie(values) => {
+            many = values.iter().map(String::as_str).collect();
+            PreviewAccess::Tokens(&many)
+        }
+        Credential::Public => PreviewAccess::Public,
+        Credential::Missing => PreviewAccess::Tokens(&[]),
+    };
+    st.mgr.check_preview(&t.sandbox, t.port, access)
+}
+
+/// The redirect of the token-for-cookie exchange, when this request is one of its steps.
+fn exchange(st: &AppState, t: &PreviewRequest, req: &Request) -> Option<Response> {
+    let headers = req.headers();
+    let header_is = |name: &str, value: &str| {
+        headers
+            .get(name)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(value.as_bytes()))
+    };
+    let input = StepInput {
+        credential: &t.credential,
+        port: t.port,
+        sandbox: &t.sandbox,
+        safe_method: matches!(*req.method(), http::Method::GET | http::Method::HEAD),
+        top_level_navigation: header_is("sec-fetch-mode", "navigate")
+            && header_is("sec-fetch-dest", "document"),
+        host: host_of(req)?,
+        scheme: &st.mgr.config().preview.scheme,
+        path: req.uri().path(),
+        query: req.uri().query(),
+    };
+    let (location, cookie) = match next_step(input) {
+        Step::Proxy => return None,
+        Step::ToSession { location } => (location, None),
+        Step::SetCookie { location, cookie } => (location, Some(cookie)),
+    };
+    let mut r = Response::builder()
+        .status(http::StatusCode::FOUND)
+        .header(http::header::LOCATION, location)
+        .header(http::header::CACHE_CONTROL, "no-store");
+    if let Some(c) = cookie {
+        r = r.header(http::header::SET_COOKIE, c);
+    }
+    r.body(Body::empty()).ok()
+}
+
+/// Takes the preview's own credentials out of a request before the sandbox sees it.
+fn strip_credentials(req: &mut Request) {
+    let headers = req.headers_mut();
+    headers.remove(TOKEN_HEADER);
+    let cookies: Vec<String> = headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(cookies_without_preview)
+        .collect();
+    headers.remove(http::header::COOKIE);
+    if !cookies.is_empty() {
+        if let Ok(v) = http::HeaderValue::from_str(&cookies.join("; ")) {
+            headers.insert(http::header::COOKIE, v);
+        }
+    }
+    let uri = req.uri();
+    let carries_token = uri
+        .query()
+        .is_some_and(|q| warren_api::preview::query_value(Some(q), TOKEN_QUERY).is_some());
+    if carries_token {
+        let path_and_query = match query_without(uri.query(), TOKEN_QUERY) {
+            Some(q) => format!("{}?{q}", uri.path()),
+            None => uri.path().to_string(),
+        };
+        let mut parts = uri.clone().into_parts();
+        if let Ok(pq) = path_and_query.parse() {
+            parts.path_and_query = Some(pq);
+            if let Ok(u) = http::Uri::from_parts(parts) {
+                *req.uri_mut() = u;
+            }
+        }
+    }
+}
+
+/// Only the node hands out the preview cookie: a service's own `Set-Cookie` of that name
+/// (for its host or a parent domain) does not reach the browser.
+fn drop_preview_cookies(headers: &mut http::HeaderMap) {
+    let kept: Vec<http::HeaderValue> = headers
+        .get_all(http::header::SET_COOKIE)
+        .iter()
+        .filter(|v| !v.to_str().is_ok_and(sets_preview_cookie))
+        .cloned()
+        .collect();
+    headers.remove(http::header::SET_COOKIE);
+    for v in kept {
+        headers.append(http::header::SET_COOKIE, v);
+    }
 }
 
 fn bad_gateway(e: hyper::Error) -> ApiError {

@@ -14,6 +14,7 @@ pub async fn expose(conn: &Conn, a: ExposeArgs) -> anyhow::Result<i32> {
                 port: a.port,
                 name: a.name,
                 token: a.token,
+                public: a.public,
             },
         )
         .await?;

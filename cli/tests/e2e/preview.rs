@@ -111,7 +111,7 @@ async fn preview_urls_proxy_http_streams_redirects_and_websockets() {
             &ExposeRequest {
                 port: 8000,
                 name: Some("web".into()),
-                token: None,
+                ..Default::default()
             },
         )
         .await
@@ -217,8 +217,8 @@ async fn preview_refuses_wrong_tokens_and_reports_silent_ports() {
             &id,
             &ExposeRequest {
                 port: 9000,
-                name: None,
                 token: Some("mytoken1234567890abc".into()),
+                ..Default::default()
             },
         )
         .await

@@ -22,6 +22,7 @@ mod upgrade;
 
 pub use fork::{ForkTargets, Forked, SnapshotWritten};
 pub use migrate::HandoffData;
+pub use ports::PreviewAccess;
 
 pub use persist::{normalize_dirs, snapshot_error, to_api as snapshot_to_api};
 
@@ -274,6 +275,13 @@ impl SandboxManager {
 
     pub fn config(&self) -> &NodeConfig {
         &self.cfg
+    }
+
+    /// The guest binary containers mount: the copy installed in the data dir (content
+    /// addressed), not `config().guest_binary`, which may be a path only this process sees
+    /// (a node in a container) or be rebuilt under a running container.
+    pub fn guest_binary(&self) -> &std::path::Path {
+        &self.guest_binary
     }
 
     pub fn disk_limits(&self) -> bool {

@@ -62,6 +62,9 @@ pub struct PortExposure {
     #[serde(default)]
     pub name: Option<String>,
     pub token: String,
+    /// Opened without a token too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub public: bool,
 }
 
 impl SandboxRecord {

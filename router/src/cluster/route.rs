@@ -22,7 +22,7 @@ use http::Method;
 use http_body_util::BodyExt;
 use std::time::Duration;
 use warren_api::keys::DEFAULT_TENANT;
-use warren_api::ports::PreviewHost;
+use warren_api::preview::PreviewRequest;
 use warren_api::{ApiError, ErrorCode};
 use warren_consensus::placement::choose_owner_excluding;
 use warren_consensus::state::{Size, QUOTA_EXCEEDED};
@@ -34,7 +34,7 @@ pub(crate) enum Serve {
     /// The API's own routes.
     Api(Next),
     /// A preview URL: proxied to the port inside the sandbox.
-    Preview(PreviewHost),
+    Preview(PreviewRequest),
 }
 
 impl Serve {
@@ -157,7 +157,7 @@ fn foreign(id: &str, method: &Method, whole: bool, owner: &str) -> Response {
 
 /// Routes a preview URL's request like a request for its sandbox. A sandbox that was never
 /// placed (or is unknown) is answered by the preview proxy here, which refuses its token.
-pub(crate) async fn route_preview(st: &AppState, t: PreviewHost, req: Request) -> Response {
+pub(crate) async fn route_preview(st: &AppState, t: PreviewRequest, req: Request) -> Response {
     let id = t.sandbox.clone();
     match settled_placement(st, &id).await {
         Ok(Some(p)) => route_placed(st, &id, p, req, Serve::Preview(t)).await,

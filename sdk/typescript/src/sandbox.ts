@@ -254,6 +254,8 @@ export interface ExposedPort {
   url: string;
   token: string;
   name?: string;
+  /** Opened without a token (`url` is then `{port}-{id}-public.{domain}`). */
+  public?: boolean;
 }
 
 export interface WatchOptions {
@@ -1050,14 +1052,21 @@ export class Sandbox {
 
   // ---- ports ----------------------------------------------------------------------------
 
-  /** Exposes `port` at a preview URL `http://{port}-{id}-{token}.{domain}[:port]/`. */
-  async exposePort(port: number, options: { name?: string; token?: string } = {}): Promise<ExposedPort> {
+  /**
+   * Exposes `port` at a preview URL `http://{port}-{id}-{token}.{domain}[:port]/` (with
+   * `public: true`, `http://{port}-{id}-public.{domain}[:port]/`, opened without a token).
+   */
+  async exposePort(
+    port: number,
+    options: { name?: string; token?: string; public?: boolean } = {},
+  ): Promise<ExposedPort> {
     await this.ready();
     return this.client.json('POST', this.p('/ports'), {
       json: {
         port,
         ...(options.name !== undefined ? { name: options.name } : {}),
         ...(options.token !== undefined ? { token: options.token } : {}),
+        ...(options.public ? { public: true } : {}),
       },
       // Exposing again keeps the token (and sets the given one): safe to repeat.
       idempotent: true,

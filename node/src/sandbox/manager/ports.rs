@@ -21,8 +21,16 @@ impl SandboxManager {
         ExposedPort {
             port,
             name: e.name.clone(),
-            url: preview_url(&p.scheme, port, id, &e.token, &p.domain, p.public_port),
+            url: preview_url(
+                &p.scheme,
+                port,
+                id,
+                (!e.public).then_some(e.token.as_str()),
+                &p.domain,
+                p.public_port,
+            ),
             token: e.token.clone(),
+            public: e.public,
         }
     }
 
@@ -51,6 +59,7 @@ impl SandboxManager {
         let exposure = PortExposure {
             name: req.name.clone(),
             token,
+            public: req.public,
         };
         rec.ports.insert(req.port, exposure.clone());
         self.save(&rec)?;
@@ -85,19 +94,40 @@ impl SandboxManager {
         })
     }
 
-    /// Whether `token` opens `port` of sandbox `id` (never creates or wakes anything).
-    pub fn check_preview(&self, id: &str, port: u16, token: &str) -> Result<(), ApiError> {
+    /// Whether a preview request showing `access` may open `port` of sandbox `id` (never
+    /// creates or wakes anything). Tokens are compared in constant time.
+    pub fn check_preview(
+        &self,
+        id: &str,
+        port: u16,
+        access: PreviewAccess<'_>,
+    ) -> Result<(), ApiError> {
         let rec = self
             .existing_slot(id)
             .and_then(|s| s.record())
             .ok_or_else(invalid_token)?;
         let expected = rec.ports.get(&port).ok_or_else(invalid_token)?;
-        if bool::from(expected.token.as_bytes().ct_eq(token.as_bytes())) {
+        let open = match access {
+            PreviewAccess::Public => expected.public,
+            PreviewAccess::Tokens(tokens) => tokens.iter().fold(false, |any, t| {
+                any | bool::from(expected.token.as_bytes().ct_eq(t.as_bytes()))
+            }),
+        };
+        if open {
             Ok(())
         } else {
             Err(invalid_token())
         }
     }
+}
+
+/// What a preview request shows (see `warren_api::preview::Credential`).
+#[derive(Debug, Clone, Copy)]
+pub enum PreviewAccess<'a> {
+    /// Any of these tokens (several cookies may come under one name).
+    Tokens(&'a [&'a str]),
+    /// No token: only a public port opens.
+    Public,
 }
 
 /// 20 characters of a-z0-9 (about 103 bits).

@@ -410,6 +410,8 @@ class ExposedPort:
     url: str
     token: str
     name: Optional[str] = None
+    public: bool = False
+    """Opened without a token (`url` is then `{port}-{id}-public.{domain}`)."""
 
     @property
     def host(self) -> str:
@@ -420,7 +422,13 @@ class ExposedPort:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ExposedPort":
-        return cls(port=int(d["port"]), url=str(d.get("url", "")), token=str(d.get("token", "")), name=d.get("name"))
+        return cls(
+            port=int(d["port"]),
+            url=str(d.get("url", "")),
+            token=str(d.get("token", "")),
+            name=d.get("name"),
+            public=bool(d.get("public", False)),
+        )
 
 
 WatchEventType = Literal["create", "modify", "delete", "move_from", "move_to", "attrib", "watching", "error"]

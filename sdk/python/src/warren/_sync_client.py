@@ -1044,13 +1044,18 @@ class Sandbox:
 
     # -- ports
 
-    def expose_port(self, port: int, *, name: Optional[str] = None, token: Optional[str] = None) -> ExposedPort:
-        """Exposes `port`; its preview URL is `result.url` (exposing again keeps the token)."""
+    def expose_port(
+        self, port: int, *, name: Optional[str] = None, token: Optional[str] = None, public: bool = False
+    ) -> ExposedPort:
+        """Exposes `port`; its preview URL is `result.url` (exposing again keeps the token).
+        With `public=True` anyone with the URL opens it, without a token."""
         body: dict[str, Any] = {"port": int(port)}
         if name is not None:
             body["name"] = name
         if token is not None:
             body["token"] = token
+        if public:
+            body["public"] = True
         self._ready()
         return ExposedPort.from_dict(self._t.json("POST", self._p("/ports"), json=body, idempotent=True))
 
