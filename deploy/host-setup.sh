@@ -7,7 +7,8 @@
 # Steps: Debian build packages (musl-tools, libclang-dev, pkg-config, iptables, git, and
 # Node.js with npm, which bundle the web page's xterm.js; with --test-deps also Chromium
 # for the browser tests, moto's S3 server for the object-store tests, systemd-analyze
-# for the unit file's check, and Prometheus with promtool for the monitoring tests), the
+# for the unit file's check, Prometheus with promtool for the monitoring tests, and
+# docker-compose for the compose file's test), the
 # Rust toolchain (rustup with rustfmt and clippy, when no cargo is found; cargo-nextest with
 # --test-deps), the Rust musl target, a running Docker daemon (docker.io installed and dockerd started when
 # none answers, with user namespaces: `--userns-remap=default`, so that root in a sandbox
@@ -48,6 +49,8 @@ if [ "$want_test_deps" = 1 ]; then
   command -v systemd-analyze >/dev/null || missing+=(systemd)
   # A real Prometheus scrapes a test cluster; promtool checks deploy/prometheus's rules.
   command -v promtool >/dev/null || missing+=(prometheus)
+  # The compose file's test brings up a 3-region cluster with it (deploy/compose).
+  command -v docker-compose >/dev/null || missing+=(docker-compose)
 fi
 [ -e /usr/lib/llvm-14/lib/libclang.so ] || ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || missing+=(libclang-dev)
 if [ "$want_docker" = 1 ]; then
@@ -70,6 +73,14 @@ if [ "$want_test_deps" = 1 ] && ! command -v moto_server >/dev/null && [ ! -x "$
   as_root mkdir -p "$(dirname "$moto_venv")"
   as_root python3 -m venv "$moto_venv"
   as_root "$moto_venv/bin/pip" install -q "moto[server]"
+fi
+# kubernetes-validate (the Kubernetes API's schemas, offline) checks deploy/kubernetes.
+kv_venv=${WARREN_TOOLS_DIR:-/var/cache/warren/tools}/kubernetes-validate
+if [ "$want_test_deps" = 1 ] && [ ! -x "$kv_venv/bin/kubernetes-validate" ]; then
+  echo "host-setup: installing kubernetes-validate into $kv_venv"
+  as_root mkdir -p "$(dirname "$kv_venv")"
+  as_root python3 -m venv "$kv_venv"
+  as_root "$kv_venv/bin/pip" install -q "kubernetes-validate==1.37.0"
 fi
 
 # A toolchain installed by an earlier run is in ~/.cargo/bin, which a fresh shell's PATH may

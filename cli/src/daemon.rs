@@ -459,7 +459,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
                 resources: warren_api::sandbox::instance_type(
                     warren_api::sandbox::DEFAULT_INSTANCE_TYPE,
                 )?,
-                guest_binary: cfg.guest_binary.clone(),
+                guest_binary: mgr.guest_binary().to_path_buf(),
                 run_dir_mb: cfg.run_dir_mb,
                 safety: safety.clone(),
             },

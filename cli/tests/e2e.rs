@@ -10,6 +10,7 @@ mod e2e {
     mod cli;
     mod cli_terminal;
     mod cluster;
+    mod compose;
     mod deploy;
     mod dir_copy;
     mod egress;

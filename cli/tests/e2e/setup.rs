@@ -134,6 +134,7 @@ fn host_setup_on_a_bare_machine_installs_everything_make_test_needs() {
         "npm",
         "chromium",
         "python3-venv",
+        "docker-compose",
     ] {
         assert!(apt.contains(&pkg), "{pkg} is not installed: {calls}");
     }
@@ -158,6 +159,10 @@ fn host_setup_on_a_bare_machine_installs_everything_make_test_needs() {
         .filter(|l| l.starts_with("pip install"))
         .collect();
     assert!(pip.iter().any(|l| l.contains("moto")), "{calls}");
+    assert!(
+        pip.iter().any(|l| l.contains("kubernetes-validate")),
+        "{calls}"
+    );
     assert!(
         pip.iter().any(|l| l.contains("sdk/python[test]")),
         "no Python SDK virtualenv: {calls}"
