@@ -44,6 +44,7 @@ mod e2e {
     mod secrets_rotation;
     mod sessions;
     mod setup;
+    mod shutdown;
     mod snapshots;
     mod stale_copies;
     mod tenants;
