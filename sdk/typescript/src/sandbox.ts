@@ -940,6 +940,42 @@ export class Sandbox {
     return resp.body ?? new ReadableStream({ start: (c) => c.close() });
   }
 
+  /**
+   * The directory `path` as a tar stream (entries relative to it; modes, times, symbolic
+   * links). Not a directory: `WarrenError` with code `NOT_A_DIRECTORY`.
+   */
+  async downloadDir(path: string, options: { signal?: AbortSignal } = {}): Promise<ReadableStream<Uint8Array>> {
+    await this.ready();
+    const resp = await this.client.request('GET', this.p('/fs/archive'), {
+      query: { path: absPath(path) },
+      idempotent: true,
+      signal: options.signal,
+    });
+    return resp.body ?? new ReadableStream({ start: (c) => c.close() });
+  }
+
+  /**
+   * Unpacks a tar (bytes, a Blob or a ReadableStream: streamed) into the **new** directory
+   * `path`, all or nothing → `{path, entries, bytes}`. Something already at `path`:
+   * `ALREADY_EXISTS`; an entry that leaves the directory: `INVALID_ARGUMENT`.
+   */
+  async uploadDir(
+    path: string,
+    tar: Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array>,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<{ path: string; entries: number; bytes: number }> {
+    await this.ready();
+    const body = tar instanceof ArrayBuffer ? new Uint8Array(tar) : tar;
+    return this.client.json('PUT', this.p('/fs/archive'), {
+      body: body as BodyInit,
+      query: { path: absPath(path) },
+      headers: { 'content-type': 'application/x-tar' },
+      // A second try after an answer that was lost would find the directory made.
+      idempotent: false,
+      signal: options.signal,
+    });
+  }
+
   private async fileResponse(path: string, signal?: AbortSignal): Promise<Response> {
     await this.ready();
     return this.client.request('GET', filePath(this.id, absPath(path)), { idempotent: true, signal });

@@ -117,3 +117,31 @@ test('missing files and directories raise typed errors', T, async () => {
   await assert.rejects(sandbox.moveFile('/workspace/nope', '/workspace/x'), FileNotFoundError);
   await assert.rejects(sandbox.listFiles('/workspace/nope'), FileNotFoundError);
 });
+
+test('directories as tar streams: downloadDir, then uploadDir into a new directory', T, async () => {
+  await sandbox.exec(
+    'mkdir -p /workspace/tree/src/sub && printf "one\\n" > /workspace/tree/src/a.txt' +
+      ' && printf "two\\n" > /workspace/tree/src/sub/b.txt && ln -s a.txt /workspace/tree/src/link',
+  );
+  const tar = await sandbox.downloadDir('/workspace/tree/src');
+  const chunks = [];
+  for await (const c of tar) chunks.push(c);
+  const bytes = Buffer.concat(chunks);
+  assert.ok(bytes.length >= 1024 && bytes.length % 512 === 0, `a tar of ${bytes.length} bytes`);
+  const up = await sandbox.uploadDir('/workspace/tree/copy', bytes);
+  assert.equal(up.path, '/workspace/tree/copy');
+  assert.equal(up.entries, 4);
+  const listing = (cmd) => sandbox.exec(`cd ${cmd} && find . | sort && cat sub/b.txt && readlink link`);
+  assert.equal((await listing('/workspace/tree/copy')).stdout, (await listing('/workspace/tree/src')).stdout);
+  // A stream body works too; never over something that is there; garbage is refused whole.
+  const again = await sandbox.downloadDir('/workspace/tree/src');
+  await assert.rejects(sandbox.uploadDir('/workspace/tree/copy', again), AlreadyExistsError);
+  await assert.rejects(
+    sandbox.uploadDir('/workspace/tree/bad', new Uint8Array(2048).fill(65)),
+    (e) => e.code === 'INVALID_ARGUMENT',
+  );
+  assert.equal((await sandbox.exists('/workspace/tree/bad')).exists, false);
+  const streamed = await sandbox.uploadDir('/workspace/tree/streamed', await sandbox.downloadDir('/workspace/tree/src'));
+  assert.equal(streamed.entries, 4);
+  await assert.rejects(sandbox.downloadDir('/workspace/tree/src/a.txt'), (e) => e.code === 'NOT_A_DIRECTORY');
+});

@@ -980,6 +980,34 @@ class AsyncSandbox:
         """The file's content as text (`read_file_bytes` for bytes, `read_file_stream` to stream)."""
         return (await self.read_file_bytes(path)).decode(encoding)
 
+    async def download_dir(self, path: str, *, chunk_size: Optional[int] = None) -> AsyncFileStream:
+        """The directory `path` as a tar stream (entries relative to it; modes, times, symbolic
+        links); iterate it for chunks. Not a directory: `WarrenError` with `NOT_A_DIRECTORY`."""
+        await self._ready()
+        resp = await self._t.send("GET", self._p("/fs/archive"), params={"path": path}, stream=True)
+        return AsyncFileStream(resp, chunk_size)
+
+    async def upload_dir(
+        self, path: str, tar: Union[bytes, bytearray, memoryview, Iterable[bytes], AsyncIterable[bytes], Any]
+    ) -> dict[str, Any]:
+        """Unpacks `tar` (bytes, a file object or an iterable of chunks: streamed) into the
+        **new** directory `path`, all or nothing → `{path, entries, bytes}`. Something already
+        at `path`: `ALREADY_EXISTS`; an entry leaving the directory: `INVALID_ARGUMENT`."""
+        repeatable = isinstance(tar, (bytes, bytearray, memoryview))
+        data: Any = bytes(tar) if repeatable else _body_iter(tar)
+        await self._ready()
+        d = await self._t.json(
+            "PUT",
+            self._p("/fs/archive"),
+            params={"path": path},
+            content=data,
+            headers={"content-type": "application/x-tar"},
+            # A second try after an answer that was lost would find the directory made.
+            idempotent=False,
+            repeatable_body=repeatable,
+        )
+        return dict(d)
+
     async def delete_file(self, path: str, *, recursive: bool = False) -> None:
         await self._ready()
         await self._t.send("DELETE", file_path(self.id, path), params={"recursive": "true" if recursive else "false"})

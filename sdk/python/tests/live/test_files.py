@@ -90,3 +90,51 @@ def test_file_errors_are_typed(sb):
         sb.write_file("/workspace/plainfile/child", "c")
     with pytest.raises(warren.ForbiddenError):
         sb.write_file("/.warren/x", "no")
+
+
+def test_directories_travel_as_tar_both_ways(sb):
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        top = tarfile.TarInfo("app")
+        top.type, top.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(top)
+        for name, data, mode in [("app/main.py", b"print('hi')\n", 0o755), ("README", b"read me\n", 0o644)]:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("latest")
+        link.type, link.linkname = tarfile.SYMTYPE, "app/main.py"
+        tar.addfile(link)
+    r = sb.upload_dir("/workspace/tree/up", buf.getvalue())
+    assert (r["path"], r["entries"]) == ("/workspace/tree/up", 4)
+    assert sb.exec("python3 /workspace/tree/up/latest").stdout == "hi\n"
+    assert sb.stat("/workspace/tree/up/app/main.py").mode == "0755"
+
+    # Down again, as a stream: the same entries, relative to the directory.
+    got = io.BytesIO()
+    with sb.download_dir("/workspace/tree/up") as s:
+        for part in s:
+            got.write(part)
+    got.seek(0)
+    with tarfile.open(fileobj=got, mode="r") as tar:
+        members = {m.name.rstrip("/"): m for m in tar.getmembers()}
+        assert members["latest"].issym() and members["latest"].linkname == "app/main.py"
+        assert tar.extractfile(members["README"]).read() == b"read me\n"
+    assert {"app", "app/main.py", "README", "latest"} <= set(members)
+
+    # All or nothing, and never over something that is there.
+    with pytest.raises(warren.AlreadyExistsError):
+        sb.upload_dir("/workspace/tree/up", buf.getvalue())
+    evil = io.BytesIO()
+    with tarfile.open(fileobj=evil, mode="w") as tar:
+        info = tarfile.TarInfo("../escaped")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(warren.InvalidArgumentError):
+        sb.upload_dir("/workspace/tree/evil", evil.getvalue())
+    assert not sb.exists("/workspace/tree/escaped") and not sb.exists("/workspace/tree/evil")
+    with pytest.raises(warren.WarrenNotADirectoryError):
+        sb.download_dir("/workspace/tree/up/README")
