@@ -26,7 +26,7 @@ try {
   await page.waitForSelector("#sign-in-error:has-text('not valid')");
   await page.fill("#api-key", key);
   await page.click("#sign-in-form button");
-  await page.waitForSelector(`#sandbox-rows td:text-is("${sandbox}")`);
+  await page.waitForSelector(`#sandbox-rows tr[data-sandbox="${sandbox}"] td.id`);
 
   // Its row shows what it used: the CPU second the test burned before (MIN_CPU_S).
   const cpu = Number(

@@ -1,5 +1,5 @@
-// The warren web page: sign in with an API key, list sandboxes with what each used in the
-// last 24 h (GET /v1/usage), open terminals.
+// The warren web page: sign in with an API key, route between the views (the console's
+// sandbox list, one sandbox and the cluster are in console.js), and terminals.
 // Terminals are WebSockets opened with a single-use ticket (browsers cannot set headers on
 // a WebSocket); a dropped socket reconnects on its own, from the cursor of the last byte it
 // showed, so nothing is printed twice and nothing is lost.
@@ -33,7 +33,7 @@ async function api(method, path, body) {
 }
 
 function show(section) {
-  for (const id of ["sign-in", "sandboxes", "terminal-view"]) {
+  for (const id of ["sign-in", "sandboxes", "sandbox-view", "cluster-view", "terminal-view"]) {
     $(id).hidden = id !== section;
   }
   $("sign-out").hidden = section === "sign-in";
@@ -61,64 +61,7 @@ $("sign-out").addEventListener("click", () => {
   route();
 });
 
-// ---- sandboxes -----------------------------------------------------------------------
-
-async function listSandboxes() {
-  show("sandboxes");
-  const rows = $("sandbox-rows");
-  try {
-    const list = await api("GET", "/v1/sandboxes?limit=500");
-    const usage = await usageBySandbox();
-    rows.replaceChildren(
-      ...list.sandboxes.map((s) => {
-        const tr = document.createElement("tr");
-        tr.dataset.sandbox = s.id;
-        const u = usage && usage.get(s.id);
-        const used = (field, digits) =>
-          !usage ? "–" : u ? u[field].toFixed(digits) : (0).toFixed(digits);
-        for (const [v, cls] of [
-          [s.id, "id"],
-          [s.state, "state"],
-          [s.node, "node"],
-          [s.region, "region"],
-          [s.image, "image"],
-          [used("cpu_seconds", 2), "cpu"],
-          [used("memory_gib_seconds", 1), "memory"],
-          [used("running_seconds", 0), "running"],
-        ]) {
-          const td = document.createElement("td");
-          td.className = cls;
-          td.textContent = v;
-          tr.appendChild(td);
-        }
-        const td = document.createElement("td");
-        const a = document.createElement("a");
-        a.href = `#/terminal/${encodeURIComponent(s.id)}/main`;
-        a.textContent = "terminal";
-        td.appendChild(a);
-        tr.appendChild(td);
-        return tr;
-      }),
-    );
-    $("list-error").textContent = "";
-  } catch (err) {
-    if (err.status === 401) return signOutAndAsk();
-    $("list-error").textContent = "Cannot list sandboxes: " + err.message;
-  }
-}
-
-// What each sandbox used in the last 24 h, by id; null (shown as "–") when usage cannot be
-// read, which leaves the list itself shown.
-async function usageBySandbox() {
-  try {
-    const u = await api("GET", "/v1/usage?group_by=sandbox");
-    $("usage-note").textContent = `Usage from ${u.from} to ${u.to}.`;
-    return new Map(u.items.map((i) => [i.sandbox, i]));
-  } catch (err) {
-    $("usage-note").textContent = "Usage cannot be read: " + err.message;
-    return null;
-  }
-}
+// ---- sandboxes: console.js -------------------------------------------------------------
 
 $("open-form").addEventListener("submit", (e) => {
   e.preventDefault();
@@ -254,6 +197,7 @@ function signOutAndAsk() {
 
 function route() {
   if (!apiKey()) {
+    stopRefresh();
     if (current) current.close();
     current = null;
     show("sign-in");
@@ -262,12 +206,16 @@ function route() {
   }
   const m = location.hash.match(/^#\/terminal\/([^/]+)\/([^/]+)$/);
   if (m) {
+    stopRefresh();
     openTerminal(decodeURIComponent(m[1]), decodeURIComponent(m[2]));
-  } else {
-    if (current) current.close();
-    current = null;
-    listSandboxes();
+    return;
   }
+  if (current) current.close();
+  current = null;
+  const one = location.hash.match(/^#\/sandbox\/([^/]+)$/);
+  if (one) openSandbox(decodeURIComponent(one[1]));
+  else if (location.hash === "#/cluster") openCluster();
+  else listSandboxes();
 }
 
 window.addEventListener("hashchange", route);
@@ -275,4 +223,4 @@ fetch("/healthz")
   .then((r) => r.json())
   .then((h) => ($("node").textContent = `node ${h.node || ""}`))
   .catch(() => {});
-route();
+// route() runs at the end of console.js, which loads after this script.

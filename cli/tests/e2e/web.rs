@@ -1,6 +1,8 @@
-//! The web page in a real headless Chromium (web/e2e/terminal.mjs, playwright-core): sign in,
-//! list with each sandbox's usage, a terminal that shows typed output and replays it after a
-//! reload.
+//! The web page in a real headless Chromium (playwright-core): sign in, list with each
+//! sandbox's usage, a terminal that shows typed output and replays it after a reload
+//! (web/e2e/terminal.mjs); the operator's console: filters, start, processes and logs, files
+//! (a hostile name stays text), ports, snapshots, sleep, wake, fork, delete, the cluster
+//! (web/e2e/console.mjs).
 
 use super::harness::{unique, Node};
 use std::process::Command;
@@ -48,4 +50,37 @@ async fn web_page_terminal_works_in_headless_chromium() {
     );
     assert!(out.status.success(), "{text}");
     assert!(text.contains("browser terminal test passed"), "{text}");
+}
+
+#[tokio::test]
+async fn the_operators_console_works_in_headless_chromium() {
+    let node = Node::start().await;
+    let base = unique();
+    let (a, b) = (format!("con-{base}"), format!("new-{base}"));
+    let web = concat!(env!("CARGO_MANIFEST_DIR"), "/../web");
+    let script = format!("{web}/e2e/console.mjs");
+    let (url, key) = (node.url.clone(), node.key.clone());
+    let (sa, sb) = (a.clone(), b.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg(script)
+            .env("WARREN_URL", url)
+            .env("WARREN_API_KEY", key)
+            .env("SANDBOX", sa)
+            .env("NEW_SANDBOX", sb)
+            .output()
+            .expect("node runs (deploy/host-setup.sh installs Node.js and Chromium)")
+    })
+    .await
+    .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for id in [&a, &b, &format!("{b}-fork-1")] {
+        let _ = node.client.delete_sandbox(id).await;
+    }
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("browser console test passed"), "{text}");
 }

@@ -8,6 +8,7 @@ use warren_api::{ApiError, ErrorCode};
 
 const INDEX: &str = include_str!("../../../web/src/index.html");
 const APP_JS: &str = include_str!("../../../web/src/app.js");
+const CONSOLE_JS: &str = include_str!("../../../web/src/console.js");
 const APP_CSS: &str = include_str!("../../../web/src/app.css");
 const XTERM_JS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xterm.js"));
 const XTERM_CSS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xterm.css"));
@@ -34,6 +35,7 @@ pub async fn index() -> Response {
 pub async fn file(Path(name): Path<String>) -> Response {
     match name.as_str() {
         "app.js" => asset(JS, APP_JS.as_bytes()),
+        "console.js" => asset(JS, CONSOLE_JS.as_bytes()),
         "app.css" => asset(CSS, APP_CSS.as_bytes()),
         "xterm.js" => asset(JS, XTERM_JS),
         "xterm.css" => asset(CSS, XTERM_CSS),
