@@ -52,5 +52,5 @@ mod e2e {
     mod usage;
     mod warm;
     mod watch;
-    mod web;
+    pub mod web;
 }

@@ -7,7 +7,6 @@
 use super::harness::{unique, Node};
 use super::preview::{node_addr, start_server};
 use std::net::SocketAddr;
-use std::process::Command;
 use warren_api::ports::ExposeRequest;
 use warren_api::ErrorCode;
 
@@ -248,26 +247,11 @@ async fn a_browser_ends_on_the_session_host_with_the_token_out_of_its_reach() {
         )
         .await
         .unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../web/e2e/preview.mjs");
-    let (url, token) = (exposed.url.clone(), exposed.token.clone());
-    let session = format!("8134-{id}.localhost");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg(script)
-            .env("PREVIEW_URL", url)
-            .env("TOKEN", token)
-            .env("SESSION_HOST", session)
-            .output()
-            .expect("node runs (deploy/host-setup.sh installs Node.js and Chromium)")
-    })
-    .await
-    .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("browser preview test passed"), "{text}");
+    let env = vec![
+        ("PREVIEW_URL", exposed.url.clone()),
+        ("TOKEN", exposed.token.clone()),
+        ("SESSION_HOST", format!("8134-{id}.localhost")),
+    ];
+    super::web::browser_script("preview.mjs", env, "browser preview test passed").await;
     c.delete_sandbox(&id).await.unwrap();
 }

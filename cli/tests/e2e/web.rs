@@ -7,6 +7,28 @@
 use super::harness::{unique, Node};
 use std::process::Command;
 
+/// Runs `web/e2e/{script}` (a Chromium test through playwright-core) with `env`; asserts it
+/// succeeded and printed `passed`.
+pub async fn browser_script(script: &str, env: Vec<(&'static str, String)>, passed: &str) {
+    let path = format!("{}/../web/e2e/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg(path)
+            .envs(env)
+            .output()
+            .expect("node runs (deploy/host-setup.sh installs Node.js and Chromium)")
+    })
+    .await
+    .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(passed), "{text}");
+}
+
 #[tokio::test]
 async fn web_page_terminal_works_in_headless_chromium() {
     let node = Node::start().await;
@@ -28,28 +50,13 @@ async fn web_page_terminal_works_in_headless_chromium() {
         .unwrap();
     assert_eq!(xterm.status(), 200);
 
-    let web = concat!(env!("CARGO_MANIFEST_DIR"), "/../web");
-    let script = format!("{web}/e2e/terminal.mjs");
-    let (url, key) = (node.url.clone(), node.key.clone());
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg(script)
-            .env("WARREN_URL", url)
-            .env("WARREN_API_KEY", key)
-            .env("SANDBOX", id)
-            .env("MIN_CPU_S", "0.8")
-            .output()
-            .expect("node runs (deploy/host-setup.sh installs Node.js and Chromium)")
-    })
-    .await
-    .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("browser terminal test passed"), "{text}");
+    let env = vec![
+        ("WARREN_URL", node.url.clone()),
+        ("WARREN_API_KEY", node.key.clone()),
+        ("SANDBOX", id),
+        ("MIN_CPU_S", "0.8".to_string()),
+    ];
+    browser_script("terminal.mjs", env, "browser terminal test passed").await;
 }
 
 #[tokio::test]
@@ -57,30 +64,14 @@ async fn the_operators_console_works_in_headless_chromium() {
     let node = Node::start().await;
     let base = unique();
     let (a, b) = (format!("con-{base}"), format!("new-{base}"));
-    let web = concat!(env!("CARGO_MANIFEST_DIR"), "/../web");
-    let script = format!("{web}/e2e/console.mjs");
-    let (url, key) = (node.url.clone(), node.key.clone());
-    let (sa, sb) = (a.clone(), b.clone());
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg(script)
-            .env("WARREN_URL", url)
-            .env("WARREN_API_KEY", key)
-            .env("SANDBOX", sa)
-            .env("NEW_SANDBOX", sb)
-            .output()
-            .expect("node runs (deploy/host-setup.sh installs Node.js and Chromium)")
-    })
-    .await
-    .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let env = vec![
+        ("WARREN_URL", node.url.clone()),
+        ("WARREN_API_KEY", node.key.clone()),
+        ("SANDBOX", a.clone()),
+        ("NEW_SANDBOX", b.clone()),
+    ];
+    browser_script("console.mjs", env, "browser console test passed").await;
     for id in [&a, &b, &format!("{b}-fork-1")] {
-        let _ = node.client.delete_sandbox(id).await;
+        node.client.delete_sandbox(id).await.unwrap();
     }
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("browser console test passed"), "{text}");
 }
