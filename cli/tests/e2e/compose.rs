@@ -36,6 +36,9 @@ struct Compose {
 impl Compose {
     fn command(&self) -> Command {
         let mut c = Command::new("docker-compose");
+        // A test killed before it takes the project down leaves nodes that do not come back
+        // with the next dockerd; remove-run.sh finds them by their label.
+        c.env("WARREN_RESTART", "no");
         c.arg("--project-name")
             .arg(&self.project)
             .arg("--env-file")
