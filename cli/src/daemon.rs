@@ -505,8 +505,10 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         &registry,
         tasks.clone(),
     )?;
-    warren_router::serve_peers(&state);
-    warren_router::cluster::migrate::spawn(state.clone());
+    let peer_server = warren_router::serve_peers(&state);
+    let migrator = warren_router::cluster::migrate::spawn(state.clone(), tasks.clone());
+    // The fence runs until the process ends: it vouches for the sandboxes as long as this
+    // process lives, so that a quick restart does not stop them.
     warren_router::cluster::fence::spawn(state.clone());
     let resealer = warren_router::cluster::reseal::spawn(state.clone(), tasks.clone());
     let key_uses = warren_router::auth::last_used::spawn(state.clone(), tasks.clone());
@@ -552,16 +554,16 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     warren_router::serve(listener, state, tls, s.listener_limits(), shutdown_signal()).await?;
     tasks.cancel();
     let firewall_kept = firewall_keeper.is_some();
-    for t in [
-        firewall_keeper,
-        Some(egress_task),
-        Some(resealer),
-        Some(key_uses),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        let _ = t.await;
+    for (what, t) in [
+        ("firewall keeper", firewall_keeper),
+        ("egress proxy", Some(egress_task)),
+        ("resealer", Some(resealer)),
+        ("key use recorder", Some(key_uses)),
+        ("migration loop", Some(migrator)),
+    ] {
+        if let Some(t) = t {
+            stop_within(what, t, LOOPS_STOP_WITHIN).await;
+        }
     }
     if firewall_kept {
         // The proxy is gone: what was redirected to it is dropped until the next start.
@@ -575,8 +577,25 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     host_work.shutdown().await;
     cluster.shutdown().await;
     peers.close();
+    stop_within("peer server", peer_server, LOOPS_STOP_WITHIN).await;
     tracing::info!("stopped; sandboxes keep running and are re-adopted on the next start");
     Ok(())
+}
+
+/// The longest a stopping node waits for one of its loops to end (a migration under way may
+/// take this long) before it aborts it.
+const LOOPS_STOP_WITHIN: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Waits for a task told to stop, for at most `within`; then aborts it, saying so.
+async fn stop_within(
+    what: &str,
+    mut task: tokio::task::JoinHandle<()>,
+    within: std::time::Duration,
+) {
+    if tokio::time::timeout(within, &mut task).await.is_err() {
+        tracing::warn!(task = what, "did not stop in time; aborted");
+        task.abort();
+    }
 }
 
 /// The longest a stopping node spends writing its last usage export.

@@ -17,6 +17,7 @@ use super::copies::LocalCopy;
 use crate::state::AppState;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 use warren_consensus::placement::{choose_owner, choose_owner_excluding, needs_failover};
 use warren_consensus::{
     ClusterState, Command, CommandResult, Handoff, NodeId, NodeState, Placement, PlacementState,
@@ -39,12 +40,16 @@ fn to_raft(h: HandoffData) -> Handoff {
     }
 }
 
-/// Runs the loop until the process ends.
-pub fn spawn(st: AppState) -> tokio::task::JoinHandle<()> {
+/// Runs the loop until `stop` is cancelled (a tick under way, a move included, ends first:
+/// the node's shutdown waits for it within its deadline).
+pub fn spawn(st: AppState, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut checkpoints: HashMap<String, (Instant, u64)> = HashMap::new();
         loop {
-            tokio::time::sleep(TICK).await;
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(TICK) => {}
+            }
             tick(&st, &mut checkpoints).await;
         }
     })
