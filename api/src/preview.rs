@@ -136,13 +136,13 @@ pub fn query_value(query: Option<&str>, name: &str) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
-/// The query string without `name` (`None` when nothing is left).
+/// The query string without `name` (`None` when nothing is left). Keys are compared
+/// percent-decoded, as [`query_value`] finds them, so whatever it finds is taken out.
 pub fn query_without(query: Option<&str>, name: &str) -> Option<String> {
     let kept: Vec<&str> = query?
         .split('&')
         .filter(|pair| {
-            let key = pair.split_once('=').map_or(*pair, |(k, _)| k);
-            !pair.is_empty() && key != name
+            !pair.is_empty() && !form_urlencoded::parse(pair.as_bytes()).any(|(k, _)| k == name)
         })
         .collect();
     (!kept.is_empty()).then(|| kept.join("&"))
@@ -397,6 +397,10 @@ mod tests {
             query_without(Some("warren_preview_token=t"), TOKEN_QUERY),
             None
         );
+        // Spelt with escapes, the parameter is still found, so it is still taken out.
+        let escaped = Some("warren%5Fpreview_token=t&q=1");
+        assert_eq!(query_value(escaped, TOKEN_QUERY).as_deref(), Some("t"));
+        assert_eq!(query_without(escaped, TOKEN_QUERY).as_deref(), Some("q=1"));
         assert!(sets_preview_cookie(
             " Warren_Preview_80_x=t; Domain=localhost"
         ));

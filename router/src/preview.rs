@@ -246,11 +246,9 @@ fn strip_credentials(req: &mut Request) {
         }
     }
     let uri = req.uri();
-    let carries_token = uri
-        .query()
-        .is_some_and(|q| warren_api::preview::query_value(Some(q), TOKEN_QUERY).is_some());
-    if carries_token {
-        let path_and_query = match query_without(uri.query(), TOKEN_QUERY) {
+    let kept = query_without(uri.query(), TOKEN_QUERY);
+    if kept.as_deref() != uri.query() {
+        let path_and_query = match kept {
             Some(q) => format!("{}?{q}", uri.path()),
             None => uri.path().to_string(),
         };
