@@ -170,12 +170,7 @@ async fn docker_compose_brings_up_a_three_region_cluster_that_serves_through_eve
                 .text()
                 .await
                 .unwrap();
-            let warm = metrics
-                .lines()
-                .find_map(|l| l.strip_prefix("warren_warm_containers "))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .unwrap_or(0.0);
-            if warm >= 1.0 {
+            if super::harness::metric_in(&metrics, "warren_warm_containers") >= 1 {
                 break;
             }
             assert!(

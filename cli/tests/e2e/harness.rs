@@ -325,11 +325,7 @@ impl Node {
 
     /// The value of one line of the node's metrics, named with its labels (0 when absent).
     pub async fn metric(&self, line_prefix: &str) -> u64 {
-        let text = self.metrics_text().await;
-        let prefix = format!("{line_prefix} ");
-        text.lines()
-            .find_map(|l| l.strip_prefix(prefix.as_str()))
-            .map_or(0, |n| n.trim().parse().unwrap())
+        metric_in(&self.metrics_text().await, line_prefix)
     }
 
     /// Containers Docker has for this node's sandboxes (names), warm ones not counted.
@@ -364,6 +360,14 @@ impl Drop for Node {
 }
 
 /// The status, code and details of an API error (panics on anything else).
+/// The value of one line of a node's `/metrics` text, named with its labels (0 when absent).
+pub fn metric_in(text: &str, line_prefix: &str) -> u64 {
+    let prefix = format!("{line_prefix} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
 pub fn api_err(e: warren_client::Error) -> (u16, warren_api::ErrorCode, Option<serde_json::Value>) {
     match e {
         warren_client::Error::Api { status, error } => (status, error.code, error.details),

@@ -101,13 +101,10 @@ async fn silent_and_slow_clients_are_cut_while_others_are_served() {
         .text()
         .await
         .unwrap();
-    let cut: u64 = metrics
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("warren_http_connections_cut_total{reason=\"header_timeout\"} ")
-        })
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
+    let cut = super::harness::metric_in(
+        &metrics,
+        "warren_http_connections_cut_total{reason=\"header_timeout\"}",
+    );
     assert!(cut >= 7, "{cut} connections counted as cut");
     eprintln!("served after {waited:?} behind 6 hostile connections");
 }
