@@ -14,7 +14,7 @@ mod peer_metrics;
 pub mod peers;
 pub mod tls;
 
-pub use peers::{Handler, Peers, StreamKind};
+pub use peers::{Handler, Lane, Peers, StreamKind};
 pub use quinn::{RecvStream, SendStream};
 pub use tls::{CaMaterial, NodeIdentity, PeerId};
 

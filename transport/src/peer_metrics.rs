@@ -1,9 +1,12 @@
 //! Prometheus series of the QUIC endpoint: streams opened and accepted by kind, failed
-//! connection attempts, refused peers, and the connections open now (read when scraped).
+//! connection attempts, refused peers, and the connections open now and the round trip to
+//! each peer (read when scraped).
 
+use crate::peers::{control_rtts, Slots};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
-use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts};
+use prometheus::{GaugeVec, IntCounter, IntCounterVec, IntGauge, Opts};
+use std::sync::Arc;
 
 #[derive(Clone)]
 pub(crate) struct PeerMetrics {
@@ -37,32 +40,45 @@ impl Default for PeerMetrics {
     }
 }
 
-/// The counters plus the gauge of open connections, taken from the endpoint when scraped.
+/// The counters plus the gauges of open connections and round trips, taken from the
+/// endpoint and the pooled connections when scraped.
 pub(crate) struct PeerCollector {
     pub metrics: PeerMetrics,
     pub endpoint: quinn::Endpoint,
+    slots: Arc<Slots>,
     pub connections: IntGauge,
+    rtt: GaugeVec,
 }
 
 impl PeerCollector {
-    pub fn new(metrics: PeerMetrics, endpoint: quinn::Endpoint) -> Self {
+    pub fn new(metrics: PeerMetrics, endpoint: quinn::Endpoint, slots: Arc<Slots>) -> Self {
         PeerCollector {
             metrics,
             endpoint,
+            slots,
             connections: IntGauge::new(
                 "warren_peer_connections",
                 "QUIC connections this node has open to and from peers",
             )
             .expect("valid gauge"),
+            rtt: GaugeVec::new(
+                Opts::new(
+                    "warren_peer_rtt_seconds",
+                    "Round trip to each peer, as QUIC measures it on the connection this node opened for Raft and cluster calls",
+                ),
+                &["peer"],
+            )
+            .expect("valid gauge"),
         }
     }
 
-    fn parts(&self) -> [&dyn Collector; 4] {
+    fn parts(&self) -> [&dyn Collector; 5] {
         [
             &self.metrics.streams,
             &self.metrics.connect_failures,
             &self.metrics.refused,
             &self.connections,
+            &self.rtt,
         ]
     }
 }
@@ -75,6 +91,10 @@ impl Collector for PeerCollector {
     fn collect(&self) -> Vec<MetricFamily> {
         self.connections
             .set(self.endpoint.open_connections() as i64);
+        self.rtt.reset();
+        for (peer, rtt) in control_rtts(&self.slots) {
+            self.rtt.with_label_values(&[&peer]).set(rtt.as_secs_f64());
+        }
         self.parts().iter().flat_map(|m| m.collect()).collect()
     }
 }

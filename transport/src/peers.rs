@@ -23,7 +23,24 @@ pub enum StreamKind {
     Http = 2,
 }
 
+/// Which of a peer's two connections a stream travels on. Raft and cluster calls have a
+/// connection of their own, so forwarded terminals, event streams and uploads (however many,
+/// however big) share neither its stream budget nor its flow-control and congestion windows:
+/// a busy node's heartbeats are not queued behind its forwarded traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lane {
+    Control,
+    Bulk,
+}
+
 impl StreamKind {
+    pub fn lane(self) -> Lane {
+        match self {
+            StreamKind::Rpc => Lane::Control,
+            StreamKind::Http => Lane::Bulk,
+        }
+    }
+
     /// Its label on `/metrics`.
     fn label(self) -> &'static str {
         match self {
@@ -54,17 +71,38 @@ pub trait Handler: Send + Sync + 'static {
 
 /// One peer's pooled connection, and the last failed attempt to make one.
 #[derive(Default)]
-struct SlotState {
+pub(crate) struct SlotState {
     /// The connection, and when the peer's certificate it was opened with expires.
     conn: Option<(Connection, i64)>,
     failed: Option<(std::time::Instant, String)>,
 }
 
-type Slot = Arc<tokio::sync::Mutex<SlotState>>;
+pub(crate) type Slot = Arc<tokio::sync::Mutex<SlotState>>;
+
+/// Every peer's pooled connections, by address, name and lane.
+pub(crate) type Slots = Mutex<HashMap<(SocketAddr, String, Lane), Slot>>;
+
+/// The round trip of each open control connection, by peer name (what `/metrics` shows).
+pub(crate) fn control_rtts(slots: &Slots) -> Vec<(String, Duration)> {
+    let open: Vec<(String, Slot)> = slots
+        .lock()
+        .expect("peers lock")
+        .iter()
+        .filter(|((_, _, lane), _)| *lane == Lane::Control)
+        .map(|((_, name, _), slot)| (name.clone(), slot.clone()))
+        .collect();
+    open.into_iter()
+        .filter_map(|(name, slot)| {
+            let guard = slot.try_lock().ok()?;
+            let (conn, _) = guard.conn.as_ref()?;
+            conn.close_reason().is_none().then(|| (name, conn.rtt()))
+        })
+        .collect()
+}
 
 pub struct Peers {
     endpoint: Endpoint,
-    slots: Mutex<HashMap<(SocketAddr, String), Slot>>,
+    slots: Arc<Slots>,
     name: String,
     metrics: PeerMetrics,
     /// This node's identity, and the client side of it, replaced when the certificate is
@@ -73,6 +111,10 @@ pub struct Peers {
 }
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long opening a stream on an established connection may wait (for the peer to grant
+/// stream credit) before the call fails instead of hanging.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// After a connection attempt failed, further opens to that peer fail at once for this long
 /// instead of each waiting out its own attempt: requests queued behind one attempt to a dead
@@ -99,7 +141,7 @@ impl Peers {
         let endpoint = Endpoint::server(server_config(id)?, addr)?;
         Ok(Arc::new(Peers {
             endpoint,
-            slots: Mutex::new(HashMap::new()),
+            slots: Arc::new(Mutex::new(HashMap::new())),
             name: id.name.clone(),
             metrics: PeerMetrics::default(),
             identity: Mutex::new((id.clone(), client_config(id)?)),
@@ -133,6 +175,7 @@ impl Peers {
         registry.register(Box::new(PeerCollector::new(
             self.metrics.clone(),
             self.endpoint.clone(),
+            self.slots.clone(),
         )))
     }
 
@@ -144,17 +187,19 @@ impl Peers {
         &self.name
     }
 
-    /// A pooled connection to the peer `name` at `addr`, connecting when there is none.
+    /// The pooled connection of `lane` to the peer `name` at `addr`, connecting when there
+    /// is none.
     pub async fn connection(
         &self,
         addr: SocketAddr,
         name: &str,
+        lane: Lane,
     ) -> Result<Connection, TransportError> {
         let slot = self
             .slots
             .lock()
             .expect("peers lock")
-            .entry((addr, name.to_string()))
+            .entry((addr, name.to_string(), lane))
             .or_default()
             .clone();
         let mut guard = slot.lock().await;
@@ -206,12 +251,20 @@ impl Peers {
         }
     }
 
-    /// Forgets the pooled connection to a peer (after an error on it).
-    pub fn forget(&self, addr: SocketAddr, name: &str) {
+    /// Forgets the pooled connection of `lane` to a peer (after an error on it).
+    pub fn forget(&self, addr: SocketAddr, name: &str, lane: Lane) {
         self.slots
             .lock()
             .expect("peers lock")
-            .remove(&(addr, name.to_string()));
+            .remove(&(addr, name.to_string(), lane));
+    }
+
+    /// The round trip QUIC measures on the control connection to the peer `name`, if one
+    /// is open.
+    pub fn rtt(&self, name: &str) -> Option<Duration> {
+        control_rtts(&self.slots)
+            .into_iter()
+            .find_map(|(n, rtt)| (n == name).then_some(rtt))
     }
 
     /// Opens a stream of `kind` to a peer. A stale pooled connection is replaced once.
@@ -221,9 +274,18 @@ impl Peers {
         name: &str,
         kind: StreamKind,
     ) -> Result<(SendStream, RecvStream), TransportError> {
+        let lane = kind.lane();
         for attempt in 0..2 {
-            let conn = self.connection(addr, name).await?;
-            match conn.open_bi().await {
+            let conn = self.connection(addr, name, lane).await?;
+            let opened = match tokio::time::timeout(OPEN_TIMEOUT, conn.open_bi()).await {
+                Ok(r) => r,
+                Err(_) => {
+                    return Err(TransportError::Stream(format!(
+                        "{name} granted no stream within {OPEN_TIMEOUT:?}"
+                    )))
+                }
+            };
+            match opened {
                 Ok((mut send, recv)) => {
                     send.write_all(&[kind as u8])
                         .await
@@ -236,7 +298,7 @@ impl Peers {
                 }
                 Err(e) if attempt == 0 => {
                     tracing::debug!(peer = name, error = %e, "pooled connection is gone; reconnecting");
-                    self.forget(addr, name);
+                    self.forget(addr, name, lane);
                 }
                 Err(e) => return Err(TransportError::Stream(e.to_string())),
             }
@@ -479,5 +541,64 @@ mod tests {
             .collect();
         let attempts = errors.iter().filter(|e| !e.contains("an attempt")).count();
         assert_eq!(attempts, 1, "one attempt for all three: {errors:?}");
+    }
+
+    /// Answers Rpc streams (echo) and holds every Http stream open without reading it, as
+    /// forwarded terminals and event streams stay open.
+    struct HoldsForwarded;
+    impl Handler for HoldsForwarded {
+        fn handle(
+            self: Arc<Self>,
+            kind: StreamKind,
+            peer: PeerId,
+            send: SendStream,
+            recv: RecvStream,
+        ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+            match kind {
+                StreamKind::Rpc => Arc::new(Echo).handle(kind, peer, send, recv),
+                StreamKind::Http => Box::pin(async move {
+                    tokio::time::sleep(Duration::from_secs(600)).await;
+                    drop((send, recv));
+                }),
+            }
+        }
+    }
+
+    /// A peer whose forwarded streams use up all the stream credit it grants still answers
+    /// Raft calls at once (they have a connection of their own), and one more forwarded
+    /// stream fails after a bounded wait instead of hanging.
+    #[tokio::test]
+    async fn forwarded_streams_that_use_up_the_stream_budget_do_not_hold_up_raft_calls() {
+        let ca = tls::new_ca("t").unwrap();
+        let a = Peers::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            &tls::issue(&ca, "a", 1, DAY).unwrap(),
+        )
+        .unwrap();
+        let b = Peers::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            &tls::issue(&ca, "b", 2, DAY).unwrap(),
+        )
+        .unwrap();
+        b.serve(Arc::new(HoldsForwarded));
+        let to = b.local_addr().unwrap();
+        let mut held = Vec::new();
+        for _ in 0..4096 {
+            held.push(a.open(to, "b", StreamKind::Http).await.unwrap());
+        }
+        let raft = tokio::time::timeout(Duration::from_secs(2), ask(&a, &b, "b")).await;
+        assert_eq!(
+            raft.expect("a Raft call waited behind forwarded streams")
+                .unwrap(),
+            "Rpc from a (Some(1)): hi"
+        );
+        let more = tokio::time::timeout(
+            OPEN_TIMEOUT + Duration::from_secs(5),
+            a.open(to, "b", StreamKind::Http),
+        )
+        .await
+        .expect("opening a stream hung past its deadline");
+        let err = more.expect_err("no stream credit is left").to_string();
+        assert!(err.contains("granted no stream"), "{err}");
     }
 }
