@@ -82,7 +82,8 @@ pub struct Settings {
     /// Relative placement weight.
     #[serde(default = "default_capacity")]
     pub capacity: u32,
-    /// Raft heartbeat (elections after 4–8 silent heartbeats). Raise across regions.
+    /// Raft heartbeat, also each Raft call's deadline (elections after 4–8 silent
+    /// heartbeats). The default serves regions up to 150 ms apart; 150 suits one LAN.
     #[serde(default = "default_heartbeat")]
     pub heartbeat_ms: u64,
     /// A node silent for this long is marked down.
@@ -262,7 +263,7 @@ pub(crate) fn default_capacity() -> u32 {
     1
 }
 pub(crate) fn default_heartbeat() -> u64 {
-    150
+    warren_consensus::timing::DEFAULT_HEARTBEAT.as_millis() as u64
 }
 pub(crate) fn default_down_after() -> u64 {
     8000
@@ -330,7 +331,8 @@ impl Settings {
             .map_err(|_| anyhow::anyhow!("region must be a DNS label"))?;
         warren_consensus::lease::validate(self.lease_ms, LEASE_MARGIN_MS, self.down_after_ms)
             .map_err(|e| anyhow::anyhow!(e))?;
-        anyhow::ensure!(self.heartbeat_ms >= 10, "heartbeat_ms must be at least 10");
+        warren_consensus::timing::validate(self.heartbeat_ms, self.lease_ms)
+            .map_err(|e| anyhow::anyhow!(e))?;
         anyhow::ensure!(
             self.cert_lifetime_s >= warren_consensus::cluster::MIN_CERT_LIFETIME.as_secs(),
             "cert_lifetime_s must be at least {}",

@@ -27,7 +27,8 @@ pub struct ClusterConfig {
     /// The address peers use to reach this node's QUIC endpoint.
     pub peer_addr: String,
     pub capacity: u32,
-    /// Raft heartbeat; elections start after 4–8 heartbeats of silence.
+    /// Raft heartbeat, also the deadline of each Raft call (`timing`); elections start
+    /// after 4–8 heartbeats of silence.
     pub heartbeat: Duration,
     /// A node not heard from for this long is marked `down`.
     pub down_after: Duration,
@@ -58,7 +59,7 @@ impl ClusterConfig {
             api_addr: api_addr.into(),
             peer_addr: peer_addr.into(),
             capacity: 1,
-            heartbeat: Duration::from_millis(150),
+            heartbeat: crate::timing::DEFAULT_HEARTBEAT,
             down_after: Duration::from_secs(8),
             lease: Duration::from_secs(4),
             lease_margin: Duration::from_millis(500),
@@ -78,6 +79,10 @@ impl ClusterConfig {
                 MIN_CERT_LIFETIME.as_secs()
             ));
         }
+        crate::timing::validate(
+            self.heartbeat.as_millis() as u64,
+            self.lease.as_millis() as u64,
+        )?;
         crate::lease::validate(
             self.lease.as_millis() as u64,
             self.lease_margin.as_millis() as u64,
@@ -115,6 +120,8 @@ pub struct Cluster {
     confirmed: tokio::sync::Mutex<Option<(u64, u64)>>,
     /// As leader: the nodes not heard from for `down_after` at the last probe.
     silent: Mutex<BTreeSet<NodeId>>,
+    /// When the leader last warned of each node's slow link.
+    rtt_warned: Mutex<HashMap<NodeId, Instant>>,
     stopping: AtomicBool,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -141,12 +148,13 @@ impl Cluster {
         let db = Arc::new(RaftDb::open(dir).map_err(|e| ClusterError::Storage(e.to_string()))?);
         let sm = StateMachine::open(db.clone()).map_err(ClusterError::Storage)?;
         let view = sm.view();
-        let hb = cfg.heartbeat.as_millis() as u64;
+        let timing = crate::timing::raft_timing(cfg.heartbeat);
         let raft_cfg = openraft::Config {
             cluster_name: cfg.cluster_name.clone(),
-            heartbeat_interval: hb,
-            election_timeout_min: hb * 4,
-            election_timeout_max: hb * 8,
+            heartbeat_interval: timing.heartbeat_ms,
+            election_timeout_min: timing.election_min_ms,
+            election_timeout_max: timing.election_max_ms,
+            install_snapshot_timeout: timing.snapshot_ms,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(2000),
             max_in_snapshot_log_to_keep: 1000,
             purge_batch_size: 256,
@@ -176,6 +184,7 @@ impl Cluster {
             grants: Mutex::new(Grants::default()),
             confirmed: tokio::sync::Mutex::new(None),
             silent: Mutex::new(BTreeSet::new()),
+            rtt_warned: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
             tasks: Mutex::new(Vec::new()),
         }))
@@ -674,6 +683,7 @@ impl Cluster {
             .filter(|n| n.id != self.id)
             .map(|n| async move { (n.id, self.ping(n).await) });
         let answered: Vec<(NodeId, bool)> = futures_util::future::join_all(probes).await;
+        self.warn_of_slow_links(&nodes);
         let now = Instant::now();
         let mut heard = BTreeSet::from([self.id]);
         for (id, ok) in answered {
@@ -721,6 +731,27 @@ impl Cluster {
             }
         }
         silent_nodes
+    }
+
+    /// Warns (once a minute per node) of a voter or learner whose measured round trip leaves
+    /// Raft calls too little of the heartbeat (`timing::rtt_misfit`).
+    fn warn_of_slow_links(&self, nodes: &[crate::NodeRecord]) {
+        let mut warned = self.rtt_warned.lock().expect("rtt lock");
+        for n in nodes.iter().filter(|n| n.id != self.id) {
+            let Some(rtt) = self.peers.rtt(&n.name) else {
+                continue;
+            };
+            let Some(why) = crate::timing::rtt_misfit(self.cfg.heartbeat, rtt) else {
+                continue;
+            };
+            if warned
+                .get(&n.id)
+                .is_none_or(|at| at.elapsed() > Duration::from_secs(60))
+            {
+                tracing::warn!(node = %n.name, "{why}");
+                warned.insert(n.id, Instant::now());
+            }
+        }
     }
 
     /// Writes this leader's judgement that `node` went from `from` to `to`, in this term

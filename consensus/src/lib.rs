@@ -39,6 +39,7 @@ pub mod rpc;
 pub mod secrets;
 pub mod state;
 pub mod store;
+pub mod timing;
 pub mod types;
 
 pub use cluster::{Cluster, ClusterConfig, ClusterError};
