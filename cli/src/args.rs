@@ -841,6 +841,13 @@ pub struct LocalClusterArgs {
     /// Sandbox networks each node keeps ready.
     #[arg(long, default_value_t = 2)]
     pub spare_networks: usize,
+    /// Round trips between regions, applied to the nodes' peer traffic in user space:
+    /// `region-1/region-2=20,region-1/region-3=80,region-2/region-3=150` (milliseconds).
+    #[arg(long, value_name = "PAIRS")]
+    pub wan: Option<String>,
+    /// With --wan: the probability that each datagram between nodes is lost (0 to 1).
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub mod output;
 pub mod settings;
 pub mod setup;
 pub mod sudo_user;
+pub mod wan;
 
 /// Exit code for failures of warren itself (not of the remote command), as `docker run` does.
 pub const EXIT_WARREN_ERROR: i32 = 125;

@@ -1,5 +1,7 @@
 //! `warren local-cluster`: N nodes in M regions on loopback addresses, for demos, tests and
 //! load tests. Node i listens on 127.0.0.<10+i>; the first bootstraps, the others join it.
+//! With `--wan`, every node's peer traffic passes through a relay in this process that delays
+//! it by the round trip between the two nodes' regions (`crate::wan`).
 
 use crate::args::LocalClusterArgs;
 use crate::daemon::load_or_create_secret;
@@ -18,6 +20,17 @@ pub async fn local_cluster(a: LocalClusterArgs) -> anyhow::Result<i32> {
     let token = load_or_create_secret(&a.dir.join("join-token"), "wj_")?;
     let exe = std::env::current_exe()?;
     let seed = format!("http://127.0.0.10:{}", a.api_port);
+    if !(0.0..=1.0).contains(&a.loss) {
+        bail!("--loss is a probability: 0 to 1");
+    }
+    let wan = match a.wan.as_deref() {
+        Some(spec) => Some(crate::wan::WanRelay::new(
+            crate::wan::DelayMatrix::parse(spec).map_err(anyhow::Error::msg)?,
+            a.loss,
+        )),
+        None if a.loss > 0.0 => bail!("--loss goes with --wan"),
+        None => None,
+    };
     let mut children: Vec<(String, Child)> = Vec::new();
     let mut rows = Vec::new();
     for i in 0..a.nodes {
@@ -29,8 +42,16 @@ pub async fn local_cluster(a: LocalClusterArgs) -> anyhow::Result<i32> {
         } else {
             format!("join = \"{seed}\"\n")
         };
+        let advertise = match &wan {
+            Some(relay) => {
+                let real: std::net::SocketAddr = format!("{ip}:{}", a.peer_port).parse()?;
+                let front = relay.add_node(real.ip(), real, &region)?;
+                format!("advertise_peer = \"{front}\"\n")
+            }
+            None => String::new(),
+        };
         let config = format!(
-            "name = \"{name}\"\nregion = \"{region}\"\ndata_dir = \"{}\"\nlisten = \"{ip}:{}\"\npeer_listen = \"{ip}:{}\"\n\
+            "{advertise}name = \"{name}\"\nregion = \"{region}\"\ndata_dir = \"{}\"\nlisten = \"{ip}:{}\"\npeer_listen = \"{ip}:{}\"\n\
              {join}join_token = \"{token}\"\napi_key_file = \"{}\"\nspare_networks = {}\nobject_store = \"{}\"\n",
             a.dir.join(&name).display(),
             a.api_port,

@@ -359,7 +359,6 @@ impl Drop for Node {
     }
 }
 
-/// The status, code and details of an API error (panics on anything else).
 /// The value of one line of a node's `/metrics` text, named with its labels (0 when absent).
 pub fn metric_in(text: &str, line_prefix: &str) -> u64 {
     let prefix = format!("{line_prefix} ");
@@ -368,6 +367,7 @@ pub fn metric_in(text: &str, line_prefix: &str) -> u64 {
         .map_or(0, |n| n.trim().parse().unwrap())
 }
 
+/// The status, code and details of an API error (panics on anything else).
 pub fn api_err(e: warren_client::Error) -> (u16, warren_api::ErrorCode, Option<serde_json::Value>) {
     match e {
         warren_client::Error::Api { status, error } => (status, error.code, error.details),

@@ -207,6 +207,7 @@ async fn a_real_prometheus_scrapes_the_cluster_and_every_dashboard_and_alert_ser
         ("max(warren_raft_term)", 1.0, f64::MAX),
         ("min(warren_raft_applied_index)", 1.0, f64::MAX),
         ("sum(warren_peer_connections)", 1.0, f64::MAX),
+        ("count(warren_peer_rtt_seconds)", 1.0, f64::MAX),
         (
             "sum(warren_peer_streams_total{direction=\"out\",kind=\"http\"})",
             1.0,
