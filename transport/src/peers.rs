@@ -420,6 +420,15 @@ mod tests {
 
     const DAY: Duration = Duration::from_secs(86_400);
 
+    /// A node's endpoint on loopback, with a day-long certificate from `ca`.
+    fn node(ca: &crate::CaMaterial, name: &str, id: u64) -> Arc<Peers> {
+        Peers::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            &tls::issue(ca, name, id, DAY).unwrap(),
+        )
+        .unwrap()
+    }
+
     /// One request from `from` to `to` over the peer protocol: its echo, or why not.
     async fn ask(from: &Peers, to: &Peers, name: &str) -> Result<String, String> {
         let (mut send, mut recv) = from
@@ -437,11 +446,7 @@ mod tests {
         let ca = tls::new_ca("t").unwrap();
         let short = tls::issue(&ca, "a", 1, Duration::from_secs(2)).unwrap();
         let a = Peers::bind("127.0.0.1:0".parse().unwrap(), &short).unwrap();
-        let b = Peers::bind(
-            "127.0.0.1:0".parse().unwrap(),
-            &tls::issue(&ca, "b", 2, DAY).unwrap(),
-        )
-        .unwrap();
+        let b = node(&ca, "b", 2);
         b.serve(Arc::new(Echo));
         assert_eq!(ask(&a, &b, "b").await.unwrap(), "Rpc from a (Some(1)): hi");
         tokio::time::sleep(Duration::from_millis(3100)).await;
@@ -471,16 +476,8 @@ mod tests {
     #[tokio::test]
     async fn mutual_tls_streams_between_two_nodes() {
         let ca = tls::new_ca("t").unwrap();
-        let a = Peers::bind(
-            "127.0.0.1:0".parse().unwrap(),
-            &tls::issue(&ca, "a", 1, DAY).unwrap(),
-        )
-        .unwrap();
-        let b = Peers::bind(
-            "127.0.0.1:0".parse().unwrap(),
-            &tls::issue(&ca, "b", 2, DAY).unwrap(),
-        )
-        .unwrap();
+        let a = node(&ca, "a", 1);
+        let b = node(&ca, "b", 2);
         b.serve(Arc::new(Echo));
         let (mut send, mut recv) = a
             .open(b.local_addr().unwrap(), "b", StreamKind::Rpc)
@@ -523,11 +520,7 @@ mod tests {
     #[tokio::test]
     async fn opens_queued_behind_a_failed_attempt_fail_with_it_instead_of_trying_again() {
         let ca = tls::new_ca("t").unwrap();
-        let a = Peers::bind(
-            "127.0.0.1:0".parse().unwrap(),
-            &tls::issue(&ca, "a", 1, DAY).unwrap(),
-        )
-        .unwrap();
+        let a = node(&ca, "a", 1);
         // Nothing answers there.
         let dead = std::net::UdpSocket::bind("127.0.0.1:0")
             .unwrap()
@@ -570,16 +563,8 @@ mod tests {
     #[tokio::test]
     async fn forwarded_streams_that_use_up_the_stream_budget_do_not_hold_up_raft_calls() {
         let ca = tls::new_ca("t").unwrap();
-        let a = Peers::bind(
-            "127.0.0.1:0".parse().unwrap(),
-            &tls::issue(&ca, "a", 1, DAY).unwrap(),
-        )
-        .unwrap();
-        let b = Peers::bind(
-            "127.0.0.1:0".parse().unwrap(),
-            &tls::issue(&ca, "b", 2, DAY).unwrap(),
-        )
-        .unwrap();
+        let a = node(&ca, "a", 1);
+        let b = node(&ca, "b", 2);
         b.serve(Arc::new(HoldsForwarded));
         let to = b.local_addr().unwrap();
         let mut held = Vec::new();

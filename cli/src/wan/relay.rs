@@ -259,6 +259,19 @@ async fn deliver<F, Fut>(
 mod tests {
     use super::*;
 
+    /// A UDP server that sends every datagram back; its address.
+    async fn echo_server() -> SocketAddr {
+        let echo = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = echo.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 64];
+            while let Ok((n, from)) = echo.recv_from(&mut buf).await {
+                let _ = echo.send_to(&buf[..n], from).await;
+            }
+        });
+        addr
+    }
+
     async fn round_trip(s: &UdpSocket, to: SocketAddr) -> Duration {
         let t = std::time::Instant::now();
         s.send_to(b"ping", to).await.unwrap();
@@ -275,14 +288,7 @@ mod tests {
     /// pass at once.
     #[tokio::test]
     async fn datagrams_wait_half_the_round_trip_each_way() {
-        let echo = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let echo_addr = echo.local_addr().unwrap();
-        tokio::spawn(async move {
-            let mut buf = [0u8; 64];
-            while let Ok((n, from)) = echo.recv_from(&mut buf).await {
-                let _ = echo.send_to(&buf[..n], from).await;
-            }
-        });
+        let echo_addr = echo_server().await;
         let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let stranger = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let relay = WanRelay::new(DelayMatrix::parse("a/b=200").unwrap(), 0.0);
@@ -307,14 +313,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cut_drops_both_ways_until_healed() {
-        let echo = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let echo_addr = echo.local_addr().unwrap();
-        tokio::spawn(async move {
-            let mut buf = [0u8; 64];
-            while let Ok((n, from)) = echo.recv_from(&mut buf).await {
-                let _ = echo.send_to(&buf[..n], from).await;
-            }
-        });
+        let echo_addr = echo_server().await;
         let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let relay = WanRelay::new(DelayMatrix::default(), 0.0);
         relay
