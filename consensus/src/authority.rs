@@ -90,7 +90,9 @@ pub fn authorize_command(
         Command::Init { .. } => return Err(Refusal::Forbidden("the cluster's initialisation")),
         // Only the leader judges liveness, and it writes its judgements itself.
         Command::Liveness { .. } => return Err(Refusal::Forbidden("a liveness judgement")),
-        Command::SetSecretsKeys { node, .. } if *node != caller => {
+        Command::SetSecretsKeys { node, .. } | Command::SetNodeLimits { node, .. }
+            if *node != caller =>
+        {
             return Err(Refusal::Impersonation {
                 caller,
                 claimed: *node,
@@ -108,6 +110,7 @@ pub fn authorize_command(
         | Command::PutSecret { .. }
         | Command::ResealSecret { .. }
         | Command::SetSecretsKeys { .. }
+        | Command::SetNodeLimits { .. }
         | Command::DeleteSecret { .. }
         | Command::CreateKey { .. }
         | Command::RevokeKey { .. }

@@ -27,6 +27,7 @@
 pub mod authority;
 pub mod certs;
 pub mod cluster;
+pub mod failover;
 pub mod join;
 pub mod join_tokens;
 pub mod lease;
@@ -35,8 +36,10 @@ pub mod membership;
 pub mod metrics;
 pub mod network;
 pub mod placement;
+pub mod placements;
 pub mod rpc;
 pub mod secrets;
+pub mod snapshot_frame;
 pub mod state;
 pub mod store;
 pub mod timing;

@@ -26,15 +26,36 @@ pub fn key_of(sandbox: &str) -> u64 {
     xxhash_rust::xxh3::xxh3_64(sandbox.as_bytes())
 }
 
-/// Owner of `sandbox` among `nodes`.
+/// Owner of `sandbox` among `nodes`: the node with the highest weighted rendezvous score,
+/// ties broken by the higher id — the first candidate of `rendezvous_hash`'s ranking
+/// ([`owner_by_full_ranking`]), found in one pass without building or sorting a candidate
+/// set (O(n) with no allocation: the crate's set costs O(n²) to build by id-checked inserts).
 pub fn owner_among<'a>(
+    nodes: impl IntoIterator<Item = &'a NodeRecord>,
+    sandbox: &str,
+) -> Option<NodeId> {
+    let key = key_of(sandbox);
+    nodes
+        .into_iter()
+        .map(|n| (weighted(n).hash_code(&StableHasher, &key), n.id))
+        .max_by(|a, b| a.cmp(b))
+        .map(|(_, id)| id)
+}
+
+fn weighted(n: &NodeRecord) -> WeightedNode<IdNode<NodeId>> {
+    let cap = Capacity::new(n.capacity.max(1) as f64).expect("positive capacity");
+    WeightedNode::new(IdNode::new(n.id), cap)
+}
+
+/// The owner as `rendezvous_hash` ranks all candidates: the reference [`owner_among`] must
+/// agree with (property-tested) and the baseline of the lookup benchmark.
+pub fn owner_by_full_ranking<'a>(
     nodes: impl IntoIterator<Item = &'a NodeRecord>,
     sandbox: &str,
 ) -> Option<NodeId> {
     let mut set = RendezvousNodes::new(StableHasher);
     for n in nodes {
-        let cap = Capacity::new(n.capacity.max(1) as f64).expect("positive capacity");
-        set.insert(WeightedNode::new(IdNode::new(n.id), cap));
+        set.insert(weighted(n));
     }
     let owner = set
         .calc_candidates(&key_of(sandbox))
@@ -174,6 +195,19 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(12))]
+
+        /// The one-pass owner is the crate's first-ranked candidate, for any weights.
+        #[test]
+        fn one_pass_owner_is_the_ranked_first(caps in proptest::collection::vec(1u32..64, 1..40), seed in 0u64..1000) {
+            let nodes: Vec<NodeRecord> = caps.iter().enumerate().map(|(i, c)| {
+                let mut n = node(i as u64 * 7 + 1, "r");
+                n.capacity = *c;
+                n
+            }).collect();
+            for id in ids(300, seed) {
+                prop_assert_eq!(owner_among(&nodes, &id), owner_by_full_ranking(&nodes, &id));
+            }
+        }
 
         /// Adding a node to n moves about 1/(n+1) of the ids, all of them to the new node.
         #[test]

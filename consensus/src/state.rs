@@ -46,6 +46,10 @@ pub struct NodeRecord {
     /// is resealed under a new key only once every member holds that key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets_keys: Vec<String>,
+    /// The most sandboxes the node runs at once, as it last said (none: not said yet, no
+    /// bound known): failover and rebalancing skip a node that is full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sandboxes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -238,6 +242,11 @@ pub enum Command {
         node: NodeId,
         keys: Vec<String>,
     },
+    /// The most sandboxes `node` runs at once (only the node itself says so).
+    SetNodeLimits {
+        node: NodeId,
+        max_sandboxes: u64,
+    },
     /// Forgets a secret (nothing when there is none).
     DeleteSecret {
         name: String,
@@ -301,7 +310,7 @@ pub struct ClusterState {
     pub cluster: String,
     pub ca: Option<CaMaterial>,
     pub nodes: BTreeMap<NodeId, NodeRecord>,
-    pub placements: BTreeMap<String, Placement>,
+    pub placements: crate::placements::Placements,
     pub next_node_id: NodeId,
     /// Secrets by name, sealed with the cluster's secrets key (`secrets`).
     #[serde(default)]
@@ -384,14 +393,7 @@ impl ClusterState {
 
     /// What `tenant` holds now, over every placement.
     pub fn tenant_use(&self, tenant: &str) -> TenantUse {
-        let mut u = TenantUse::default();
-        for p in self.placements.values().filter(|p| p.tenant() == tenant) {
-            u.sandboxes += 1;
-            let s = p.size.unwrap_or_default();
-            u.size.millicpus += s.millicpus;
-            u.size.memory_mb += s.memory_mb;
-        }
-        u
+        self.placements.tenant_use(tenant)
     }
 
     /// Why one more sandbox of `size` does not fit `tenant`'s quota, if it does not.
@@ -557,6 +559,7 @@ impl ClusterState {
                         capacity: (*capacity).max(1),
                         key_id: key_id.clone(),
                         secrets_keys: Vec::new(),
+                        max_sandboxes: None,
                     },
                 );
                 CommandResult::Registered { node: id }
@@ -717,6 +720,15 @@ impl ClusterState {
                 }
                 CommandResult::Done
             }
+            Command::SetNodeLimits {
+                node,
+                max_sandboxes,
+            } => {
+                if let Some(n) = self.nodes.get_mut(node) {
+                    n.max_sandboxes = Some(*max_sandboxes);
+                }
+                CommandResult::Done
+            }
             Command::DeleteSecret { name } => {
                 self.secrets.remove(name);
                 CommandResult::Done
@@ -777,11 +789,11 @@ impl ClusterState {
         epoch: u64,
         f: impl FnOnce(&mut Placement),
     ) -> CommandResult {
-        match self.placements.get_mut(sandbox) {
+        match self.placements.get(sandbox) {
             Some(p) if p.epoch == epoch => {
-                f(p);
+                let p = self.placements.update(sandbox, f).cloned();
                 CommandResult::Placement {
-                    placement: Some(p.clone()),
+                    placement: p,
                     applied: true,
                 }
             }
@@ -798,6 +810,7 @@ impl ClusterState {
 pub(crate) fn test_node(id: NodeId, region: &str, state: NodeState) -> NodeRecord {
     NodeRecord {
         secrets_keys: Vec::new(),
+        max_sandboxes: None,
         id,
         name: format!("n{id}"),
         region: region.into(),

@@ -3,11 +3,16 @@
 //! The state machine lives in memory behind a lock that readers share (routing reads it on
 //! every request) and is persisted as snapshots; after a restart it is the latest snapshot
 //! plus the committed log entries after it, which openraft re-applies.
+//!
+//! A snapshot copies the state under the lock in O(nodes) (the placements are persistent
+//! maps, shared rather than copied) and is serialized and written on a blocking thread after
+//! the lock is released: neither readers nor the applier wait for it.
 
 // openraft's storage traits fix the error type (`StorageError`, which is large); the helpers
 // here return it unboxed because every caller hands it straight back to openraft.
 #![allow(clippy::result_large_err)]
 
+use crate::snapshot_frame;
 use crate::state::{ClusterState, CommandResult};
 use crate::types::{LogId, StoredMembership, TypeConfig};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage, RaftStateMachine, Snapshot};
@@ -44,8 +49,6 @@ fn logs_write(e: impl std::error::Error + 'static) -> StorageError<u64> {
 const META_VOTE: &[u8] = b"vote";
 const META_PURGED: &[u8] = b"last_purged";
 const META_COMMITTED: &[u8] = b"committed";
-/// Version of a serialized snapshot.
-const SNAPSHOT_FORMAT: u32 = 1;
 
 #[derive(Clone)]
 pub struct LogStore {
@@ -167,13 +170,6 @@ pub struct SmData {
     pub state: ClusterState,
 }
 
-#[derive(Serialize, Deserialize)]
-struct StoredSnapshot {
-    format: u32,
-    meta: SnapshotMeta<u64, crate::types::Peer>,
-    data: Vec<u8>,
-}
-
 /// A shared, read-mostly view of the applied state.
 #[derive(Clone)]
 pub struct StateView {
@@ -203,6 +199,9 @@ pub struct StateMachine {
     db: Arc<RaftDb>,
     sm: Arc<RwLock<SmData>>,
     applied: Arc<watch::Sender<u64>>,
+    /// Runs on the encoding thread before a snapshot is serialized (tests hold it there).
+    #[cfg(test)]
+    before_encode: Arc<std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>>,
 }
 
 fn sm_err(verb: ErrorVerb, e: impl std::error::Error + 'static) -> StorageError<u64> {
@@ -214,12 +213,8 @@ impl StateMachine {
     pub fn open(db: Arc<RaftDb>) -> std::result::Result<Self, String> {
         let mut data = SmData::default();
         if let Some(bytes) = db.get_snapshot().map_err(|e| e.to_string())? {
-            let snap: StoredSnapshot =
-                serde_json::from_slice(&bytes).map_err(|e| format!("snapshot: {e}"))?;
-            if snap.format != SNAPSHOT_FORMAT {
-                return Err(format!("snapshot format {} is not supported", snap.format));
-            }
-            data = serde_json::from_slice(&snap.data).map_err(|e| format!("snapshot data: {e}"))?;
+            let (_, state) = snapshot_frame::decode(&bytes).map_err(|e| e.to_string())?;
+            data = serde_json::from_slice(&state).map_err(|e| format!("snapshot data: {e}"))?;
         }
         let index = data.last_applied.map(|l| l.index).unwrap_or(0);
         let (tx, _) = watch::channel(index);
@@ -227,6 +222,8 @@ impl StateMachine {
             db,
             sm: Arc::new(RwLock::new(data)),
             applied: Arc::new(tx),
+            #[cfg(test)]
+            before_encode: Default::default(),
         })
     }
 
@@ -236,37 +233,49 @@ impl StateMachine {
             applied: self.applied.subscribe(),
         }
     }
+}
 
-    fn persist(&self, meta: &SnapshotMeta<u64, crate::types::Peer>, data: &[u8]) -> Result<()> {
-        let stored = StoredSnapshot {
-            format: SNAPSHOT_FORMAT,
-            meta: meta.clone(),
-            data: data.to_vec(),
-        };
-        let bytes = serde_json::to_vec(&stored).map_err(|e| sm_err(ErrorVerb::Write, e))?;
-        self.db
-            .put_snapshot(&bytes)
-            .map_err(|e| sm_err(ErrorVerb::Write, e))
-    }
+/// Writes a snapshot durably (a blocking write: called on a blocking thread).
+fn persist(db: &RaftDb, meta: &SnapshotMeta<u64, crate::types::Peer>, data: &[u8]) -> Result<()> {
+    db.put_snapshot(&snapshot_frame::encode(meta, data))
+        .map_err(|e| sm_err(ErrorVerb::Write, e))
+}
+
+/// Runs blocking work (serializing, parsing, synced writes) off the runtime's threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| sm_err(ErrorVerb::Write, e))?
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>> {
-        let (data, last_applied, last_membership) = {
-            let sm = self.sm.read().expect("state lock");
-            let data = serde_json::to_vec(&*sm).map_err(|e| sm_err(ErrorVerb::Read, e))?;
-            (data, sm.last_applied, sm.last_membership.clone())
-        };
-        let snapshot_id = match last_applied {
+        // O(nodes) under the lock: the placements are shared, not copied.
+        let copy: SmData = self.sm.read().expect("state lock").clone();
+        let snapshot_id = match copy.last_applied {
             Some(l) => format!("{}-{}-{}", l.leader_id, l.index, now_millis()),
             None => format!("empty-{}", now_millis()),
         };
         let meta = SnapshotMeta {
-            last_log_id: last_applied,
-            last_membership,
+            last_log_id: copy.last_applied,
+            last_membership: copy.last_membership.clone(),
             snapshot_id,
         };
-        self.persist(&meta, &data)?;
+        let db = self.db.clone();
+        #[cfg(test)]
+        let hook = self.before_encode.lock().expect("hook lock").take();
+        let stored = meta.clone();
+        let data = blocking(move || {
+            #[cfg(test)]
+            if let Some(hook) = hook {
+                hook();
+            }
+            let data = serde_json::to_vec(&copy).map_err(|e| sm_err(ErrorVerb::Read, e))?;
+            drop(copy);
+            persist(&db, &stored, &data)?;
+            Ok(data)
+        })
+        .await?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -333,9 +342,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<()> {
         let data = snapshot.into_inner();
-        let new: SmData = serde_json::from_slice(&data).map_err(|e| sm_err(ErrorVerb::Read, e))?;
+        let (db, meta) = (self.db.clone(), meta.clone());
+        let new = blocking(move || {
+            let new: SmData =
+                serde_json::from_slice(&data).map_err(|e| sm_err(ErrorVerb::Read, e))?;
+            persist(&db, &meta, &data)?;
+            Ok(new)
+        })
+        .await?;
         let index = new.last_applied.map(|l| l.index).unwrap_or(0);
-        self.persist(meta, &data)?;
         *self.sm.write().expect("state lock") = new;
         self.applied.send_replace(index);
         Ok(())
@@ -349,11 +364,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         else {
             return Ok(None);
         };
-        let snap: StoredSnapshot =
-            serde_json::from_slice(&bytes).map_err(|e| sm_err(ErrorVerb::Read, e))?;
+        let (meta, data) =
+            snapshot_frame::decode(&bytes).map_err(|e| sm_err(ErrorVerb::Read, e))?;
         Ok(Some(Snapshot {
-            meta: snap.meta,
-            snapshot: Box::new(Cursor::new(snap.data)),
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
         }))
     }
 }
@@ -372,6 +387,86 @@ mod tests {
             let sm = StateMachine::open(db.clone()).expect("open state machine");
             Ok((dir, LogStore::new(db), sm))
         }
+    }
+
+    fn entry(index: u64, cmd: crate::state::Command) -> Entry<TypeConfig> {
+        Entry {
+            log_id: LogId::new(openraft::CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(cmd),
+        }
+    }
+
+    fn place(index: u64, sandbox: &str) -> Entry<TypeConfig> {
+        let cmd = crate::state::Command::Place {
+            sandbox: sandbox.into(),
+            node: 1,
+            expected_epoch: 0,
+            tenant: None,
+            size: None,
+        };
+        entry(index, cmd)
+    }
+
+    /// While a snapshot is being serialized (held there), entries still apply and readers
+    /// still read: the snapshot works from its own copy, taken when it began, not under the
+    /// state lock. (Before, serialization ran under the read lock, and the applier — and, the
+    /// lock being writer-preferring, every reader after it — waited for it.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_snapshot_in_progress_blocks_neither_the_applier_nor_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(RaftDb::open(dir.path()).unwrap());
+        let mut sm = StateMachine::open(db.clone()).unwrap();
+        let register = crate::state::Command::Register {
+            name: "n1".into(),
+            region: "r".into(),
+            api_addr: String::new(),
+            peer_addr: String::new(),
+            capacity: 1,
+            key_id: String::new(),
+            join_token: None,
+        };
+        sm.apply([entry(1, register), place(2, "before")])
+            .await
+            .unwrap();
+        let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        *sm.before_encode.lock().unwrap() = Some(Box::new(move || {
+            started_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+        }));
+        let mut builder = sm.get_snapshot_builder().await;
+        let building = tokio::spawn(async move { builder.build_snapshot().await });
+        tokio::task::spawn_blocking(move || started_rx.recv().unwrap())
+            .await
+            .unwrap();
+        // The applier takes the state lock on a thread of its own: if it has to wait, the
+        // test sees it time out instead of hanging with it.
+        let (applied_tx, applied_rx) = std::sync::mpsc::channel();
+        let view = sm.view();
+        let runtime = tokio::runtime::Handle::current();
+        let applier = std::thread::spawn(move || {
+            runtime.block_on(sm.apply([place(3, "during")])).unwrap();
+            applied_tx.send(()).unwrap();
+            sm
+        });
+        let applied = applied_rx.recv_timeout(std::time::Duration::from_secs(5));
+        let readable = applied.is_ok() && view.read(|s| s.placements.contains_key("during"));
+        release_tx.send(()).unwrap();
+        let snap = building.await.unwrap().unwrap();
+        let sm = applier.join().unwrap();
+        assert!(applied.is_ok(), "the applier waited for the snapshot");
+        assert!(readable, "a reader did not see the entry applied meanwhile");
+        assert_eq!(snap.meta.last_log_id.map(|l| l.index), Some(2));
+        let data: SmData = serde_json::from_slice(snap.snapshot.get_ref()).unwrap();
+        assert!(data.state.placements.contains_key("before"));
+        assert!(
+            !data.state.placements.contains_key("during"),
+            "the snapshot is of its start"
+        );
+        // Stored as the binary frame, and loaded back after a restart.
+        drop(sm);
+        let again = StateMachine::open(db).unwrap();
+        assert!(again.view().read(|s| s.placements.contains_key("before")));
     }
 
     /// openraft's own conformance suite for storage implementations.

@@ -270,6 +270,7 @@ async fn joining_node_takes_over(mut c: TestCluster) {
         capacity: 1,
         key_id: String::new(),
         secrets_keys: Vec::new(),
+        max_sandboxes: None,
     };
     let three = [node(1), node(2), node(3)];
     let (mut won, mut kept) = (Vec::new(), Vec::new());

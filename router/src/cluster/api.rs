@@ -170,7 +170,7 @@ pub async fn remove(
     who.require_admin("removing a node")?;
     let n = find(&st, &node)?;
     let cl = &st.cluster.cluster;
-    let owned = cl.read(|s| s.placements.values().filter(|p| p.node == n.id).count());
+    let owned = cl.read(|s| s.placements.count_on(n.id));
     if owned > 0 && !q.force.unwrap_or(false) {
         return Err(ApiError::new(
             ErrorCode::Conflict,

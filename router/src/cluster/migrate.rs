@@ -1,4 +1,7 @@
-//! Moving sandboxes between nodes: one loop per node, once a second.
+//! Moving sandboxes between nodes: one loop per node, once a second. A tick reads the
+//! placements of this node (and, on the leader, of failed nodes) through the state's per-node
+//! index, and its copy of the state shares the placements' structure (`Placements`): its cost
+//! follows this node's sandboxes, not the cluster's.
 //!
 //! * **Out.** A sandbox here whose rendezvous winner is another up node (a node joined, or
 //!   this one drains) moves: `BeginMove` (requests wait), the node saves it as a sleep does,
@@ -6,7 +9,9 @@
 //! * **In.** A placement naming this node with a handoff it does not hold yet is taken over:
 //!   it arrives asleep, and starts at once if it was running.
 //! * **Failover** (leader only). Placements of a node that is down, draining but silent, or
-//!   removed move to survivors with their last checkpoint's handoff, once its leases ran out.
+//!   removed move to survivors with their last checkpoint's handoff, once its leases ran out:
+//!   planned in one pure decision per tick (`warren_consensus::failover`: bounded batch,
+//!   rendezvous by capacity, full survivors passed over) and committed concurrently.
 //! * **Checkpoints.** Running sandboxes active since their last checkpoint are snapshotted
 //!   every `checkpoint_every` and the handoff is recorded in their placement, bounding what a
 //!   node failure can lose; a sandbox not yet checkpointed gets its record published at once.
@@ -15,9 +20,11 @@
 
 use super::copies::LocalCopy;
 use crate::state::AppState;
+use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+use warren_consensus::failover::{plan_failover, room};
 use warren_consensus::placement::{choose_owner, choose_owner_excluding, needs_failover};
 use warren_consensus::{
     ClusterState, Command, CommandResult, Handoff, NodeId, NodeState, Placement, PlacementState,
@@ -31,6 +38,10 @@ const REBALANCE_QUIET: Duration = Duration::from_secs(5);
 /// A draining node waits this long for requests in flight to end before saving a sandbox
 /// (new ones wait for the move at the entry node).
 const DRAIN_WAIT: Duration = Duration::from_secs(10);
+/// Most placements of failed nodes the leader moves per tick.
+const FAILOVER_BATCH: usize = 512;
+/// Most failover commits in flight at once (Raft batches them into few log writes).
+const FAILOVER_IN_FLIGHT: usize = 64;
 
 fn to_raft(h: HandoffData) -> Handoff {
     Handoff {
@@ -76,7 +87,9 @@ async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) 
         return;
     }
     let me = cl.id;
+    announce_limits(st).await;
     let local = st.mgr.local_ids();
+    // O(nodes): the placements are shared with the applied state, not copied.
     let state: ClusterState = cl.read(|s| s.clone());
 
     // Leftovers: another node owns these now, or this node's copy is older than its latest
@@ -93,8 +106,9 @@ async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) 
     }
     // In: handed to this node.
     let local = st.mgr.local_ids();
-    for (id, p) in &state.placements {
-        if p.node == me && p.state == PlacementState::Active && !local.contains(id) {
+    for p in state.placements.on_node(me) {
+        let id = &p.sandbox;
+        if p.state == PlacementState::Active && !local.contains(id) {
             if let Some(h) = super::policy::handoff_of(p) {
                 if let Err(e) = st.mgr.take_over(id, &h, p.owner_since).await {
                     tracing::warn!(sandbox_id = %id, error = %e, "cannot take over a sandbox");
@@ -140,6 +154,8 @@ async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) 
             choose_owner(&state, id, &region)
                 .filter(|w| *w != me && st.mgr.is_quiet(id, REBALANCE_QUIET))
         };
+        // A full node is not given more (a drain waits for room; a rebalance stays put).
+        let target = target.filter(|t| room(&state, *t) != Some(0));
         // The applied state may still call a node up that just died (it was placed here
         // because that node did not answer): never hand a sandbox to a node that is silent.
         if let Some(target) = target {
@@ -225,38 +241,68 @@ async fn move_out(st: &AppState, id: &str, p: &Placement, target: NodeId, draini
 
 /// Leader: placements on nodes that are down, draining but silent, or removed go to
 /// survivors, with their last handoff, once no lease of that node can still be running (it
-/// stopped serving them by then).
+/// stopped serving them by then). One batch per tick, its commits concurrent.
 async fn fail_over(st: &AppState, state: &ClusterState) {
     let cl = &st.cluster.cluster;
     let silent = cl.silent_nodes();
-    let gone = |node: NodeId| needs_failover(state, &silent, node, cl.id);
-    let down: Vec<NodeId> = state.nodes.keys().copied().filter(|n| gone(*n)).collect();
-    for (id, p) in &state.placements {
-        if !gone(p.node) || !cl.may_fail_over(p.node) {
-            continue;
+    let plan = plan_failover(
+        state,
+        |node| needs_failover(state, &silent, node, cl.id),
+        |node| cl.may_fail_over(node),
+        FAILOVER_BATCH,
+    );
+    if plan.moves.is_empty() {
+        if plan.no_room > 0 {
+            tracing::debug!(
+                no_room = plan.no_room,
+                "sandboxes of failed nodes wait for a survivor with room"
+            );
         }
-        let region = p
-            .handoff
-            .as_ref()
-            .and_then(|h| serde_json::from_str::<serde_json::Value>(&h.record).ok())
-            .and_then(|r| r.get("region")?.as_str().map(str::to_string))
-            .unwrap_or_default();
-        let Some(target) = choose_owner_excluding(state, id, &region, &down) else {
-            continue;
-        };
-        if applied(
-            st,
-            Command::Move {
-                sandbox: id.clone(),
-                expected_epoch: p.epoch,
-                node: target,
+        return;
+    }
+    let started = Instant::now();
+    let planned = plan.moves.len();
+    let moved = futures_util::stream::iter(plan.moves)
+        .map(|m| async move {
+            let cmd = Command::Move {
+                sandbox: m.sandbox.clone(),
+                expected_epoch: m.epoch,
+                node: m.to,
                 handoff: None,
-            },
-        )
-        .await
-        .is_some()
-        {
-            tracing::warn!(sandbox_id = %id, from = p.node, to = target, snapshot = ?p.handoff.as_ref().and_then(|h| h.snapshot.clone()), "sandbox failed over");
+            };
+            let done = applied(st, cmd).await;
+            if let Some(p) = &done {
+                tracing::warn!(sandbox_id = %m.sandbox, from = m.from, to = m.to, snapshot = ?p.handoff.as_ref().and_then(|h| h.snapshot.clone()), "sandbox failed over");
+            }
+            done.is_some()
+        })
+        .buffer_unordered(FAILOVER_IN_FLIGHT)
+        .filter(|done| std::future::ready(*done))
+        .count()
+        .await;
+    tracing::warn!(
+        moved,
+        planned,
+        no_room = plan.no_room,
+        deferred = plan.deferred,
+        ms = started.elapsed().as_millis() as u64,
+        "failover round"
+    );
+}
+
+/// Tells the cluster this node's sandbox limit when it differs from what the state says
+/// (failover and rebalancing read it to pass over a full node).
+async fn announce_limits(st: &AppState) {
+    let cl = &st.cluster.cluster;
+    let max = st.mgr.config().max_sandboxes as u64;
+    let said = cl.read(|s| s.nodes.get(&cl.id).map(|n| n.max_sandboxes));
+    if said.is_some_and(|m| m != Some(max)) {
+        let cmd = Command::SetNodeLimits {
+            node: cl.id,
+            max_sandboxes: max,
+        };
+        if let Err(e) = cl.propose(cmd).await {
+            tracing::warn!(error = %e, "cannot tell the cluster this node's sandbox limit");
         }
     }
 }

@@ -91,13 +91,7 @@ impl RecoveryPoints for ClusterRecoveryPoints {
         if cl.read(|s| s.nodes.len()) >= 2 && !cl.has_lease() {
             return true;
         }
-        cl.read(|s| {
-            s.placements.values().any(|p| {
-                p.handoff
-                    .as_ref()
-                    .is_some_and(|h| h.snapshot.as_deref() == Some(snapshot))
-            })
-        })
+        cl.read(|s| s.placements.snapshot_in_use(snapshot))
     }
 
     fn owns(&self, id: &str) -> bool {

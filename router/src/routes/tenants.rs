@@ -92,7 +92,7 @@ pub async fn list(
             .keys()
             .map(String::as_str)
             .chain(s.keys.values().map(|k| k.tenant.as_str()))
-            .chain(s.placements.values().map(|p| p.tenant()))
+            .chain(s.placements.tenants().map(String::as_str))
             .chain(kept.keys().map(String::as_str))
             .collect();
         names.into_iter().map(|t| view(s, t, &kept)).collect()
