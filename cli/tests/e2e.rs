@@ -6,6 +6,7 @@ mod e2e {
     pub mod faults;
     pub mod harness;
 
+    mod admission;
     mod certs;
     mod cli;
     mod cli_terminal;
@@ -50,6 +51,7 @@ mod e2e {
     mod tenants;
     mod terminals;
     mod usage;
+    mod wan;
     mod warm;
     mod watch;
     pub mod web;

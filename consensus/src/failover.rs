@@ -3,7 +3,7 @@
 //! by room — a survivor at its sandbox limit is passed over for the next rendezvous choice,
 //! never buried.
 
-use crate::placement::choose_owner_excluding;
+use crate::placement::choose_owner_with_room;
 use crate::state::{ClusterState, NodeId, Placement};
 use std::collections::BTreeMap;
 
@@ -27,12 +27,6 @@ pub struct FailoverPlan {
     pub deferred: usize,
 }
 
-/// How many more sandboxes `node` may be given (none: it has said no bound).
-pub fn room(state: &ClusterState, node: NodeId) -> Option<u64> {
-    let max = state.nodes.get(&node)?.max_sandboxes?;
-    Some(max.saturating_sub(state.placements.count_on(node) as u64))
-}
-
 /// Plans the moves of the placements on nodes for which `gone` holds and `may_act` allows
 /// acting (their leases ran out), at most `batch` of them. Survivors are never the gone nodes;
 /// each sandbox prefers its own region (from its record), then any other.
@@ -50,23 +44,25 @@ pub fn plan_failover(
         .nodes()
         .filter(|n| gone(*n) && may_act(*n))
         .collect();
+    // Placements past the batch, or once no survivor has room (room is per node, whatever
+    // the sandbox: when none has room for one, none has for the rest), are counted, not
+    // visited: a round costs O(batch), not O(placements of the failed nodes).
+    let mut full = false;
     for from in failed {
+        let total = state.placements.count_on(from);
+        let mut visited = 0;
         for p in state.placements.on_node(from) {
-            if plan.moves.len() >= batch {
-                plan.deferred += 1;
-                continue;
+            if full || plan.moves.len() >= batch {
+                break;
             }
+            visited += 1;
             let region = region_of(p);
-            let to = loop {
-                match choose_owner_excluding(state, &p.sandbox, &region, &excluded) {
-                    None => break None,
-                    Some(t) if has_room(state, t, &given) => break Some(t),
-                    Some(full) => excluded.push(full),
-                }
-            };
+            let promised = |n: NodeId| given.get(&n).copied().unwrap_or(0);
+            let to = choose_owner_with_room(state, &p.sandbox, &region, &mut excluded, promised);
             let Some(to) = to else {
                 plan.no_room += 1;
-                continue;
+                full = true;
+                break;
             };
             *given.entry(to).or_default() += 1;
             plan.moves.push(FailoverMove {
@@ -76,12 +72,14 @@ pub fn plan_failover(
                 to,
             });
         }
+        let rest = total - visited;
+        if full {
+            plan.no_room += rest;
+        } else {
+            plan.deferred += rest;
+        }
     }
     plan
-}
-
-fn has_room(state: &ClusterState, node: NodeId, given: &BTreeMap<NodeId, u64>) -> bool {
-    room(state, node).is_none_or(|r| r > given.get(&node).copied().unwrap_or(0))
 }
 
 /// The region a sandbox was created for, from its last recorded handoff (empty: unknown).
@@ -96,6 +94,7 @@ pub fn region_of(p: &Placement) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::placement::{choose_owner_excluding, room};
     use crate::state::{test_node, Handoff, NodeState, PlacementState};
     use proptest::prelude::*;
 

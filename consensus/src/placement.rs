@@ -92,6 +92,31 @@ pub fn choose_owner_excluding(
     owner_among(candidates, sandbox)
 }
 
+/// How many more sandboxes `node` may be given (none: it has said no bound).
+pub fn room(state: &ClusterState, node: NodeId) -> Option<u64> {
+    let max = state.nodes.get(&node)?.max_sandboxes?;
+    Some(max.saturating_sub(state.placements.count_on(node) as u64))
+}
+
+/// [`choose_owner_excluding`] among the nodes with room for one more sandbox beyond what
+/// `given(node)` already promised them: a full node is passed over for the next rendezvous
+/// choice. None: no node that is up has room.
+pub fn choose_owner_with_room(
+    state: &ClusterState,
+    sandbox: &str,
+    region: &str,
+    exclude: &mut Vec<NodeId>,
+    given: impl Fn(NodeId) -> u64,
+) -> Option<NodeId> {
+    loop {
+        let choice = choose_owner_excluding(state, sandbox, region, exclude)?;
+        if room(state, choice).is_none_or(|r| r > given(choice)) {
+            return Some(choice);
+        }
+        exclude.push(choice);
+    }
+}
+
 /// Whether the sandboxes placed on `node` must go to survivors: it is down, it is draining
 /// but has gone silent (it can move nothing away any more), or it was removed from the
 /// cluster. `silent`: the nodes the leader has not heard from for `down_after`. Never the
@@ -166,6 +191,48 @@ mod tests {
                 "the next rendezvous candidate"
             );
         }
+    }
+
+    #[test]
+    fn a_full_node_is_passed_over_for_the_next_choice() {
+        let mut s = ClusterState::default();
+        for i in 1..=3u64 {
+            let mut n = node(i, "r");
+            n.max_sandboxes = Some(1);
+            s.nodes.insert(i, n);
+        }
+        let id = "sb-full";
+        let first = choose_owner(&s, id, "r").unwrap();
+        let placed = |s: &mut ClusterState, name: &str, on: NodeId| {
+            let p = crate::state::Placement {
+                sandbox: name.into(),
+                node: on,
+                epoch: 1,
+                owner_since: 1,
+                state: crate::state::PlacementState::Active,
+                handoff: None,
+                egress: None,
+                tenant: None,
+                size: None,
+            };
+            s.placements.insert(name.into(), p);
+        };
+        placed(&mut s, "other-0", first);
+        let second = choose_owner_excluding(&s, id, "r", &[first]).unwrap();
+        assert_eq!(
+            choose_owner_with_room(&s, id, "r", &mut Vec::new(), |_| 0),
+            Some(second)
+        );
+        for n in 1..=3u64 {
+            if n != first {
+                placed(&mut s, &format!("other-{n}"), n);
+            }
+        }
+        assert_eq!(
+            choose_owner_with_room(&s, id, "r", &mut Vec::new(), |_| 0),
+            None,
+            "every node full"
+        );
     }
 
     #[test]

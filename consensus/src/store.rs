@@ -194,6 +194,10 @@ impl StateView {
     }
 }
 
+/// Work a test runs where a snapshot is about to be serialized.
+#[cfg(test)]
+type EncodeHook = Box<dyn FnOnce() + Send>;
+
 #[derive(Clone)]
 pub struct StateMachine {
     db: Arc<RaftDb>,
@@ -201,7 +205,7 @@ pub struct StateMachine {
     applied: Arc<watch::Sender<u64>>,
     /// Runs on the encoding thread before a snapshot is serialized (tests hold it there).
     #[cfg(test)]
-    before_encode: Arc<std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>>,
+    before_encode: Arc<std::sync::Mutex<Option<EncodeHook>>>,
 }
 
 fn sm_err(verb: ErrorVerb, e: impl std::error::Error + 'static) -> StorageError<u64> {

@@ -120,6 +120,7 @@ async fn main() -> anyhow::Result<()> {
     if run("placement") {
         placement_bench::lookup_cost(&mut table);
         placement_bench::simulate(sim_ids, &mut table);
+        placement_bench::state_at_scale(sim_ids, &mut table);
     }
     table.print();
     Ok(())

@@ -12,6 +12,7 @@ use warren_client::Client;
 
 pub struct TestNode {
     pub name: String,
+    pub region: String,
     pub config: PathBuf,
     pub url: String,
     pub client: Client,
@@ -39,6 +40,9 @@ pub struct TestCluster {
     faults: Option<Faults>,
     /// The nodes' log levels (`WARREN_LOG`).
     log_filter: String,
+    /// The WAN between regions, when the test asked for one: every node advertises its
+    /// relay address as its peer address.
+    wan: Option<warren_cli::wan::WanRelay>,
 }
 
 fn free_udp_port() -> u16 {
@@ -87,7 +91,7 @@ impl TestNode {
         let err = BufReader::new(child.stderr.take().unwrap());
         let (name, log) = (self.name.clone(), self.log.clone());
         let live = std::env::var_os("WARREN_TEST_LOG_LIVE").is_some_and(|v| !v.is_empty());
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in err.lines().map_while(Result::ok) {
                 if live {
                     eprintln!("[{name}] {line}");
@@ -103,7 +107,11 @@ impl TestNode {
             Err(e) => {
                 let _ = child.kill();
                 let status = child.wait().unwrap();
-                return Err(format!("{status} ({e}): {line:?}"));
+                // Its standard error ends with it: why it stopped is in its last lines.
+                let _ = reader.join();
+                let log = self.log.lock().unwrap();
+                let last = log[log.len().saturating_sub(30)..].join("\n");
+                return Err(format!("{status} ({e}): {line:?}\n{last}"));
             }
         };
         self.url = ready["ready"].as_str().unwrap().to_string();
@@ -138,17 +146,28 @@ impl TestCluster {
     /// Like [`start_with`](Self::start_with), with every node on the object store at
     /// `location` (e.g. an S3 bucket) instead of a shared directory.
     pub async fn start_on_store(n: usize, extra: &str, location: &str) -> TestCluster {
-        TestCluster::start_inner(n, 1, extra, Some(location.to_string()), None).await
+        TestCluster::start_inner(n, 1, extra, Some(location.to_string()), None, None).await
+    }
+
+    /// Like [`start_with`](Self::start_with), with the round trips of `wan` (the regions are
+    /// `r1`, `r2`, …) between the nodes' QUIC endpoints (`warren_cli::wan`).
+    pub async fn start_wan(
+        n: usize,
+        regions: usize,
+        wan: warren_cli::wan::DelayMatrix,
+        extra: &str,
+    ) -> TestCluster {
+        TestCluster::start_inner(n, regions, extra, None, None, Some(wan)).await
     }
 
     /// Like [`start`](Self::start), with more settings (TOML lines) for every node.
     pub async fn start_with(n: usize, regions: usize, extra: &str) -> TestCluster {
-        TestCluster::start_inner(n, regions, extra, None, None).await
+        TestCluster::start_inner(n, regions, extra, None, None, None).await
     }
 
     /// Like `start`, the nodes logging at `log_filter` (a `WARREN_LOG` directive).
     pub async fn start_logging(n: usize, log_filter: &str) -> TestCluster {
-        TestCluster::start_inner(n, 1, "", None, Some(log_filter)).await
+        TestCluster::start_inner(n, 1, "", None, Some(log_filter), None).await
     }
 
     async fn start_inner(
@@ -157,6 +176,7 @@ impl TestCluster {
         extra: &str,
         store: Option<String>,
         log_filter: Option<&str>,
+        wan: Option<warren_cli::wan::DelayMatrix>,
     ) -> TestCluster {
         let prefix = format!("c{}", &unique()[..6]);
         let dir = PathBuf::from(format!("/tmp/wc-{prefix}"));
@@ -175,6 +195,7 @@ impl TestCluster {
             log_filter: log_filter
                 .unwrap_or("warn,warren_consensus=info")
                 .to_string(),
+            wan: wan.map(|m| warren_cli::wan::WanRelay::new(m, 0.0)),
         };
         let token = cluster.token.clone();
         for i in 0..n {
@@ -232,24 +253,37 @@ impl TestCluster {
         };
         let config = self.dir.join(format!("{name}.toml"));
         let peer_port = free_udp_port();
+        let advertise = match &self.wan {
+            Some(relay) => {
+                let real = std::net::SocketAddr::from(([127, 0, 0, 1], peer_port));
+                let front = relay
+                    .add_node([127, 0, 0, 1].into(), real, region)
+                    .expect("a relay address");
+                format!("advertise_peer = \"{front}\"\n")
+            }
+            None => String::new(),
+        };
         std::fs::write(
             &config,
             format!(
                 "name = \"{name}\"\nregion = \"{region}\"\ndata_dir = \"{}\"\nlisten = \"127.0.0.1:{}\"\n\
                  peer_listen = \"127.0.0.1:{}\"\n{join}join_token = \"{}\"\napi_key_file = \"{}\"\n\
-                 guest_bin = \"{}\"\nspare_networks = 1\nheartbeat_ms = 100\n{}\
-                 object_store = \"{}\"\nsnapshot_gc_grace_s = 0\n{}\n",
+                 guest_bin = \"{}\"\nspare_networks = 1\n{}\
+                 object_store = \"{}\"\nsnapshot_gc_grace_s = 0\n{advertise}{}\n",
                 data_dir.display(),
                 free_tcp_port(),
                 peer_port,
                 token,
                 self.dir.join("api-key").display(),
                 guest_bin(),
-                // A test may set its own lease (and failure timeout with it).
-                if self.extra.contains("lease_ms") {
+                // Quick failure detection on loopback; a test may set its own lease (and
+                // failure timeout with it); a WAN cluster runs on the defaults, as deployed.
+                if self.wan.is_some() {
                     ""
+                } else if self.extra.contains("lease_ms") {
+                    "heartbeat_ms = 100\n"
                 } else {
-                    "down_after_ms = 4000\nlease_ms = 2000\n"
+                    "heartbeat_ms = 100\ndown_after_ms = 4000\nlease_ms = 2000\n"
                 },
                 self.store
                     .clone()
@@ -260,6 +294,7 @@ impl TestCluster {
         .unwrap();
         let mut node = TestNode {
             name,
+            region: region.to_string(),
             config,
             url: String::new(),
             client: Client::new("http://127.0.0.1:1", &self.key).unwrap(),
@@ -494,6 +529,17 @@ impl TestCluster {
         self.faults
             .get_or_insert_with(|| Faults::new(&prefix))
             .drop_one_way(f, t);
+    }
+
+    /// Cuts `region` off from every other region of a WAN cluster (`start_wan`), both ways,
+    /// in the relay; `false` heals it.
+    pub fn cut_off_region(&self, region: &str, cut: bool) {
+        let relay = self.wan.as_ref().expect("a WAN cluster");
+        for other in self.nodes.iter().map(|n| n.region.as_str()) {
+            if other != region {
+                relay.set_cut(region, other, cut);
+            }
+        }
     }
 
     /// Removes every partition.

@@ -56,7 +56,7 @@ async fn append(
 /// The clients: one per node and sandbox, so that a request waiting on one sandbox holds up
 /// no other. Client `(k, j)` enters node `k` and appends `c<k>s<j>-<seq>` to sandbox `j`
 /// until `until` has passed since `start`.
-fn start_clients(
+pub(super) fn start_clients(
     c: &TestCluster,
     sandboxes: &[String],
     start: Instant,
@@ -102,7 +102,7 @@ fn start_clients(
 }
 
 /// One sandbox owned by each node (created through node 0).
-async fn one_sandbox_per_node(c: &TestCluster) -> Vec<String> {
+pub(super) async fn one_sandbox_per_node(c: &TestCluster) -> Vec<String> {
     let mut out = Vec::new();
     for n in &c.nodes {
         out.extend(ids_on(c, 0, &n.name, 1).await);
@@ -112,7 +112,10 @@ async fn one_sandbox_per_node(c: &TestCluster) -> Vec<String> {
 
 /// Once healed: waits until each sandbox runs in one container and every node reads the same
 /// file, and returns the files.
-async fn settled_files(c: &TestCluster, sandboxes: &[String]) -> BTreeMap<String, Vec<String>> {
+pub(super) async fn settled_files(
+    c: &TestCluster,
+    sandboxes: &[String],
+) -> BTreeMap<String, Vec<String>> {
     let deadline = Instant::now() + Duration::from_secs(120);
     let http = reqwest::Client::new();
     let (key, timeout) = (c.admin_key(), Duration::from_secs(30));
@@ -144,7 +147,7 @@ async fn settled_files(c: &TestCluster, sandboxes: &[String]) -> BTreeMap<String
     files
 }
 
-async fn join_all(clients: Vec<tokio::task::JoinHandle<Vec<Op>>>) -> Vec<Op> {
+pub(super) async fn join_all(clients: Vec<tokio::task::JoinHandle<Vec<Op>>>) -> Vec<Op> {
     let mut ops = Vec::new();
     for h in clients {
         ops.extend(h.await.unwrap());
@@ -173,7 +176,7 @@ fn summary(ops: &[Op]) -> String {
     )
 }
 
-fn judge(ops: &[Op], files: &BTreeMap<String, Vec<String>>, allow: &Allowances) {
+pub(super) fn judge(ops: &[Op], files: &BTreeMap<String, Vec<String>>, allow: &Allowances) {
     eprintln!("history: {}", summary(ops));
     let found = check(ops, files, allow);
     let text: Vec<String> = found.iter().map(|v| v.to_string()).collect();
@@ -242,7 +245,7 @@ async fn kill_and_restart(
 }
 
 /// Whether node `entry` was stopped or killed while `op` was in flight.
-fn entry_down(windows: &[(usize, Duration, Duration)], op: &Op) -> bool {
+pub(super) fn entry_down(windows: &[(usize, Duration, Duration)], op: &Op) -> bool {
     windows
         .iter()
         .any(|&(node, from, to)| node == op.entry && op.sent < to && from < op.ended)

@@ -23,6 +23,9 @@ pub struct ClusterNode {
     /// Sandboxes placed on the node: the caller's tenant's only, for a tenant key.
     pub sandboxes: usize,
     pub capacity: u32,
+    /// Added: the most sandboxes the node runs at once, as it announced it (`null` until it
+    /// did); new placements, failover and rebalancing pass over a node at its limit.
+    pub max_sandboxes: Option<u64>,
     /// The isolation classes the node runs sandboxes in (every node of this version offers
     /// the same, `warren_node::sandbox::manager::ISOLATION_OFFERED`).
     pub isolation: Vec<String>,
@@ -75,12 +78,9 @@ pub async fn get(
                     n.peer_addr.clone()
                 },
                 state: n.state,
-                sandboxes: s
-                    .placements
-                    .values()
-                    .filter(|p| p.node == n.id && counted(p))
-                    .count(),
+                sandboxes: s.placements.on_node(n.id).filter(|p| counted(p)).count(),
                 capacity: n.capacity,
+                max_sandboxes: n.max_sandboxes,
                 isolation: offered(),
                 raft_id: n.id,
                 voter: voters.contains(&n.id),

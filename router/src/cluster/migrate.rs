@@ -24,8 +24,8 @@ use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-use warren_consensus::failover::{plan_failover, room};
-use warren_consensus::placement::{choose_owner, choose_owner_excluding, needs_failover};
+use warren_consensus::failover::plan_failover;
+use warren_consensus::placement::{choose_owner, choose_owner_excluding, needs_failover, room};
 use warren_consensus::{
     ClusterState, Command, CommandResult, Handoff, NodeId, NodeState, Placement, PlacementState,
 };

@@ -24,7 +24,7 @@ use std::time::Duration;
 use warren_api::keys::DEFAULT_TENANT;
 use warren_api::preview::PreviewRequest;
 use warren_api::{ApiError, ErrorCode};
-use warren_consensus::placement::choose_owner_excluding;
+use warren_consensus::placement::{choose_owner_excluding, choose_owner_with_room};
 use warren_consensus::state::{Size, QUOTA_EXCEEDED};
 use warren_consensus::{Command, CommandResult, NodeId, NodeState, Placement, PlacementState};
 use warren_node::safety::Guarantee;
@@ -228,11 +228,26 @@ async fn place_and_route(
     let mut excluded: Vec<NodeId> = Vec::new();
     let mut expected_epoch = 0;
     for _ in 0..3 {
-        let Some(choice) = cl.read(|s| choose_owner_excluding(s, id, region, &excluded)) else {
-            return err(ApiError::new(
-                ErrorCode::CapacityExhausted,
-                "no node is up to take a new sandbox",
-            ));
+        // A node at its sandbox limit is passed over for the next rendezvous choice.
+        let choice = cl.read(|s| {
+            let up = choose_owner_excluding(s, id, region, &excluded).is_some();
+            let mut skip = excluded.clone();
+            (up, choose_owner_with_room(s, id, region, &mut skip, |_| 0))
+        });
+        let choice = match choice {
+            (_, Some(node)) => node,
+            (false, None) => {
+                return err(ApiError::new(
+                    ErrorCode::CapacityExhausted,
+                    "no node is up to take a new sandbox",
+                ))
+            }
+            (true, None) => {
+                return err(ApiError::new(
+                    ErrorCode::CapacityExhausted,
+                    "every node that is up runs its maximum of sandboxes",
+                ))
+            }
         };
         let cmd = Command::Place {
             sandbox: id.to_string(),

@@ -1,0 +1,108 @@
+//! Admission across a cluster: a node at its sandbox limit is passed over for the next
+//! rendezvous choice, and a cluster whose every node is full says so at once.
+
+use super::cluster_harness::TestCluster;
+use super::harness::unique;
+use reqwest::Method;
+use std::time::Duration;
+use warren_consensus::{NodeRecord, NodeState};
+
+/// Creates `sandbox` (an exec of `true`) entering node 0: the status, the node that ran it
+/// and the error code, if any.
+async fn create(c: &TestCluster, sandbox: &str) -> (u16, String, String) {
+    let r = c.nodes[0]
+        .client
+        .request(Method::POST, &format!("/v1/sandboxes/{sandbox}/exec"))
+        .json(&serde_json::json!({ "command": "true" }))
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let node = r
+        .headers()
+        .get("x-warren-node")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let body: serde_json::Value = r.json().await.unwrap_or_default();
+    let code = body["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    (status, node, code)
+}
+
+/// Two nodes that each run at most two sandboxes. Three new ids whose first rendezvous choice
+/// is the same node are all created: the third on the other node (before, its first choice
+/// answered 503 `CAPACITY_EXHAUSTED` although the other node had room). With both full, a
+/// fifth create is answered 503 `CAPACITY_EXHAUSTED` at once, naming the limit.
+#[tokio::test]
+async fn a_full_node_is_passed_over_and_a_full_cluster_says_so() {
+    let c = TestCluster::start_with(2, 1, "max_sandboxes = 2\n").await;
+    let announced = |v: &serde_json::Value| {
+        v["nodes"]
+            .as_array()
+            .is_some_and(|a| a.len() == 2 && a.iter().all(|n| n["max_sandboxes"] == 2))
+    };
+    assert!(
+        c.wait(Duration::from_secs(30), announced).await,
+        "the nodes did not announce their limit: {:?}",
+        c.view(0).await
+    );
+    let view = c.view(0).await.unwrap();
+    let nodes: Vec<(u64, String)> = view["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            let id = n["raft_id"].as_u64().unwrap();
+            (id, n["id"].as_str().unwrap().to_string())
+        })
+        .collect();
+    let records: Vec<NodeRecord> = nodes
+        .iter()
+        .map(|(id, _)| NodeRecord {
+            id: *id,
+            name: String::new(),
+            region: "r1".into(),
+            api_addr: String::new(),
+            peer_addr: String::new(),
+            state: NodeState::Up,
+            capacity: 1,
+            key_id: String::new(),
+            secrets_keys: Vec::new(),
+            max_sandboxes: None,
+        })
+        .collect();
+    let (first, first_name) = nodes[0].clone();
+    let preferring_first: Vec<String> = (0..)
+        .map(|i| format!("adm{i}-{}", unique()))
+        .filter(|id| warren_consensus::placement::owner_among(&records, id) == Some(first))
+        .take(3)
+        .collect();
+
+    let mut ran = Vec::new();
+    for id in &preferring_first {
+        let (status, node, code) = create(&c, id).await;
+        assert_eq!(status, 200, "{id}: {code}");
+        ran.push(node);
+    }
+    assert_eq!(ran[0], first_name);
+    assert_eq!(ran[1], first_name);
+    assert_ne!(
+        ran[2], first_name,
+        "the full node was given a third sandbox"
+    );
+
+    // One more fits on the other node; after it, nothing fits anywhere.
+    let other = format!("adm-other-{}", unique());
+    assert_eq!(create(&c, &other).await.0, 200);
+    let started = std::time::Instant::now();
+    let (status, _, code) = create(&c, &format!("adm-full-{}", unique())).await;
+    assert_eq!((status, code.as_str()), (503, "CAPACITY_EXHAUSTED"));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "a full cluster answered only after {:?}",
+        started.elapsed()
+    );
+}

@@ -1,0 +1,187 @@
+//! A cluster across regions 20, 80 and 150 ms apart (a user-space relay delays every
+//! datagram between the nodes' QUIC endpoints, `warren_cli::wan`), on default timing
+//! settings: placements commit, requests are forwarded to the owner from every node, and a
+//! node that joins late catches up.
+
+use super::cluster_harness::TestCluster;
+use super::harness::unique;
+use reqwest::Method;
+use std::time::{Duration, Instant};
+use warren_api::exec::ExecRequest;
+use warren_cli::wan::DelayMatrix;
+
+/// The round trips of the three regions.
+pub fn three_regions() -> DelayMatrix {
+    DelayMatrix::parse("r1/r2=20,r1/r3=80,r2/r3=150").unwrap()
+}
+
+/// Runs `echo {word}` in `sandbox` (created on first use) entering node `i`; the answer's
+/// status, the node that ran it, and its stdout. A 503 is retried as the SDKs do, for at
+/// most 20 s: a cluster that cannot commit at all fails here.
+async fn echo_via(c: &TestCluster, i: usize, sandbox: &str, word: &str) -> (u16, String, String) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = c.nodes[i]
+            .client
+            .request(Method::POST, &format!("/v1/sandboxes/{sandbox}/exec"))
+            .json(&ExecRequest {
+                command: Some(format!("echo {word}")),
+                ..Default::default()
+            })
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let node = r
+            .headers()
+            .get("x-warren-node")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        let body: serde_json::Value = r.json().await.unwrap_or_default();
+        if status == 503 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            continue;
+        }
+        let stdout = body["stdout"].as_str().unwrap_or_default().to_string();
+        return (status, node, format!("{stdout}{}", body["error"]));
+    }
+}
+
+#[tokio::test]
+async fn five_nodes_in_three_regions_up_to_150_ms_apart_commit_forward_and_catch_up() {
+    let mut c = TestCluster::start_wan(5, 3, three_regions(), "").await;
+
+    // One sandbox placed through each node: every placement commits across the regions.
+    let ids: Vec<String> = (0..5).map(|i| format!("wan{i}-{}", unique())).collect();
+    let placed = futures_util::future::join_all(
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| echo_via(&c, i, id, "placed")),
+    )
+    .await;
+    for (i, (status, node, out)) in placed.iter().enumerate() {
+        assert_eq!(*status, 200, "placement through node {i}: {out}");
+        assert!(
+            !node.is_empty() && out.starts_with("placed"),
+            "{node} {out}"
+        );
+    }
+
+    // Every node reaches every sandbox: the owner answers, forwarded across the regions.
+    for (k, id) in ids.iter().enumerate() {
+        for i in 0..5 {
+            let (status, node, out) = echo_via(&c, i, id, &format!("via{i}")).await;
+            assert_eq!(status, 200, "{id} through node {i}: {out}");
+            assert_eq!(node, placed[k].1, "{id} through node {i} ran elsewhere");
+            assert!(out.starts_with(&format!("via{i}")), "{out}");
+        }
+    }
+
+    // The relay is really in the path: the leader measures the round trips it adds.
+    let leader = c.leader().await;
+    let text = c.nodes[leader]
+        .client
+        .request(Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let slowest = text
+        .lines()
+        .filter(|l| l.starts_with("warren_peer_rtt_seconds{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .fold(0.0, f64::max);
+    assert!(
+        slowest >= 0.019,
+        "the leader's slowest peer: {slowest} s\n{text}"
+    );
+
+    // A sixth node, in the farthest region, joins late and catches up: it serves the
+    // sandboxes placed before it came.
+    let late = c.add_node("r3").await;
+    for (k, id) in ids.iter().enumerate() {
+        let (status, node, out) = echo_via(&c, late, id, "late").await;
+        assert_eq!(status, 200, "{id} through the late node: {out}");
+        assert_eq!(node, placed[k].1);
+    }
+}
+
+/// Clients in every region append to one sandbox per node while the leader's region is cut
+/// off from the other two for longer than the failure timeout (default timing): the majority
+/// elects a leader, fails the cut-off owners' sandboxes over and keeps serving; once healed,
+/// nothing acknowledged is lost beyond the cut-off owners' loss window and no two copies of a
+/// sandbox ever took appends together (`history::check`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leaders_region_cut_off_keeps_one_owner_per_sandbox_and_loses_at_most_the_loss_window()
+{
+    use super::histories::{
+        entry_down, join_all, judge, one_sandbox_per_node, settled_files, start_clients,
+    };
+    use super::history::{Allowances, Op, Outcome};
+
+    let c = TestCluster::start_wan(5, 3, three_regions(), "checkpoint_every_s = 1\n").await;
+    c.wait_voters_everywhere(5).await;
+    let leader = c.leader().await;
+    let region = c.nodes[leader].region.clone();
+    let cut: Vec<usize> = (0..5).filter(|&i| c.nodes[i].region == region).collect();
+    let cut_names: Vec<String> = cut.iter().map(|&i| c.nodes[i].name.clone()).collect();
+    let loss_window = c.view(leader).await.unwrap()["loss_window_s"]
+        .as_u64()
+        .expect("checkpoints are on");
+    let sandboxes = one_sandbox_per_node(&c).await;
+    let start = Instant::now();
+    let clients = start_clients(&c, &sandboxes, start, Duration::from_secs(45));
+    let at = |s: u64| async move {
+        let t = Duration::from_secs(s);
+        if let Some(wait) = t.checked_sub(start.elapsed()) {
+            tokio::time::sleep(wait).await;
+        }
+    };
+
+    at(5).await;
+    eprintln!("nemesis: cutting the leader's region {region} ({cut_names:?}) off");
+    let cut_at = start.elapsed();
+    c.cut_off_region(&region, true);
+    at(25).await;
+    c.cut_off_region(&region, false);
+    let healed_at = start.elapsed();
+    eprintln!("nemesis: healed");
+
+    let ops = join_all(clients).await;
+    let files = settled_files(&c, &sandboxes).await;
+    // A checkpoint of a busy debug-build sandbox takes a few seconds on this machine.
+    let window = Duration::from_secs(loss_window + 4);
+    let lost_ok = |o: &Op| {
+        matches!(&o.outcome, Outcome::Acked { node, .. } if cut_names.contains(node))
+            && o.sent < healed_at
+            && o.ended + window >= cut_at
+    };
+    let down: Vec<(usize, Duration, Duration)> =
+        cut.iter().map(|&i| (i, cut_at, healed_at)).collect();
+    let unanswered = |o: &Op| entry_down(&down, o);
+    judge(
+        &ops,
+        &files,
+        &Allowances {
+            may_lose: &lost_ok,
+            may_go_unanswered: &unanswered,
+        },
+    );
+    // The majority served through the cut: appends entering it were acknowledged then.
+    let served_during_cut = ops
+        .iter()
+        .filter(|o| {
+            !cut.contains(&o.entry)
+                && o.sent > cut_at + Duration::from_secs(12)
+                && o.ended < healed_at
+                && matches!(o.outcome, Outcome::Acked { .. })
+        })
+        .count();
+    assert!(
+        served_during_cut > 0,
+        "the majority served nothing while the leader's region was cut off"
+    );
+}
