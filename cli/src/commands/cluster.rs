@@ -71,10 +71,15 @@ pub async fn local_cluster(a: LocalClusterArgs) -> anyhow::Result<i32> {
             .stderr(log)
             .spawn()
             .context("cannot start a node")?;
-        let mut line = String::new();
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let out = BufReader::new(child.stdout.take().expect("stdout"));
         let started = Instant::now();
-        out.read_line(&mut line)?;
+        // Read off the runtime: the WAN relay runs on it, and a joining node's ready line
+        // waits for commits through the relay.
+        let (out, line) = tokio::task::spawn_blocking(move || {
+            let (mut out, mut line) = (out, String::new());
+            out.read_line(&mut line).map(|_| (out, line))
+        })
+        .await??;
         if line.is_empty() {
             let _ = child.kill();
             for (_, c) in children.iter_mut() {

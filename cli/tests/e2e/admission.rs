@@ -25,10 +25,7 @@ async fn create(c: &TestCluster, sandbox: &str) -> (u16, String, String) {
         .map(|v| v.to_str().unwrap().to_string())
         .unwrap_or_default();
     let body: serde_json::Value = r.json().await.unwrap_or_default();
-    let code = body["error"]["code"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let code = body["code"].as_str().unwrap_or_default().to_string();
     (status, node, code)
 }
 

@@ -42,7 +42,39 @@ pub struct TestCluster {
     log_filter: String,
     /// The WAN between regions, when the test asked for one: every node advertises its
     /// relay address as its peer address.
-    wan: Option<warren_cli::wan::WanRelay>,
+    wan: Option<Wan>,
+}
+
+/// The relay between a WAN cluster's regions, on a runtime of its own: the harness blocks
+/// its test's thread while a node starts (reading its ready line), and a node that joins
+/// needs the cluster to commit through the relay meanwhile.
+struct Wan {
+    relay: warren_cli::wan::WanRelay,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Wan {
+    fn new(delays: warren_cli::wan::DelayMatrix) -> Wan {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("wan-relay")
+            .enable_all()
+            .build()
+            .expect("a runtime for the relay");
+        Wan {
+            relay: warren_cli::wan::WanRelay::new(delays, 0.0),
+            runtime: Some(runtime),
+        }
+    }
+}
+
+impl Drop for Wan {
+    fn drop(&mut self) {
+        // Without blocking: a test drops its cluster inside its own runtime.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 fn free_udp_port() -> u16 {
@@ -195,7 +227,7 @@ impl TestCluster {
             log_filter: log_filter
                 .unwrap_or("warn,warren_consensus=info")
                 .to_string(),
-            wan: wan.map(|m| warren_cli::wan::WanRelay::new(m, 0.0)),
+            wan: wan.map(Wan::new),
         };
         let token = cluster.token.clone();
         for i in 0..n {
@@ -254,9 +286,11 @@ impl TestCluster {
         let config = self.dir.join(format!("{name}.toml"));
         let peer_port = free_udp_port();
         let advertise = match &self.wan {
-            Some(relay) => {
+            Some(wan) => {
                 let real = std::net::SocketAddr::from(([127, 0, 0, 1], peer_port));
-                let front = relay
+                let _on_its_runtime = wan.runtime.as_ref().expect("running").enter();
+                let front = wan
+                    .relay
                     .add_node([127, 0, 0, 1].into(), real, region)
                     .expect("a relay address");
                 format!("advertise_peer = \"{front}\"\n")
@@ -534,7 +568,7 @@ impl TestCluster {
     /// Cuts `region` off from every other region of a WAN cluster (`start_wan`), both ways,
     /// in the relay; `false` heals it.
     pub fn cut_off_region(&self, region: &str, cut: bool) {
-        let relay = self.wan.as_ref().expect("a WAN cluster");
+        let relay = &self.wan.as_ref().expect("a WAN cluster").relay;
         for other in self.nodes.iter().map(|n| n.region.as_str()) {
             if other != region {
                 relay.set_cut(region, other, cut);

@@ -102,7 +102,7 @@ pub(super) fn start_clients(
 }
 
 /// One sandbox owned by each node (created through node 0).
-pub(super) async fn one_sandbox_per_node(c: &TestCluster) -> Vec<String> {
+async fn one_sandbox_per_node(c: &TestCluster) -> Vec<String> {
     let mut out = Vec::new();
     for n in &c.nodes {
         out.extend(ids_on(c, 0, &n.name, 1).await);
