@@ -142,6 +142,108 @@ async fn commits(
     Ok((on_leader, via_follower))
 }
 
+/// Placement commits on three voters in three regions `rtt` apart (each pair), through the
+/// user-space WAN relay (`warren_cli::wan`), on default timing with every lease keeper
+/// running: for 20, 80 and 150 ms, against the same cluster with the relay in the path but
+/// no delay (same run). The target: a commit on the leader takes about one round trip (to
+/// the nearest other voter and back), one through a follower about two.
+pub async fn wan_commit_latency(n: usize, table: &mut Table) -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut base = None;
+    for rtt_ms in [0u64, 20, 80, 150] {
+        let spec = format!("r1/r2={rtt_ms},r1/r3={rtt_ms},r2/r3={rtt_ms}");
+        let relay = warren_cli::wan::WanRelay::new(
+            warren_cli::wan::DelayMatrix::parse(&spec).map_err(anyhow::Error::msg)?,
+            0.0,
+        );
+        let dir = tempfile::tempdir()?;
+        let members = wan_members(&relay, dir.path()).await?;
+        let leader = members.iter().find(|m| m.is_leader()).expect("a leader");
+        let follower = members.iter().find(|m| !m.is_leader()).expect("a follower");
+        commits(leader, follower, "w", 10).await?;
+        let (on_leader, via_follower) =
+            commits(leader, follower, &format!("r{rtt_ms}-"), n).await?;
+        let (l50, l99) = percentiles(&on_leader);
+        let (f50, f99) = percentiles(&via_follower);
+        let (b50, bf50) = *base.get_or_insert((l50, f50));
+        table.note(format!(
+            "placement commit, 3 voters in 3 regions {rtt_ms:>3} ms apart (n={n}): leader p50 {l50:.1} ms p99 {l99:.1} ms \
+             ({:.2} round trips beyond the 0 ms run's {b50:.1} ms), via a follower p50 {f50:.1} ms p99 {f99:.1} ms \
+             ({:.2} round trips beyond {bf50:.1} ms)",
+            if rtt_ms == 0 { 0.0 } else { (l50 - b50) / rtt_ms as f64 },
+            if rtt_ms == 0 { 0.0 } else { (f50 - bf50) / rtt_ms as f64 },
+        ));
+        for m in &members {
+            m.shutdown().await;
+        }
+    }
+    Ok(())
+}
+
+/// Three members in regions r1, r2, r3, peers reached through `relay`, leases on.
+async fn wan_members(
+    relay: &warren_cli::wan::WanRelay,
+    dir: &std::path::Path,
+) -> anyhow::Result<Vec<Arc<Cluster>>> {
+    let ca = tls::new_ca("bench")?;
+    let mut members: Vec<Arc<Cluster>> = Vec::new();
+    for i in 1..=3u64 {
+        let (name, region) = (format!("w{i}"), format!("r{i}"));
+        let identity = tls::issue(&ca, &name, i, Duration::from_secs(86_400))?;
+        let peers = Peers::bind("127.0.0.1:0".parse()?, &identity)?;
+        let real = peers.local_addr()?;
+        let front = relay.add_node(real.ip(), real, &region)?;
+        let mut cfg = ClusterConfig::new(&name, &region, "127.0.0.1:1", &front.to_string());
+        cfg.key_id = tls::key_id_of_cert(&identity.cert_pem)?;
+        let c = Cluster::open(&dir.join(&name), i, cfg, peers.clone())
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        peers.serve(Arc::new(RpcOnly(c.clone())));
+        members.push(c);
+    }
+    members[0]
+        .bootstrap(ca)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    for m in &members {
+        m.start_supervisor();
+    }
+    for m in &members[1..] {
+        let cmd = Command::Register {
+            name: m.cfg.name.clone(),
+            region: m.cfg.region.clone(),
+            api_addr: String::new(),
+            peer_addr: m.cfg.peer_addr.clone(),
+            capacity: 1,
+            key_id: m.cfg.key_id.clone(),
+            join_token: None,
+        };
+        members[0]
+            .propose(cmd)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let voters = members[0]
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .count();
+        if voters == 3 && members.iter().all(|m| m.has_lease()) {
+            return Ok(members);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "three voters with leases did not form across the relay"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 struct RpcOnly(Arc<Cluster>);
 
 impl warren_transport::Handler for RpcOnly {

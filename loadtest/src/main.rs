@@ -15,7 +15,8 @@
 //! seconds measured in the checkpoint-cost scenario, default 50 and 60),
 //! WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`,
 //! `snapshots`, `watch`, `interpreter`, `userns`, `hostwork`, `cluster`, `failover`,
-//! `commits`, `checkpoints`, `placement`, `egress`, `metering`; default all),
+//! `commits`, `wan`, `checkpoints`, `placement`, `egress`, `metering`; default all),
+//! WARREN_BENCH_WAN (placement commits per region latency in the `wan` scenario, default 100),
 //! WARREN_BENCH_WORKDIR (where the snapshot baselines write, default /tmp).
 
 use warren_loadtest::{
@@ -47,6 +48,7 @@ async fn main() -> anyhow::Result<()> {
     let metered_n = env_usize("WARREN_BENCH_METERED", 200).clamp(1, 1000);
     let meter_window = env_usize("WARREN_BENCH_METER_WINDOW_S", 60).clamp(10, 600);
     let sim_ids = env_usize("WARREN_BENCH_SIM_IDS", 1_000_000).clamp(1000, 5_000_000);
+    let wan_n = env_usize("WARREN_BENCH_WAN", 100).clamp(10, 2000);
     let only = std::env::var("WARREN_BENCH_ONLY").unwrap_or_default();
     let run = |part: &str| only.is_empty() || only.split(',').any(|p| p.trim() == part);
     let mut table = Table::default();
@@ -104,6 +106,10 @@ async fn main() -> anyhow::Result<()> {
     }
     if run("commits") {
         commit_bench::commit_latency(commits_n, &mut table).await?;
+    }
+    if run("wan") {
+        eprintln!("bench: placement commits across regions (user-space WAN relay)");
+        commit_bench::wan_commit_latency(wan_n, &mut table).await?;
     }
     if run("egress") {
         egress_bench::proxy_cost(egress_n, &mut table).await?;

@@ -146,13 +146,13 @@ pub fn state_at_scale(n: usize, table: &mut Table) {
     let new_frame = warren_consensus::snapshot_frame::encode(&Default::default(), &data).len();
     table.note(format!(
         "state machine at {n} placements: {per:.0} B resident per placement (record {} B); built in {:.1}s; \
-         snapshot holds the state lock {:.3} ms now vs {:.0} ms before ({:.5}x); \
+         snapshot holds the state lock {:.3} ms now vs {:.0} ms before ({:.0}x shorter); \
          snapshot {:.1} MB (binary frame) vs {:.1} MB (format 1 JSON frame) ({:.3}x); parse on install {:.1}s",
         record.len(),
         built.as_secs_f64(),
         hold_now.as_secs_f64() * 1e3,
         hold_before.as_secs_f64() * 1e3,
-        hold_now.as_secs_f64() / hold_before.as_secs_f64(),
+        hold_before.as_secs_f64() / hold_now.as_secs_f64(),
         new_frame as f64 / 1e6,
         old_frame as f64 / 1e6,
         new_frame as f64 / old_frame as f64,
