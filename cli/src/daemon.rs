@@ -261,14 +261,15 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         }
     }
     if docker.id_shift().is_some() {
-        // Every sandbox's namespace counts against the host root's inotify budget too.
+        // Every sandbox's namespace counts against the host root's inotify budget too, and
+        // every sandbox's session keyring against one user's key quota.
         match warren_node::runtime::userns_limits::ensure_host_budget(cfg.max_sandboxes as u64) {
             Ok(changed) if !changed.is_empty() => {
-                tracing::info!(changed = %changed.join(", "), "raised the host's inotify limits so that every sandbox's budget fits")
+                tracing::info!(changed = %changed.join(", "), "raised the host's per-user limits so that every sandbox's budget fits")
             }
             Ok(_) => {}
             Err(e) => {
-                tracing::warn!(error = %e, "cannot raise the host's inotify limits: sandboxes together may use up the host root's")
+                tracing::warn!(error = %e, "cannot raise the host's per-user limits (inotify, keys): sandboxes together may use them up")
             }
         }
     }

@@ -1,4 +1,5 @@
-//! Limits the kernel counts per user: inotify instances and watches. In a user namespace
+//! Limits the kernel counts per user: inotify instances and watches, and keys (each
+//! container's session keyring; see `ensure_host_budget`). In a user namespace
 //! they are counted at every level up to the host, and at the host's level every
 //! container's namespace counts as its creator's, root's: without a limit of its own, one
 //! sandbox holding 128 inotify instances leaves none for any other sandbox, nor for the
@@ -93,30 +94,56 @@ fn write_in_namespace(ns: libc::c_int, writes: &[(CString, CString)]) -> io::Res
     Ok(())
 }
 
-/// Raises the host's per-user inotify limits (root's, which every sandbox counts against)
-/// so that `sandboxes` full budgets fit beside the host's own use. Never lowers them.
-/// Returns what it changed.
+/// Keys a sandbox holds in the kernel's keyring quota: runc gives each container a session
+/// keyring, owned by the user its root maps to — one user for every sandbox of the node.
+/// Beyond the default quota (200 keys) no container starts ("unable to create session key:
+/// disk quota exceeded"); seen at about 200 sandboxes on one node here.
+const KEYS_PER_SANDBOX: u64 = 4;
+/// Bytes of key payload and descriptions per key the default quota allows (20000 / 200).
+const KEY_BYTES_PER_KEY: u64 = 100;
+
+/// Raises the host's per-user limits that every sandbox counts against — root's inotify
+/// limits, and the keyring quota of the user sandboxes' root maps to — so that `sandboxes`
+/// full budgets fit beside the host's own use. Never lowers them. Returns what it changed.
 pub fn ensure_host_budget(sandboxes: u64) -> io::Result<Vec<String>> {
     let mut changed = Vec::new();
     for (name, each, own) in [
-        ("max_user_instances", SANDBOX_LIMITS.inotify_instances, 1024),
-        ("max_user_watches", SANDBOX_LIMITS.inotify_watches, 1 << 20),
+        (
+            "fs/inotify/max_user_instances",
+            SANDBOX_LIMITS.inotify_instances,
+            1024,
+        ),
+        (
+            "fs/inotify/max_user_watches",
+            SANDBOX_LIMITS.inotify_watches,
+            1 << 20,
+        ),
+        ("kernel/keys/maxkeys", KEYS_PER_SANDBOX, 200),
+        (
+            "kernel/keys/maxbytes",
+            KEYS_PER_SANDBOX * KEY_BYTES_PER_KEY,
+            20_000,
+        ),
     ] {
-        let path = format!("/proc/sys/fs/inotify/{name}");
+        let path = format!("/proc/sys/{name}");
         let now: u64 = std::fs::read_to_string(&path)?
             .trim()
             .parse()
             .map_err(io::Error::other)?;
-        let needed = each
-            .saturating_mul(sandboxes)
-            .saturating_add(own)
-            .min(i32::MAX as u64);
+        let needed = needed(each, sandboxes, own);
         if now < needed {
             std::fs::write(&path, needed.to_string())?;
-            changed.push(format!("fs.inotify.{name} {now} -> {needed}"));
+            changed.push(format!("{} {now} -> {needed}", name.replace('/', ".")));
         }
     }
     Ok(changed)
+}
+
+/// What `sandboxes` budgets of `each` need beside the host's `own`, as a sysctl can hold.
+fn needed(each: u64, sandboxes: u64, own: u64) -> u64 {
+    each.saturating_mul(sandboxes)
+        .saturating_add(own)
+        .min(i32::MAX as u64)
 }
 
 #[cfg(test)]
