@@ -273,6 +273,20 @@ mod tests {
             ),
             "speaking for another node's keys"
         );
+        let limits = |node| {
+            Request::Propose(Command::SetNodeLimits {
+                node,
+                max_sandboxes: 0,
+            })
+        };
+        assert_eq!(authorize(&s, 3, &limits(3)), Ok(()));
+        assert!(
+            matches!(
+                authorize(&s, 3, &limits(2)),
+                Err(Refusal::Impersonation { .. })
+            ),
+            "declaring another node full (failover and placement would pass it over)"
+        );
         let ca = warren_transport::tls::new_ca("t").unwrap();
         let init = Request::Propose(Command::Init {
             cluster: "x".into(),

@@ -16,41 +16,12 @@ pub async fn commit_latency(n: usize, table: &mut Table) -> anyhow::Result<()> {
     let ca = tls::new_ca("bench")?;
     let mut members: Vec<Arc<Cluster>> = Vec::new();
     for i in 1..=3u64 {
-        let name = format!("b{i}");
-        let identity = tls::issue(&ca, &name, i, std::time::Duration::from_secs(86_400))?;
-        let peers = Peers::bind("127.0.0.1:0".parse()?, &identity)?;
-        let addr = peers.local_addr()?.to_string();
-        let mut cfg = ClusterConfig::new(&name, "r", "127.0.0.1:1", &addr);
-        cfg.key_id = tls::key_id_of_cert(&identity.cert_pem)?;
-        cfg.supervise_every = Duration::from_millis(200);
-        let c = Cluster::open(&dir.path().join(&name), i, cfg, peers.clone())
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        peers.serve(Arc::new(RpcOnly(c.clone())));
-        members.push(c);
+        let mut cfg = |c: &mut ClusterConfig| c.supervise_every = Duration::from_millis(200);
+        members.push(member(&ca, dir.path(), i, "r", None, &mut cfg).await?);
     }
-    members[0]
-        .bootstrap(ca)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
     // The first node leads and reconciles membership; the followers' supervisors (and with
     // them their lease keepers) start only for the second half.
-    members[0].start_supervisor();
-    for m in &members[1..] {
-        let cmd = Command::Register {
-            name: m.cfg.name.clone(),
-            region: "r".into(),
-            api_addr: String::new(),
-            peer_addr: m.cfg.peer_addr.clone(),
-            capacity: 1,
-            key_id: m.cfg.key_id.clone(),
-            join_token: None,
-        };
-        members[0]
-            .propose(cmd)
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
+    form(&members, ca, false).await?;
     let deadline = Instant::now() + Duration::from_secs(30);
     while members[0]
         .raft
@@ -201,41 +172,10 @@ async fn wan_members(
     let ca = tls::new_ca("bench")?;
     let mut members: Vec<Arc<Cluster>> = Vec::new();
     for i in 1..=3u64 {
-        let (name, region) = (format!("w{i}"), format!("r{i}"));
-        let identity = tls::issue(&ca, &name, i, Duration::from_secs(86_400))?;
-        let peers = Peers::bind("127.0.0.1:0".parse()?, &identity)?;
-        let real = peers.local_addr()?;
-        let front = relay.add_node(real.ip(), real, &region)?;
-        let mut cfg = ClusterConfig::new(&name, &region, "127.0.0.1:1", &front.to_string());
-        cfg.key_id = tls::key_id_of_cert(&identity.cert_pem)?;
-        let c = Cluster::open(&dir.join(&name), i, cfg, peers.clone())
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        peers.serve(Arc::new(RpcOnly(c.clone())));
-        members.push(c);
+        let region = format!("r{i}");
+        members.push(member(&ca, dir, i, &region, Some(relay), &mut |_| {}).await?);
     }
-    members[0]
-        .bootstrap(ca)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    for m in &members {
-        m.start_supervisor();
-    }
-    for m in &members[1..] {
-        let cmd = Command::Register {
-            name: m.cfg.name.clone(),
-            region: m.cfg.region.clone(),
-            api_addr: String::new(),
-            peer_addr: m.cfg.peer_addr.clone(),
-            capacity: 1,
-            key_id: m.cfg.key_id.clone(),
-            join_token: None,
-        };
-        members[0]
-            .propose(cmd)
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
+    form(&members, ca, true).await?;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let voters = members[0]
@@ -255,6 +195,68 @@ async fn wan_members(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Member `i` of region `region`, serving its RPCs; its peers reach it through `relay` when
+/// there is one. `tune` adjusts its settings.
+async fn member(
+    ca: &tls::CaMaterial,
+    dir: &std::path::Path,
+    i: u64,
+    region: &str,
+    relay: Option<&warren_cli::wan::WanRelay>,
+    tune: &mut dyn FnMut(&mut ClusterConfig),
+) -> anyhow::Result<Arc<Cluster>> {
+    let name = format!("b{i}");
+    let identity = tls::issue(ca, &name, i, Duration::from_secs(86_400))?;
+    let peers = Peers::bind("127.0.0.1:0".parse()?, &identity)?;
+    let real = peers.local_addr()?;
+    let advertised = match relay {
+        Some(relay) => relay.add_node(real.ip(), real, region)?,
+        None => real,
+    };
+    let mut cfg = ClusterConfig::new(&name, region, "127.0.0.1:1", &advertised.to_string());
+    cfg.key_id = tls::key_id_of_cert(&identity.cert_pem)?;
+    tune(&mut cfg);
+    let c = Cluster::open(&dir.join(&name), i, cfg, peers.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    peers.serve(Arc::new(RpcOnly(c.clone())));
+    Ok(c)
+}
+
+/// The first member bootstraps the cluster and registers the others; its supervisor runs,
+/// and the others' too when `supervise_all`.
+async fn form(
+    members: &[Arc<Cluster>],
+    ca: tls::CaMaterial,
+    supervise_all: bool,
+) -> anyhow::Result<()> {
+    members[0]
+        .bootstrap(ca)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    for (i, m) in members.iter().enumerate() {
+        if i == 0 || supervise_all {
+            m.start_supervisor();
+        }
+    }
+    for m in &members[1..] {
+        let cmd = Command::Register {
+            name: m.cfg.name.clone(),
+            region: m.cfg.region.clone(),
+            api_addr: String::new(),
+            peer_addr: m.cfg.peer_addr.clone(),
+            capacity: 1,
+            key_id: m.cfg.key_id.clone(),
+            join_token: None,
+        };
+        members[0]
+            .propose(cmd)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(())
 }
 
 /// `n` placements through `leader`, each `gap` after the previous one ended: their latencies.

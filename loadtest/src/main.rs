@@ -41,7 +41,7 @@ async fn main() -> anyhow::Result<()> {
     let snap_rounds = env_usize("WARREN_BENCH_SNAPSHOT_ROUNDS", 3).clamp(1, 20);
     let surface_n = env_usize("WARREN_BENCH_SURFACE", 200).clamp(10, 5000);
     let interp_n = env_usize("WARREN_BENCH_INTERP", 200).clamp(10, 5000);
-    let failover_n = env_usize("WARREN_BENCH_FAILOVER", 10).clamp(1, 100);
+    let failover_n = env_usize("WARREN_BENCH_FAILOVER", 10).clamp(1, 1000);
     let checkpointed_n = env_usize("WARREN_BENCH_CHECKPOINTED", 50).clamp(1, 500);
     let checkpoint_window = env_usize("WARREN_BENCH_CHECKPOINT_WINDOW_S", 60).clamp(15, 900);
     let egress_n = env_usize("WARREN_BENCH_EGRESS", 2000).clamp(100, 100_000);

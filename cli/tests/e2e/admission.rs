@@ -1,30 +1,15 @@
 //! Admission across a cluster: a node at its sandbox limit is passed over for the next
 //! rendezvous choice, and a cluster whose every node is full says so at once.
 
-use super::cluster_harness::TestCluster;
+use super::cluster_harness::{exec_via, TestCluster};
 use super::harness::unique;
-use reqwest::Method;
 use std::time::Duration;
 use warren_consensus::{NodeRecord, NodeState};
 
 /// Creates `sandbox` (an exec of `true`) entering node 0: the status, the node that ran it
 /// and the error code, if any.
 async fn create(c: &TestCluster, sandbox: &str) -> (u16, String, String) {
-    let r = c.nodes[0]
-        .client
-        .request(Method::POST, &format!("/v1/sandboxes/{sandbox}/exec"))
-        .json(&serde_json::json!({ "command": "true" }))
-        .timeout(Duration::from_secs(60))
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    let node = r
-        .headers()
-        .get("x-warren-node")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default();
-    let body: serde_json::Value = r.json().await.unwrap_or_default();
+    let (status, node, body) = exec_via(c, 0, sandbox, "true").await;
     let code = body["code"].as_str().unwrap_or_default().to_string();
     (status, node, code)
 }

@@ -640,6 +640,35 @@ fn all_threads_stopped(pid: i32) -> bool {
     })
 }
 
+/// `command` run in `sandbox` (created on first use) entering node `i`, waiting at most 60 s:
+/// the status, the node that answered (`x-warren-node`, empty when none did) and the body.
+pub async fn exec_via(
+    c: &TestCluster,
+    i: usize,
+    sandbox: &str,
+    command: &str,
+) -> (u16, String, serde_json::Value) {
+    let r = c.nodes[i]
+        .client
+        .request(
+            reqwest::Method::POST,
+            &format!("/v1/sandboxes/{sandbox}/exec"),
+        )
+        .json(&serde_json::json!({ "command": command }))
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let node = r
+        .headers()
+        .get("x-warren-node")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let body: serde_json::Value = r.json().await.unwrap_or_default();
+    (status, node, body)
+}
+
 /// The node that answers for `sandbox` (creating it through node `i` if needed).
 pub async fn owner_of(c: &TestCluster, i: usize, sandbox: &str) -> String {
     let r = c.nodes[i]

@@ -3,11 +3,10 @@
 //! settings: placements commit, requests are forwarded to the owner from every node, and a
 //! node that joins late catches up.
 
-use super::cluster_harness::TestCluster;
+use super::cluster_harness::{exec_via, TestCluster};
 use super::harness::unique;
 use reqwest::Method;
 use std::time::{Duration, Instant};
-use warren_api::exec::ExecRequest;
 use warren_cli::wan::DelayMatrix;
 
 /// The round trips of the three regions.
@@ -21,24 +20,7 @@ pub fn three_regions() -> DelayMatrix {
 async fn echo_via(c: &TestCluster, i: usize, sandbox: &str, word: &str) -> (u16, String, String) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let r = c.nodes[i]
-            .client
-            .request(Method::POST, &format!("/v1/sandboxes/{sandbox}/exec"))
-            .json(&ExecRequest {
-                command: Some(format!("echo {word}")),
-                ..Default::default()
-            })
-            .timeout(Duration::from_secs(60))
-            .send()
-            .await
-            .unwrap();
-        let status = r.status().as_u16();
-        let node = r
-            .headers()
-            .get("x-warren-node")
-            .map(|v| v.to_str().unwrap().to_string())
-            .unwrap_or_default();
-        let body: serde_json::Value = r.json().await.unwrap_or_default();
+        let (status, node, body) = exec_via(c, i, sandbox, &format!("echo {word}")).await;
         if status == 503 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(250)).await;
             continue;
