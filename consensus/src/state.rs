@@ -805,20 +805,31 @@ impl ClusterState {
     }
 }
 
+impl NodeRecord {
+    /// An up node `n<id>` of `region` with capacity 1 and no addresses, keys or limit: what
+    /// placement decisions read, for tests, benchmarks and simulations of them.
+    pub fn placeable(id: NodeId, region: &str) -> NodeRecord {
+        NodeRecord {
+            id,
+            name: format!("n{id}"),
+            region: region.into(),
+            api_addr: String::new(),
+            peer_addr: String::new(),
+            state: NodeState::Up,
+            capacity: 1,
+            key_id: String::new(),
+            secrets_keys: Vec::new(),
+            max_sandboxes: None,
+        }
+    }
+}
+
 /// A node record for tests.
 #[cfg(test)]
 pub(crate) fn test_node(id: NodeId, region: &str, state: NodeState) -> NodeRecord {
     NodeRecord {
-        secrets_keys: Vec::new(),
-        max_sandboxes: None,
-        id,
-        name: format!("n{id}"),
-        region: region.into(),
-        api_addr: String::new(),
-        peer_addr: String::new(),
         state,
-        capacity: 1,
-        key_id: String::new(),
+        ..NodeRecord::placeable(id, region)
     }
 }
 

@@ -475,21 +475,8 @@ impl Sim {
 fn placed_cluster(ids: usize) -> ClusterState {
     let mut s = ClusterState::default();
     for id in 1..=NODES {
-        s.nodes.insert(
-            id,
-            NodeRecord {
-                id,
-                name: format!("n{id}"),
-                region: region_of(id),
-                api_addr: String::new(),
-                peer_addr: format!("10.0.{}.{}:7443", id / 250, id % 250),
-                state: NodeState::Up,
-                capacity: 1,
-                key_id: String::new(),
-                secrets_keys: Vec::new(),
-                max_sandboxes: None,
-            },
-        );
+        s.nodes
+            .insert(id, NodeRecord::placeable(id, &region_of(id)));
     }
     s.next_node_id = NODES + 1;
     for i in 0..ids {

@@ -23,16 +23,7 @@ pub async fn commit_latency(n: usize, table: &mut Table) -> anyhow::Result<()> {
     // them their lease keepers) start only for the second half.
     form(&members, ca, false).await?;
     let deadline = Instant::now() + Duration::from_secs(30);
-    while members[0]
-        .raft
-        .metrics()
-        .borrow()
-        .membership_config
-        .membership()
-        .voter_ids()
-        .count()
-        < 3
-    {
+    while voters(&members[0]) < 3 {
         anyhow::ensure!(Instant::now() < deadline, "three voters did not form");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -178,15 +169,7 @@ async fn wan_members(
     form(&members, ca, true).await?;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let voters = members[0]
-            .raft
-            .metrics()
-            .borrow()
-            .membership_config
-            .membership()
-            .voter_ids()
-            .count();
-        if voters == 3 && members.iter().all(|m| m.has_lease()) {
+        if voters(&members[0]) == 3 && members.iter().all(|m| m.has_lease()) {
             return Ok(members);
         }
         anyhow::ensure!(
@@ -195,6 +178,17 @@ async fn wan_members(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// How many voters `m` sees in the membership.
+fn voters(m: &Cluster) -> usize {
+    m.raft
+        .metrics()
+        .borrow()
+        .membership_config
+        .membership()
+        .voter_ids()
+        .count()
 }
 
 /// Member `i` of region `region`, serving its RPCs; its peers reach it through `relay` when

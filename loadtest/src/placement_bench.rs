@@ -4,22 +4,11 @@ use crate::report::Table;
 use std::collections::HashMap;
 use std::time::Instant;
 use warren_consensus::placement::{owner_among, owner_by_full_ranking};
-use warren_consensus::{NodeRecord, NodeState};
+use warren_consensus::NodeRecord;
 
 fn nodes(n: usize, regions: usize) -> Vec<NodeRecord> {
     (1..=n as u64)
-        .map(|id| NodeRecord {
-            id,
-            name: format!("n{id}"),
-            region: format!("r{}", id as usize % regions),
-            api_addr: String::new(),
-            peer_addr: String::new(),
-            state: NodeState::Up,
-            capacity: 1,
-            key_id: String::new(),
-            secrets_keys: Vec::new(),
-            max_sandboxes: None,
-        })
+        .map(|id| NodeRecord::placeable(id, &format!("r{}", id as usize % regions)))
         .collect()
 }
 

@@ -4,7 +4,7 @@
 use super::cluster_harness::{exec_via, TestCluster};
 use super::harness::unique;
 use std::time::Duration;
-use warren_consensus::{NodeRecord, NodeState};
+use warren_consensus::NodeRecord;
 
 /// Creates `sandbox` (an exec of `true`) entering node 0: the status, the node that ran it
 /// and the error code, if any.
@@ -43,18 +43,7 @@ async fn a_full_node_is_passed_over_and_a_full_cluster_says_so() {
         .collect();
     let records: Vec<NodeRecord> = nodes
         .iter()
-        .map(|(id, _)| NodeRecord {
-            id: *id,
-            name: String::new(),
-            region: "r1".into(),
-            api_addr: String::new(),
-            peer_addr: String::new(),
-            state: NodeState::Up,
-            capacity: 1,
-            key_id: String::new(),
-            secrets_keys: Vec::new(),
-            max_sandboxes: None,
-        })
+        .map(|(id, _)| NodeRecord::placeable(*id, "r1"))
         .collect();
     let (first, first_name) = nodes[0].clone();
     let preferring_first: Vec<String> = (0..)

@@ -260,18 +260,7 @@ async fn migration_through_s3_a_joining_node_takes_over_the_ids_it_wins() {
 async fn joining_node_takes_over(mut c: TestCluster) {
     let client = c.nodes[0].client.clone();
     // Ids the third node (id 3) will win, and ids it will not, by the placement function.
-    let node = |id: u64| warren_consensus::NodeRecord {
-        id,
-        name: String::new(),
-        region: "r1".into(),
-        api_addr: String::new(),
-        peer_addr: String::new(),
-        state: warren_consensus::NodeState::Up,
-        capacity: 1,
-        key_id: String::new(),
-        secrets_keys: Vec::new(),
-        max_sandboxes: None,
-    };
+    let node = |id: u64| warren_consensus::NodeRecord::placeable(id, "r1");
     let three = [node(1), node(2), node(3)];
     let (mut won, mut kept) = (Vec::new(), Vec::new());
     while won.len() < 2 || kept.len() < 3 {

@@ -228,25 +228,22 @@ async fn place_and_route(
     let mut excluded: Vec<NodeId> = Vec::new();
     let mut expected_epoch = 0;
     for _ in 0..3 {
-        // A node at its sandbox limit is passed over for the next rendezvous choice.
+        // A node at its sandbox limit is passed over for the next rendezvous choice; when
+        // none is left, whether any was up at all says why.
         let choice = cl.read(|s| {
-            let up = choose_owner_excluding(s, id, region, &excluded).is_some();
             let mut skip = excluded.clone();
-            (up, choose_owner_with_room(s, id, region, &mut skip, |_| 0))
+            choose_owner_with_room(s, id, region, &mut skip, |_| 0)
+                .ok_or_else(|| choose_owner_excluding(s, id, region, &excluded).is_some())
         });
         let choice = match choice {
-            (_, Some(node)) => node,
-            (false, None) => {
-                return err(ApiError::new(
-                    ErrorCode::CapacityExhausted,
-                    "no node is up to take a new sandbox",
-                ))
-            }
-            (true, None) => {
-                return err(ApiError::new(
-                    ErrorCode::CapacityExhausted,
-                    "every node that is up runs its maximum of sandboxes",
-                ))
+            Ok(node) => node,
+            Err(any_up) => {
+                let why = if any_up {
+                    "every node that is up runs its maximum of sandboxes"
+                } else {
+                    "no node is up to take a new sandbox"
+                };
+                return err(ApiError::new(ErrorCode::CapacityExhausted, why));
             }
         };
         let cmd = Command::Place {
