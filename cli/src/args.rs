@@ -495,6 +495,22 @@ pub struct NodeArgs {
     /// wake or fork takes one instead of waiting for Docker to start one (0: none).
     #[arg(long, default_value_t = crate::settings::default_warm())]
     pub warm_containers: usize,
+    /// Warm containers kept at most when demand is high: as many as the most requests for
+    /// one within a minute of the last ten, between --warm-containers and this (at or below
+    /// --warm-containers: a fixed pool).
+    #[arg(long, env = "WARREN_WARM_MAX", default_value_t = crate::settings::default_warm_max())]
+    pub warm_max: usize,
+    /// Memory the warm containers may hold together, MiB (0: an eighth of this host's
+    /// memory, at most 2048).
+    #[arg(long, default_value_t = 0)]
+    pub warm_memory_mb: u64,
+    /// Start another warm container only when at least this fraction of the host's CPU
+    /// time was idle just before (0: whatever the load).
+    #[arg(long, default_value_t = crate::settings::default_warm_idle_reserve())]
+    pub warm_idle_reserve: f64,
+    /// How long a burst of requests keeps the warm pool above --warm-containers, seconds.
+    #[arg(long, default_value_t = crate::settings::default_warm_horizon_s())]
+    pub warm_horizon_s: u64,
     /// File of the cluster's secrets keys (made at bootstrap, received when joining).
     /// Default: DATA_DIR/cluster/secrets.key.
     #[arg(long)]
@@ -674,6 +690,10 @@ impl NodeArgs {
             pack_in_guest: self.pack_in_guest,
             restore_after_start: self.restore_after_start,
             warm_containers: self.warm_containers,
+            warm_max: self.warm_max,
+            warm_memory_mb: self.warm_memory_mb,
+            warm_idle_reserve: self.warm_idle_reserve,
+            warm_horizon_s: self.warm_horizon_s,
             secrets_key_file: self.secrets_key_file.clone(),
             ca_file: self.ca_file.clone(),
             cert_lifetime_s: self.cert_lifetime_s,

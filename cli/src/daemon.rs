@@ -12,8 +12,8 @@ use warren_consensus::{Cluster, ClusterConfig};
 use warren_node::runtime::docker::DockerRuntime;
 use warren_node::runtime::host_work::{self, HostWork, HostWorkConfig};
 use warren_node::runtime::subnets::{Cidr, SubnetPool};
-use warren_node::runtime::WarmPoolConfig;
 use warren_node::runtime::{firewall, ContainerRuntime};
+use warren_node::runtime::{WarmPoolConfig, WARM_IDLE_MB};
 use warren_node::safety::{Guarantee, Safety};
 use warren_node::{NodeConfig, SandboxManager};
 use warren_transport::{tls, NodeIdentity, Peers};
@@ -455,7 +455,16 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     docker
         .start_warm_pool(
             WarmPoolConfig {
-                size: s.warm_containers,
+                floor: s.warm_containers,
+                ceiling: s.warm_max,
+                memory_budget_mb: match s.warm_memory_mb {
+                    0 => warren_node::runtime::host_load::memory_total_mb()
+                        .map_or(512, |total| (total / 8).min(2048)),
+                    mb => mb,
+                },
+                idle_mb: WARM_IDLE_MB,
+                horizon: std::time::Duration::from_secs(s.warm_horizon_s),
+                idle_reserve: s.warm_idle_reserve,
                 image: cfg.default_image.clone(),
                 resources: warren_api::sandbox::instance_type(
                     warren_api::sandbox::DEFAULT_INSTANCE_TYPE,

@@ -130,6 +130,22 @@ pub struct Settings {
     /// wake or fork takes one instead of waiting for Docker to start one (0: none).
     #[serde(default = "default_warm")]
     pub warm_containers: usize,
+    /// Warm containers kept at most when demand is high: the pool keeps as many as the
+    /// most requests for one within a minute of the last ten, between `warm_containers` and
+    /// this (at or below `warm_containers`: the pool does not follow demand).
+    #[serde(default = "default_warm_max")]
+    pub warm_max: usize,
+    /// Memory the warm containers may hold together, MiB (0: an eighth of this host's
+    /// memory, at most 2048). Bounds `warm_max` at about 8 MiB per container.
+    #[serde(default)]
+    pub warm_memory_mb: u64,
+    /// The pool starts another warm container only when at least this fraction of the
+    /// host's CPU time was idle just before (0: whatever the load).
+    #[serde(default = "default_warm_idle_reserve")]
+    pub warm_idle_reserve: f64,
+    /// How long a burst of requests keeps the warm pool above `warm_containers`, seconds.
+    #[serde(default = "default_warm_horizon_s")]
+    pub warm_horizon_s: u64,
     /// The cluster CA's certificate and private key (PEM), on the nodes that sign node
     /// certificates (default DATA_DIR/cluster/ca.pem; the first node writes it). Copy it
     /// to another node to make that one a signer too.
@@ -234,6 +250,15 @@ pub(crate) fn default_spare() -> usize {
 }
 pub(crate) fn default_warm() -> usize {
     4
+}
+pub(crate) fn default_warm_max() -> usize {
+    256
+}
+pub(crate) fn default_warm_idle_reserve() -> f64 {
+    0.5
+}
+pub(crate) fn default_warm_horizon_s() -> u64 {
+    600
 }
 pub(crate) fn default_true() -> bool {
     true
@@ -341,6 +366,14 @@ impl Settings {
         anyhow::ensure!(
             self.usage_sample_ms == 0 || (1000..=10_000).contains(&self.usage_sample_ms),
             "usage_sample_ms must be 0 (only when a container goes) or between 1000 and 10000"
+        );
+        anyhow::ensure!(
+            (0.0..1.0).contains(&self.warm_idle_reserve),
+            "warm_idle_reserve must be at least 0 and below 1"
+        );
+        anyhow::ensure!(
+            (1..=86_400).contains(&self.warm_horizon_s),
+            "warm_horizon_s must be between 1 and 86400"
         );
         anyhow::ensure!(
             (16..=64 * 1024).contains(&self.run_dir_mb),

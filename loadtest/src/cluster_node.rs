@@ -63,7 +63,7 @@ impl BenchCluster {
                 &cfg,
                 format!(
                     "name = \"{name}\"\ndata_dir = \"{}\"\nlisten = \"127.0.0.1:{}\"\npeer_listen = \"127.0.0.1:{}\"\n\
-                     {join}join_token = \"wj_{tag}\"\napi_key_file = \"{}\"\nspare_networks = 1\nrate_limit_per_s = 0\n\
+                     {join}join_token = \"wj_{tag}\"\napi_key_file = \"{}\"\nspare_networks = 1\nwarm_max = 0\nrate_limit_per_s = 0\n\
                      object_store = \"{}\"\n{extra}\n",
                     dir.join(&name).display(),
                     free_port(false),

@@ -48,6 +48,8 @@ impl BenchNode {
             .arg(&data_dir)
             .args(["--spare-networks", &spare])
             .args(["--warm-containers", &warm.to_string()])
+            // A fixed pool unless a scenario asks for one that follows demand.
+            .env("WARREN_WARM_MAX", "0")
             // Benchmarks measure the node, not the per-key limit.
             .args(["--rate-limit-per-s", "0"])
             .args(extra)

@@ -302,7 +302,7 @@ impl TestCluster {
             format!(
                 "name = \"{name}\"\nregion = \"{region}\"\ndata_dir = \"{}\"\nlisten = \"127.0.0.1:{}\"\n\
                  peer_listen = \"127.0.0.1:{}\"\n{join}join_token = \"{}\"\napi_key_file = \"{}\"\n\
-                 guest_bin = \"{}\"\nspare_networks = 1\n{}\
+                 guest_bin = \"{}\"\nspare_networks = 1\nwarm_max = 0\n{}\
                  object_store = \"{}\"\n{}{advertise}{}\n",
                 data_dir.display(),
                 free_tcp_port(),

@@ -188,6 +188,9 @@ impl Node {
             // Stops with this test process, however it ends.
             .env(warren_cli::daemon::EXIT_WITH_PARENT_ENV, "1")
             .env("WARREN_RUN_ID", &self.run)
+            // A fixed pool of --warm-containers, unless a test asks for one that follows
+            // demand (--warm-max): tests count containers.
+            .env("WARREN_WARM_MAX", "0")
             .stdout(Stdio::piped());
         match &self.log_file {
             Some(path) => {

@@ -27,6 +27,15 @@ async fn wait_warm(node: &Node, n: usize) {
     }
 }
 
+/// Waits until the pool aims at `n` (its target gauge).
+async fn wait_target(node: &Node, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(45);
+    while node.metric("warren_warm_target").await != n {
+        assert!(Instant::now() < deadline, "the pool never aimed at {n}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Limits as the sandbox sees them in its cgroup: memory bytes, pids, CPU quota.
 const LIMITS: &str = r#"
   if [ -f /sys/fs/cgroup/memory.max ]; then cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max; cut -d' ' -f1 /sys/fs/cgroup/cpu.max;
@@ -204,4 +213,60 @@ async fn forks_and_restores_into_warm_containers_have_the_sources_files() {
         sh(&c, &id, "cat /workspace/f; hostname; cat /etc/hostname").await,
         format!("still\n{id}\n{id}\n")
     );
+}
+
+/// The pool follows demand: a burst of creates larger than the pool raises its target to
+/// the burst (within its ceiling), it refills to that, and once the burst is older than the
+/// horizon it shrinks back to its floor. Docker holds what the pool says at each step.
+#[tokio::test]
+async fn the_pool_grows_to_a_burst_and_shrinks_back_when_it_ages_out() {
+    let node = Node::start_with(
+        "127.0.0.1:0",
+        &[
+            "--warm-containers",
+            "1",
+            "--warm-max",
+            "4",
+            "--warm-horizon-s",
+            "30",
+            // Refill whatever else runs on this host (the CPU check has unit tests).
+            "--warm-idle-reserve",
+            "0",
+        ],
+    )
+    .await;
+    let c = &node.client;
+    wait_warm(&node, 1).await;
+    assert_eq!(node.metric("warren_warm_target").await, 1);
+
+    // Six at once: one takes the warm container, five start their own.
+    let ids: Vec<String> = (0..6).map(|i| format!("burst{i}-{}", unique())).collect();
+    let burst = Instant::now();
+    let req = create(serde_json::json!({}));
+    let made = futures_util::future::join_all(ids.iter().map(|id| c.put_sandbox(id, &req))).await;
+    assert!(made.iter().all(|r| r.is_ok()), "{made:?}");
+    assert_eq!(taken(&node, "taken").await + taken(&node, "cold").await, 6);
+
+    // The ceiling, not the burst, bounds it; it refills to it and holds it.
+    wait_target(&node, 4).await;
+    wait_warm(&node, 4).await;
+    assert!(
+        burst.elapsed() < Duration::from_secs(25),
+        "the refill took longer than the test's horizon allows: {:?}",
+        burst.elapsed()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(node.warm_containers().len(), 4);
+
+    // Past the horizon, back to the floor: the extra containers are removed.
+    wait_target(&node, 1).await;
+    assert!(
+        burst.elapsed() >= Duration::from_secs(30),
+        "it shrank before the burst aged out: {:?}",
+        burst.elapsed()
+    );
+    wait_warm(&node, 1).await;
+    for id in &ids {
+        c.delete_sandbox(id).await.unwrap();
+    }
 }

@@ -7,6 +7,7 @@ pub mod enter;
 mod fd_dir;
 pub mod fence_file;
 pub mod firewall;
+pub mod host_load;
 pub mod host_work;
 pub mod root_mount;
 pub mod subnets;
@@ -100,12 +101,29 @@ pub struct ContainerSpec {
     pub seed: Option<SeedCopy>,
 }
 
+/// What one ready warm container holds, MiB, for the pool's memory budget: its guest and
+/// the kernel's share for its namespaces and network, rounded up (docs/benchmarks.md has
+/// the measurement).
+pub const WARM_IDLE_MB: u64 = 8;
+
 /// Containers started ahead of need: a create (or restore, wake, fork) whose container
 /// fits takes one that already runs instead of waiting for the engine to start one.
 #[derive(Debug, Clone)]
 pub struct WarmPoolConfig {
-    /// How many to keep ready (0: none).
-    pub size: usize,
+    /// How many to keep ready whatever the demand.
+    pub floor: usize,
+    /// How many to keep ready at most when demand is high (at or below `floor`: the pool
+    /// holds `floor` and does not follow demand; 0 with a floor of 0: no pool).
+    pub ceiling: usize,
+    /// Memory the ready containers may hold together, MiB (bounds the ceiling).
+    pub memory_budget_mb: u64,
+    /// What one ready container holds, MiB.
+    pub idle_mb: u64,
+    /// How long a burst of requests keeps the pool above its floor.
+    pub horizon: std::time::Duration,
+    /// The pool starts another container only when at least this fraction of the host's
+    /// CPU time was idle just before (0: whatever the load).
+    pub idle_reserve: f64,
     /// The only image they are of (sandboxes of other images start cold).
     pub image: String,
     /// Their limits until taken (a taken one gets its sandbox's, except the disk size).

@@ -16,10 +16,16 @@
 //!
 //! It fits a sandbox of the same image and, where the engine enforces disk sizes, the same
 //! disk size. The sandbox's `env` reaches the guest from the manager (`PUT /config`), as it
-//! does after every start of any container. The pool refills one container at a time, once
-//! no container for a sandbox
-//! (taken or started) has been under way for `QUIET`, so that refilling competes neither
-//! with the work that emptied it nor with a burst of creates.
+//! does after every start of any container.
+//!
+//! How many are kept follows demand (`demand`): between a floor and a ceiling, as many as
+//! the most requests that came within a minute of the last horizon (ten minutes by
+//! default). The pool refills one
+//! container at a time, once no container for a sandbox (taken or started) has been under
+//! way for `QUIET`, and only while the host's CPU was at least `idle_reserve` idle just
+//! before: refilling competes neither with the work that emptied it, nor with a burst of
+//! creates, nor with busy sandboxes. Past the target (the burst aged out) it removes one at
+//! a time, under the same quiet.
 
 use super::{docker_err, guest_secret_of, overlay_path, DockerRuntime, RuntimeError};
 use crate::guest::connect::{self, GuestPeer};
@@ -31,8 +37,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub mod demand;
 mod take;
 
+use demand::{Demand, Sizing, Step};
 use take::HostName;
 pub(super) use take::TakeFailed;
 
@@ -42,6 +50,10 @@ pub(super) const WARM: &str = "_warm_";
 const QUIET: Duration = Duration::from_millis(500);
 /// How long a new warm container's guest has to answer.
 const GUEST_READY: Duration = Duration::from_secs(30);
+/// How long the host's idle CPU is measured before a refill.
+const IDLE_SAMPLE: Duration = Duration::from_millis(100);
+/// How often a pool above its floor looks at its target again (arrivals age out).
+const RECHECK: Duration = Duration::from_secs(1);
 
 /// One started container nobody has taken yet.
 pub(super) struct Warm {
@@ -75,18 +87,22 @@ pub(super) struct WarmState {
     retry_at: Option<Instant>,
     /// The node is stopping: none is taken or started any more.
     closed: bool,
+    /// Recent requests for a container the pool could serve.
+    demand: Demand,
 }
 
 /// The pool's settings once started.
 pub(super) struct WarmSetup {
     cfg: WarmPoolConfig,
+    sizing: Sizing,
     ready: IntGauge,
+    target: IntGauge,
     taken: IntCounterVec,
 }
 
 impl DockerRuntime {
     /// Removes warm containers a previous run of this node left, and starts keeping
-    /// `cfg.size` ready. Registers the pool's metrics in `registry`.
+    /// `cfg.floor` ready (more as demand asks). Registers the pool's metrics in `registry`.
     pub async fn start_warm_pool(
         self: &Arc<Self>,
         cfg: WarmPoolConfig,
@@ -95,6 +111,11 @@ impl DockerRuntime {
         let ready = IntGauge::with_opts(Opts::new(
             "warren_warm_containers",
             "Started containers waiting to be taken by a sandbox",
+        ))
+        .map_err(|e| RuntimeError::Other(e.to_string()))?;
+        let target = IntGauge::with_opts(Opts::new(
+            "warren_warm_target",
+            "Warm containers the pool aims to keep ready now (follows recent demand)",
         ))
         .map_err(|e| RuntimeError::Other(e.to_string()))?;
         let taken = IntCounterVec::new(
@@ -107,6 +128,7 @@ impl DockerRuntime {
         .map_err(|e| RuntimeError::Other(e.to_string()))?;
         for m in [
             Box::new(ready.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(target.clone()),
             Box::new(taken.clone()),
         ] {
             registry
@@ -114,17 +136,26 @@ impl DockerRuntime {
                 .map_err(|e| RuntimeError::Other(e.to_string()))?;
         }
         self.remove_warm_leftovers().await?;
-        let size = cfg.size;
-        if self
-            .warm_setup
-            .set(WarmSetup { cfg, ready, taken })
-            .is_err()
-        {
+        let sizing = Sizing {
+            floor: cfg.floor,
+            ceiling: cfg.ceiling,
+            memory_budget_mb: cfg.memory_budget_mb,
+            idle_mb: cfg.idle_mb,
+        };
+        target.set(sizing.floor as i64);
+        let setup = WarmSetup {
+            cfg,
+            sizing,
+            ready,
+            target,
+            taken,
+        };
+        if self.warm_setup.set(setup).is_err() {
             return Err(RuntimeError::Other(
                 "the warm pool was started twice".into(),
             ));
         }
-        if size > 0 {
+        if sizing.floor > 0 {
             self.fill_warm_pool();
         }
         Ok(())
@@ -161,8 +192,9 @@ impl DockerRuntime {
         Ok(())
     }
 
-    /// Starts warm containers, one at a time, until the pool is full (unless a task
-    /// already does).
+    /// Keeps the pool at its target (unless a task already does): starts warm containers
+    /// one at a time while it holds fewer, removes them one at a time while it holds more,
+    /// and ends once it holds the target and the target cannot fall any more.
     fn fill_warm_pool(self: &Arc<Self>) {
         {
             let mut st = self.warm.lock().expect("warm lock");
@@ -177,34 +209,72 @@ impl DockerRuntime {
                 return;
             };
             loop {
-                let wait = {
+                let (wait, step) = {
                     let mut st = me.warm.lock().expect("warm lock");
+                    if st.closed {
+                        st.filling = false;
+                        return;
+                    }
+                    let peak = st.demand.peak(Instant::now(), setup.cfg.horizon);
+                    let target = setup.sizing.target(peak);
+                    setup.target.set(target as i64);
+                    let ready = st.ready.len();
                     let quiet_at = match st.busy {
                         0 => st.last_taken.map(|t| t + QUIET),
                         _ => Some(Instant::now() + QUIET),
                     };
                     let due = quiet_at.into_iter().chain(st.retry_at).max();
-                    if st.closed {
-                        st.filling = false;
-                        return;
-                    }
-                    match due.filter(|d| *d > Instant::now()) {
-                        Some(d) => Some(d - Instant::now()),
-                        None if st.ready.len() >= setup.cfg.size => {
+                    let wait = due
+                        .filter(|d| *d > Instant::now())
+                        .map(|d| d - Instant::now());
+                    let step = demand::next_step(ready, target);
+                    if wait.is_none() && step == Step::Hold {
+                        if target <= setup.sizing.floor {
+                            // At the floor, which only an arrival raises: done until the
+                            // next take calls again.
                             st.filling = false;
                             return;
                         }
-                        None => None,
+                        (Some(RECHECK), step)
+                    } else {
+                        (wait, step)
                     }
                 };
                 if let Some(wait) = wait {
                     tokio::time::sleep(wait).await;
                     continue;
                 }
+                match step {
+                    Step::Hold => continue,
+                    Step::Shrink => {
+                        let extra = {
+                            let mut st = me.warm.lock().expect("warm lock");
+                            let w = (!st.ready.is_empty()).then(|| st.ready.remove(0));
+                            setup.ready.set(st.ready.len() as i64);
+                            w
+                        };
+                        if let Some(w) = extra {
+                            tracing::debug!(container = %w.name, "demand fell: removing a warm container");
+                            if let Err(e) = me.remove_named(&w.name).await {
+                                tracing::warn!(container = %w.name, error = %e, "cannot remove a warm container");
+                            }
+                        }
+                        continue;
+                    }
+                    Step::Start => {}
+                }
                 if setup.cfg.safety.check().is_err() {
                     // No container while the boundary is not whole (no firewall, say).
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
+                }
+                if setup.cfg.idle_reserve > 0.0 {
+                    let idle = crate::runtime::host_load::idle_over(IDLE_SAMPLE).await;
+                    if !demand::may_refill(idle, setup.cfg.idle_reserve) {
+                        // Sandboxes use the CPU: they come first.
+                        tokio::time::sleep(QUIET).await;
+                        continue;
+                    }
                 }
                 let t = Instant::now();
                 match me.start_warm(&setup.cfg).await {
@@ -291,7 +361,7 @@ impl DockerRuntime {
     /// A ready warm container that fits `spec`, taken out of the pool (which then refills).
     pub(super) fn take_warm(self: &Arc<Self>, spec: &ContainerSpec) -> Option<Warm> {
         let setup = self.warm_setup.get()?;
-        if setup.cfg.size == 0 {
+        if setup.sizing.most() == 0 {
             return None;
         }
         let cfg = &setup.cfg;
@@ -305,7 +375,9 @@ impl DockerRuntime {
                 if st.closed {
                     return None;
                 }
-                st.last_taken = Some(Instant::now());
+                let now = Instant::now();
+                st.last_taken = Some(now);
+                st.demand.record(now);
                 // One whose guest is gone (killed, out of memory) goes, not to a sandbox.
                 let (alive, gone): (Vec<Warm>, Vec<Warm>) = std::mem::take(&mut st.ready)
                     .into_iter()
