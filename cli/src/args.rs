@@ -451,6 +451,16 @@ pub struct NodeArgs {
     pub usage_sample_ms: u64,
     #[arg(long, default_value_t = crate::settings::default_max())]
     pub max_sandboxes: usize,
+    /// CPUs the limits of this node's running sandboxes may add up to (0: no bound).
+    #[arg(long, default_value_t = 0.0)]
+    pub max_cpus: f64,
+    /// Memory the limits of this node's running sandboxes may add up to, MiB (0: no bound).
+    #[arg(long, default_value_t = 0)]
+    pub max_memory_mb: u64,
+    /// No container starts while the host has less memory available than this, MiB
+    /// (default: a twentieth of the host's memory, between 256 and 4096).
+    #[arg(long)]
+    pub memory_reserve_mb: Option<u64>,
     /// Relative placement weight of this node.
     #[arg(long, default_value_t = crate::settings::default_capacity())]
     pub capacity: u32,
@@ -676,6 +686,9 @@ impl NodeArgs {
             usage_retention_days: self.usage_retention_days,
             usage_sample_ms: self.usage_sample_ms,
             max_sandboxes: self.max_sandboxes,
+            max_cpus: self.max_cpus,
+            max_memory_mb: self.max_memory_mb,
+            memory_reserve_mb: self.memory_reserve_mb,
             capacity: self.capacity,
             heartbeat_ms: self.heartbeat_ms,
             down_after_ms: self.down_after_ms,

@@ -179,6 +179,14 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     cfg.usage_retention = std::time::Duration::from_secs(s.usage_retention_days * 86_400);
     cfg.usage_sample_every = std::time::Duration::from_millis(s.usage_sample_ms);
     cfg.max_sandboxes = s.max_sandboxes;
+    cfg.capacity = warren_node::sandbox::admission::Capacity {
+        max_cpus: (s.max_cpus > 0.0).then_some(s.max_cpus),
+        max_memory_mb: (s.max_memory_mb > 0).then_some(s.max_memory_mb),
+        memory_reserve_mb: s.memory_reserve_mb.unwrap_or_else(|| {
+            warren_node::runtime::host_load::memory_total_mb()
+                .map_or(256, |total| (total / 20).clamp(256, 4096))
+        }),
+    };
     if let Some(o) = &s.object_store {
         cfg.object_store = o.clone();
     }
@@ -464,6 +472,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
                 },
                 idle_mb: WARM_IDLE_MB,
                 horizon: std::time::Duration::from_secs(s.warm_horizon_s),
+                memory_reserve_mb: cfg.capacity.memory_reserve_mb,
                 idle_reserve: s.warm_idle_reserve,
                 image: cfg.default_image.clone(),
                 resources: warren_api::sandbox::instance_type(

@@ -79,6 +79,17 @@ pub struct Settings {
     pub usage_sample_ms: u64,
     #[serde(default = "default_max")]
     pub max_sandboxes: usize,
+    /// CPUs the limits of this node's running sandboxes may add up to (0: no bound); a start
+    /// beyond is refused with CAPACITY_EXHAUSTED and new sandboxes go to other nodes.
+    #[serde(default)]
+    pub max_cpus: f64,
+    /// Memory the limits of this node's running sandboxes may add up to, MiB (0: no bound).
+    #[serde(default)]
+    pub max_memory_mb: u64,
+    /// No container starts while the host has less memory available than this, MiB
+    /// (default: a twentieth of the host's memory, between 256 and 4096).
+    #[serde(default)]
+    pub memory_reserve_mb: Option<u64>,
     /// Relative placement weight.
     #[serde(default = "default_capacity")]
     pub capacity: u32,
@@ -366,6 +377,10 @@ impl Settings {
         anyhow::ensure!(
             self.usage_sample_ms == 0 || (1000..=10_000).contains(&self.usage_sample_ms),
             "usage_sample_ms must be 0 (only when a container goes) or between 1000 and 10000"
+        );
+        anyhow::ensure!(
+            self.max_cpus >= 0.0 && self.max_cpus.is_finite(),
+            "max_cpus must be 0 (no bound) or a positive number"
         );
         anyhow::ensure!(
             (0.0..1.0).contains(&self.warm_idle_reserve),

@@ -3,6 +3,7 @@
 //! shared and noisy, so absolute numbers from different runs do not compare.
 //! Every loop is bounded in count and time.
 
+pub mod burst_bench;
 pub mod checkpoint_bench;
 pub mod cluster_node;
 pub mod commit_bench;

@@ -15,14 +15,15 @@
 //! seconds measured in the checkpoint-cost scenario, default 50 and 60),
 //! WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`,
 //! `snapshots`, `watch`, `interpreter`, `userns`, `hostwork`, `cluster`, `failover`,
-//! `commits`, `wan`, `checkpoints`, `placement`, `egress`, `metering`; default all),
+//! `commits`, `wan`, `checkpoints`, `placement`, `egress`, `metering`, `burst`; default all),
 //! WARREN_BENCH_WAN (placement commits per region latency in the `wan` scenario, default 100),
+//! WARREN_BENCH_BURST_SESSIONS (new sessions per burst in the `burst` scenario, default 200),
 //! WARREN_BENCH_WORKDIR (where the snapshot baselines write, default /tmp).
 
 use warren_loadtest::{
-    checkpoint_bench, cluster_node, commit_bench, egress_bench, failover_bench, host_work_bench,
-    interpreter_bench, metering_bench, node::BenchNode, placement_bench, report::Table, scenarios,
-    snapshot_bench, surface_bench, userns_bench,
+    burst_bench, checkpoint_bench, cluster_node, commit_bench, egress_bench, failover_bench,
+    host_work_bench, interpreter_bench, metering_bench, node::BenchNode, placement_bench,
+    report::Table, scenarios, snapshot_bench, surface_bench, userns_bench,
 };
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -77,6 +78,11 @@ async fn main() -> anyhow::Result<()> {
         if run("interpreter") {
             interpreter_bench::round_trip(&node, interp_n, &mut table).await?;
         }
+    }
+    if run("burst") {
+        let n = env_usize("WARREN_BENCH_BURST_SESSIONS", 200).clamp(10, 1000);
+        eprintln!("bench: bursts of {n} new sessions (warm pool that follows demand)");
+        burst_bench::bursts(n, &mut table).await?;
     }
     if run("userns") {
         eprintln!("bench: user namespaces vs a second Docker daemon without them");

@@ -39,6 +39,9 @@ pub struct NodeConfig {
     pub max_sandboxes: usize,
     /// Container creations in flight at once (protects dockerd from bursts).
     pub create_concurrency: usize,
+    /// What the running sandboxes may add up to, and the host memory kept free: a start
+    /// beyond is refused with CAPACITY_EXHAUSTED (`sandbox::admission`).
+    pub capacity: crate::sandbox::admission::Capacity,
     /// Where snapshots are stored: a local directory (`file:///…` or an absolute path).
     /// Nodes of one cluster share it, so that any node can restore any snapshot.
     pub object_store: String,
@@ -133,6 +136,7 @@ impl NodeConfig {
             run_dir_mb: 256,
             max_sandboxes: 2000,
             create_concurrency: 8,
+            capacity: Default::default(),
         }
     }
 

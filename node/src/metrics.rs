@@ -27,6 +27,8 @@ pub struct NodeMetrics {
     pub guest_refused: IntCounterVec,
     /// Times the node killed a sandbox's processes for taking more disk than its `disk_mb`.
     pub disk_limit_kills: IntCounter,
+    /// Container starts refused because the node was full (`sandbox::admission`).
+    pub admission_refused: IntCounter,
     /// Sandboxes with a record here, by state (set when scraped).
     pub sandboxes_by_state: IntGaugeVec,
     pub usage: UsageCounters,
@@ -113,6 +115,10 @@ impl NodeMetrics {
                     "Bytes sandboxes of this node sent and received through the egress proxy",
                 ))?,
             },
+            admission_refused: IntCounter::with_opts(Opts::new(
+                "warren_admission_refused_total",
+                "Container starts refused with CAPACITY_EXHAUSTED: the running sandboxes' limits, or the host's free memory, left no room",
+            ))?,
             disk_limit_kills: IntCounter::with_opts(Opts::new(
                 "warren_sandbox_disk_limit_kills_total",
                 "Times a sandbox's processes were killed for taking more disk than its disk_mb (where the storage driver enforces no quota)",
@@ -152,6 +158,7 @@ impl NodeMetrics {
         }
         registry.register(Box::new(m.guest_refused.clone()))?;
         registry.register(Box::new(m.disk_limit_kills.clone()))?;
+        registry.register(Box::new(m.admission_refused.clone()))?;
         registry.register(Box::new(m.sandboxes_by_state.clone()))?;
         registry.register(Box::new(m.usage.cpu_seconds.clone()))?;
         registry.register(Box::new(m.usage.memory_gib_seconds.clone()))?;

@@ -77,3 +77,78 @@ async fn a_full_node_is_passed_over_and_a_full_cluster_says_so() {
         started.elapsed()
     );
 }
+
+/// One node that lets its running sandboxes' limits add up to 5000 MiB and 1 CPU. A second
+/// `standard-1` (4096 MiB, 0.5 CPU) is refused at once with 503 `CAPACITY_EXHAUSTED`, and
+/// nothing of it is left (no record, no container); a `lite` one still fits. A sleeping
+/// sandbox's limits do not count: once the first sleeps, the second starts, and waking the
+/// first is refused in turn.
+#[tokio::test]
+async fn a_start_beyond_the_nodes_memory_is_refused_at_once_and_leaves_nothing() {
+    use super::harness::{create as request, running_containers, Node};
+    let node = Node::start_with(
+        "127.0.0.1:0",
+        &["--max-memory-mb", "5000", "--max-cpus", "1"],
+    )
+    .await;
+    let c = &node.client;
+    let standard = request(serde_json::json!({"instance_type": "standard-1"}));
+    let lite = request(serde_json::json!({"instance_type": "lite"}));
+    let (first, second, small) = (
+        format!("adm-a-{}", unique()),
+        format!("adm-b-{}", unique()),
+        format!("adm-c-{}", unique()),
+    );
+    c.put_sandbox(&first, &standard).await.unwrap();
+
+    let started = std::time::Instant::now();
+    let refused = c.put_sandbox(&second, &standard).await.unwrap_err();
+    assert_eq!(
+        refused.code(),
+        Some(warren_api::ErrorCode::CapacityExhausted),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("5000 MiB"), "{refused}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        c.get_sandbox(&second).await.unwrap_err().code(),
+        Some(warren_api::ErrorCode::SandboxNotFound)
+    );
+    assert!(running_containers(&second).is_empty());
+
+    c.put_sandbox(&small, &lite).await.unwrap();
+    c.sleep(&first).await.unwrap();
+    c.put_sandbox(&second, &standard).await.unwrap();
+    let woken = c.sh(&first, "true").await.unwrap_err();
+    assert_eq!(
+        woken.code(),
+        Some(warren_api::ErrorCode::CapacityExhausted),
+        "{woken}"
+    );
+    assert_eq!(node.metric("warren_admission_refused_total").await, 2);
+    for id in [&first, &second, &small] {
+        c.delete_sandbox(id).await.unwrap();
+    }
+}
+
+/// A host with less memory available than the node keeps in reserve starts nothing: the
+/// create is refused at once, naming the reserve, and leaves no container.
+#[tokio::test]
+async fn a_host_short_of_memory_starts_no_sandbox() {
+    use super::harness::{create as request, running_containers, Node};
+    // More than any host here has: the reserve is never met.
+    let node = Node::start_with("127.0.0.1:0", &["--memory-reserve-mb", "100000000"]).await;
+    let id = format!("adm-reserve-{}", unique());
+    let refused = node
+        .client
+        .put_sandbox(&id, &request(serde_json::json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        Some(warren_api::ErrorCode::CapacityExhausted),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("reserve"), "{refused}");
+    assert!(running_containers(&id).is_empty());
+}

@@ -64,6 +64,14 @@ pub fn memory_total_mb() -> Option<u64> {
     parse_meminfo(&std::fs::read_to_string("/proc/meminfo").ok()?, "MemTotal")
 }
 
+/// The memory this host has available for new work now, MiB (`MemAvailable`).
+pub fn memory_available_mb() -> Option<u64> {
+    parse_meminfo(
+        &std::fs::read_to_string("/proc/meminfo").ok()?,
+        "MemAvailable",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

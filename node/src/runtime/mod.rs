@@ -121,6 +121,9 @@ pub struct WarmPoolConfig {
     pub idle_mb: u64,
     /// How long a burst of requests keeps the pool above its floor.
     pub horizon: std::time::Duration,
+    /// No warm container starts while the host has less memory available, MiB (as
+    /// `sandbox::admission::Capacity::memory_reserve_mb`).
+    pub memory_reserve_mb: u64,
     /// The pool starts another container only when at least this fraction of the host's
     /// CPU time was idle just before (0: whatever the load).
     pub idle_reserve: f64,

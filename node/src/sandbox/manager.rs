@@ -26,6 +26,7 @@ pub use ports::PreviewAccess;
 
 pub use persist::{normalize_dirs, snapshot_error, to_api as snapshot_to_api};
 
+use super::admission;
 use super::lifecycle::{self, Event};
 use super::record::SandboxRecord;
 use super::recovery::RecoveryPoints;
@@ -67,6 +68,9 @@ pub struct SandboxManager {
     guest_binary: PathBuf,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     create_permits: Semaphore,
+    /// Sandboxes whose container is being started, with their limits: counted as running
+    /// by the admission of the others (`admission`).
+    admitting: Mutex<HashMap<String, warren_api::sandbox::Resources>>,
     /// Forks in progress on this node, by snapshot id: what their new sandboxes copy.
     seeds: Mutex<HashMap<String, fork::Seed>>,
     metrics: NodeMetrics,
@@ -91,6 +95,22 @@ pub struct SandboxManager {
     /// Who keeps which container paused (forks, snapshots, the disk-limit killer, the
     /// freezer).
     pauses: Arc<pause_holds::PauseHolds>,
+}
+
+/// A container start admitted and under way (`SandboxManager::admit`).
+struct Admitted<'a> {
+    mgr: &'a SandboxManager,
+    id: String,
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.mgr
+            .admitting
+            .lock()
+            .expect("admitting lock")
+            .remove(&self.id);
+    }
 }
 
 struct Slot {
@@ -247,6 +267,7 @@ impl SandboxManager {
             guests: GuestClient::new(metrics.guest_refused.clone()),
             addrs: egress::AddrBook::default(),
             create_permits: Semaphore::new(cfg.create_concurrency.max(1)),
+            admitting: Mutex::new(HashMap::new()),
             cfg,
             pauses: pause_holds::PauseHolds::new(runtime.clone()),
             runtime,
@@ -723,6 +744,7 @@ impl SandboxManager {
         seed: Option<SeedCopy>,
         fill: Option<&dyn RootFill>,
     ) -> Result<bool, ApiError> {
+        let _admitted = self.admit(rec)?;
         rec.generation += 1;
         let mut filled = false;
         let info = {
@@ -749,6 +771,36 @@ impl SandboxManager {
         };
         self.wait_guest(rec, info).await?;
         Ok(filled)
+    }
+
+    /// Admits a start of `rec`'s container beside the running ones and those being started
+    /// (`admission`); it counts as being started until the returned guard goes.
+    fn admit(&self, rec: &SandboxRecord) -> Result<Admitted<'_>, ApiError> {
+        let available = crate::runtime::host_load::memory_available_mb();
+        let mut admitting = self.admitting.lock().expect("admitting lock");
+        let mut committed = admission::Committed::default();
+        for slot in self.slots.lock().expect("slots lock").values() {
+            let g = slot.rec.lock().expect("slot lock");
+            if let Some(r) = g.as_ref() {
+                let running = matches!(r.state, SandboxState::Running | SandboxState::Starting);
+                if running && r.id != rec.id && !admitting.contains_key(&r.id) {
+                    committed.add(&r.resources);
+                }
+            }
+        }
+        for r in admitting.values() {
+            committed.add(r);
+        }
+        if let Err(why) = admission::admit(&self.cfg.capacity, committed, &rec.resources, available)
+        {
+            self.metrics.admission_refused.inc();
+            return Err(ApiError::new(ErrorCode::CapacityExhausted, why.to_string()));
+        }
+        admitting.insert(rec.id.clone(), rec.resources);
+        Ok(Admitted {
+            mgr: self,
+            id: rec.id.clone(),
+        })
     }
 
     /// Waits until the container's guest answers (`info`: the container as it is after its

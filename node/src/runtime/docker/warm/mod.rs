@@ -268,6 +268,13 @@ impl DockerRuntime {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
                 }
+                let short_of_memory = crate::runtime::host_load::memory_available_mb()
+                    .is_some_and(|mb| mb < setup.cfg.memory_reserve_mb);
+                if short_of_memory {
+                    // The sandboxes that run need it more than the next one does.
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
                 if setup.cfg.idle_reserve > 0.0 {
                     let idle = crate::runtime::host_load::idle_over(IDLE_SAMPLE).await;
                     if !demand::may_refill(idle, setup.cfg.idle_reserve) {

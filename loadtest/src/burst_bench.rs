@@ -1,0 +1,180 @@
+//! Bursts of new sessions. N get-or-create + first exec calls at once on new ids, against N
+//! concurrent `docker run --rm IMAGE true` in the same run, on a node whose warm pool follows
+//! demand: the first burst finds the pool at its floor (Docker's start rate bounds it), the
+//! second finds it grown to the first burst's size. Between them: how long the pool took to
+//! refill, and what each ready container costs the host in memory.
+
+use crate::node::BenchNode;
+use crate::report::{percentiles, Row, Table};
+use std::time::{Duration, Instant};
+
+/// The outcome of one burst.
+struct Burst {
+    ok: Vec<Duration>,
+    failed: usize,
+    wall: Duration,
+}
+
+async fn docker_burst(image: &str, n: usize) -> anyhow::Result<Burst> {
+    let t = Instant::now();
+    let runs = (0..n).map(|_| async move {
+        let t = Instant::now();
+        let out = tokio::process::Command::new("docker")
+            .args(["run", "--rm", image, "true"])
+            .output()
+            .await;
+        (t.elapsed(), out.is_ok_and(|o| o.status.success()))
+    });
+    let results = tokio::time::timeout(
+        Duration::from_secs(600),
+        futures_util::future::join_all(runs),
+    )
+    .await?;
+    Ok(Burst {
+        failed: results.iter().filter(|(_, ok)| !ok).count(),
+        ok: results
+            .iter()
+            .filter(|(_, ok)| *ok)
+            .map(|(d, _)| *d)
+            .collect(),
+        wall: t.elapsed(),
+    })
+}
+
+async fn warren_burst(node: &BenchNode, ids: &[String]) -> anyhow::Result<Burst> {
+    let t = Instant::now();
+    let calls = ids.iter().map(|id| {
+        let c = node.client.clone();
+        async move {
+            let t = Instant::now();
+            let r = c.sh(id, "true").await;
+            (t.elapsed(), r.is_ok_and(|r| r.exit_code == 0))
+        }
+    });
+    let results = tokio::time::timeout(
+        Duration::from_secs(600),
+        futures_util::future::join_all(calls),
+    )
+    .await?;
+    Ok(Burst {
+        failed: results.iter().filter(|(_, ok)| !ok).count(),
+        ok: results
+            .iter()
+            .filter(|(_, ok)| *ok)
+            .map(|(d, _)| *d)
+            .collect(),
+        wall: t.elapsed(),
+    })
+}
+
+async fn delete_all(node: &BenchNode, ids: &[String]) {
+    use futures_util::StreamExt;
+    futures_util::stream::iter(ids)
+        .for_each_concurrent(16, |id| async move {
+            let _ = node.client.delete_sandbox(id).await;
+        })
+        .await;
+}
+
+async fn warm_ready(node: &BenchNode) -> anyhow::Result<usize> {
+    let text = node
+        .client
+        .request(reqwest::Method::GET, "/metrics")
+        .send()
+        .await?
+        .text()
+        .await?;
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix("warren_warm_containers "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0))
+}
+
+fn mem_available_mb() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| warren_node::runtime::host_load::parse_meminfo(&t, "MemAvailable"))
+        .unwrap_or(0)
+}
+
+fn row(name: &str, ours: &Burst, docker: &Burst, target: &str) -> Row {
+    Row {
+        name: name.into(),
+        n: ours.ok.len(),
+        ours: percentiles(&ours.ok),
+        baseline_name: format!("{} x docker run at once", docker.ok.len() + docker.failed),
+        baseline: percentiles(&docker.ok),
+        target: target.into(),
+    }
+}
+
+/// Two bursts of `n` new sessions on one node (pool floor 4, ceiling `n`).
+pub async fn bursts(n: usize, table: &mut Table) -> anyhow::Result<()> {
+    let ceiling = n.to_string();
+    let node = BenchNode::start_with(4, &["--warm-max", &ceiling]).await?;
+    node.client.sh("bench-prime", "true").await?;
+    node.client.delete_sandbox("bench-prime").await?;
+    node.wait_warm().await?;
+
+    eprintln!("bench burst: {n} x docker run --rm at once");
+    let docker = docker_burst(&node.image, n).await?;
+
+    eprintln!("bench burst: {n} new sessions at once, pool at its floor");
+    let first_ids: Vec<String> = (0..n).map(|i| format!("bench-burst1-{i}")).collect();
+    let first = warren_burst(&node, &first_ids).await?;
+    delete_all(&node, &first_ids).await;
+
+    // The pool refills to the burst's size in the background; measured to the last one.
+    eprintln!("bench burst: waiting for the pool to refill to {n}");
+    let settle = Instant::now() + Duration::from_secs(3);
+    tokio::time::sleep_until(settle.into()).await;
+    let (ready_before, mem_before) = (warm_ready(&node).await?, mem_available_mb());
+    let t = Instant::now();
+    let deadline = t + Duration::from_secs(900);
+    let mut ready = ready_before;
+    while ready < n && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        ready = warm_ready(&node).await?;
+    }
+    let refill = t.elapsed();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mem_after = mem_available_mb();
+    let grown = ready.saturating_sub(ready_before);
+    let per_container = mem_before.saturating_sub(mem_after) as f64 / grown.max(1) as f64;
+
+    eprintln!("bench burst: {n} new sessions at once, pool grown to {ready}");
+    let second_ids: Vec<String> = (0..n).map(|i| format!("bench-burst2-{i}")).collect();
+    let second = warren_burst(&node, &second_ids).await?;
+    delete_all(&node, &second_ids).await;
+
+    table.add(row(
+        &format!("burst of {n}, pool at its floor"),
+        &first,
+        &docker,
+        "0 failures",
+    ));
+    table.add(row(
+        &format!("burst of {n}, pool grown"),
+        &second,
+        &docker,
+        "p50 <= 2 s, p99 <= 5 s",
+    ));
+    for (name, b) in [("pool at its floor", &first), ("pool grown", &second)] {
+        table.note(format!(
+            "burst of {n} ({name}): {} ok, {} failed, wall {:.1} s = {:.3}x of {n} x docker run at once ({:.1} s, {} failed)",
+            b.ok.len(),
+            b.failed,
+            b.wall.as_secs_f64(),
+            b.wall.as_secs_f64() / docker.wall.as_secs_f64(),
+            docker.wall.as_secs_f64(),
+            docker.failed,
+        ));
+    }
+    table.note(format!(
+        "warm pool: refilled from {ready_before} to {ready} in {:.1} s ({:.2} containers/s); host memory per ready container {per_container:.1} MiB (MemAvailable drop over the refill)",
+        refill.as_secs_f64(),
+        grown as f64 / refill.as_secs_f64().max(0.001),
+    ));
+    Ok(())
+}
