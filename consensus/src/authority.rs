@@ -277,6 +277,7 @@ mod tests {
             Request::Propose(Command::SetNodeLimits {
                 node,
                 max_sandboxes: 0,
+                full: false,
             })
         };
         assert_eq!(authorize(&s, 3, &limits(3)), Ok(()));

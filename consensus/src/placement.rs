@@ -92,9 +92,14 @@ pub fn choose_owner_excluding(
     owner_among(candidates, sandbox)
 }
 
-/// How many more sandboxes `node` may be given (none: it has said no bound).
+/// How many more sandboxes `node` may be given (none: it has said no bound; 0 while it
+/// says it is full).
 pub fn room(state: &ClusterState, node: NodeId) -> Option<u64> {
-    let max = state.nodes.get(&node)?.max_sandboxes?;
+    let rec = state.nodes.get(&node)?;
+    if rec.full {
+        return Some(0);
+    }
+    let max = rec.max_sandboxes?;
     Some(max.saturating_sub(state.placements.count_on(node) as u64))
 }
 
@@ -232,6 +237,26 @@ mod tests {
             choose_owner_with_room(&s, id, "r", &mut Vec::new(), |_| 0),
             None,
             "every node full"
+        );
+    }
+
+    #[test]
+    fn a_node_that_says_it_is_full_has_no_room_whatever_its_count() {
+        let mut s = ClusterState::default();
+        for i in 1..=2u64 {
+            s.nodes.insert(i, node(i, "r"));
+        }
+        let id = "sb-mem";
+        let first = choose_owner(&s, id, "r").unwrap();
+        assert_eq!(room(&s, first), None, "no bound said");
+        s.nodes.get_mut(&first).unwrap().full = true;
+        assert_eq!(room(&s, first), Some(0));
+        let other = choose_owner_with_room(&s, id, "r", &mut Vec::new(), |_| 0).unwrap();
+        assert_ne!(other, first);
+        s.nodes.get_mut(&other).unwrap().full = true;
+        assert_eq!(
+            choose_owner_with_room(&s, id, "r", &mut Vec::new(), |_| 0),
+            None
         );
     }
 

@@ -50,6 +50,10 @@ pub struct NodeRecord {
     /// bound known): failover and rebalancing skip a node that is full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_sandboxes: Option<u64>,
+    /// The node said it cannot start one more sandbox of the default size now (its running
+    /// sandboxes' limits or its host's free memory): new placements pass over it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub full: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -242,10 +246,13 @@ pub enum Command {
         node: NodeId,
         keys: Vec<String>,
     },
-    /// The most sandboxes `node` runs at once (only the node itself says so).
+    /// The most sandboxes `node` runs at once, and whether it is full now (only the node
+    /// itself says so). `full` is absent from commands of nodes that predate it.
     SetNodeLimits {
         node: NodeId,
         max_sandboxes: u64,
+        #[serde(default)]
+        full: bool,
     },
     /// Forgets a secret (nothing when there is none).
     DeleteSecret {
@@ -560,6 +567,7 @@ impl ClusterState {
                         key_id: key_id.clone(),
                         secrets_keys: Vec::new(),
                         max_sandboxes: None,
+                        full: false,
                     },
                 );
                 CommandResult::Registered { node: id }
@@ -723,9 +731,11 @@ impl ClusterState {
             Command::SetNodeLimits {
                 node,
                 max_sandboxes,
+                full,
             } => {
                 if let Some(n) = self.nodes.get_mut(node) {
                     n.max_sandboxes = Some(*max_sandboxes);
+                    n.full = *full;
                 }
                 CommandResult::Done
             }
@@ -820,6 +830,7 @@ impl NodeRecord {
             key_id: String::new(),
             secrets_keys: Vec::new(),
             max_sandboxes: None,
+            full: false,
         }
     }
 }

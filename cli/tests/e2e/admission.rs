@@ -78,6 +78,101 @@ async fn a_full_node_is_passed_over_and_a_full_cluster_says_so() {
     );
 }
 
+/// The ids, in order of the nodes' raft ids, of the nodes in `view`, and `n` new sandbox ids
+/// whose first rendezvous choice is the first of them.
+fn preferring_first(view: &serde_json::Value, n: usize) -> (Vec<(u64, String)>, Vec<String>) {
+    let nodes: Vec<(u64, String)> = view["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["raft_id"].as_u64().unwrap(),
+                n["id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let records: Vec<NodeRecord> = nodes
+        .iter()
+        .map(|(id, _)| NodeRecord::placeable(*id, "r1"))
+        .collect();
+    let first = nodes[0].0;
+    let ids = (0..)
+        .map(|i| format!("mem{i}-{}", unique()))
+        .filter(|id| warren_consensus::placement::owner_among(&records, id) == Some(first))
+        .take(n)
+        .collect();
+    (nodes, ids)
+}
+
+/// Two nodes whose running sandboxes' limits may add up to 5000 MiB: one sandbox of the
+/// default size (4096 MiB) fills a node. The node says so (`full` in `GET /v1/cluster`), and
+/// the next new id that prefers it starts on the other node instead of being refused there
+/// (before, the first choice answered 503 although the other node had room). With both
+/// full, a create is answered 503 `CAPACITY_EXHAUSTED` at once; once the first sandbox is
+/// deleted, its node takes new sandboxes again.
+#[tokio::test]
+async fn a_node_full_by_memory_is_passed_over_until_it_has_room_again() {
+    let c = TestCluster::start_with(2, 1, "max_memory_mb = 5000\n").await;
+    let said_limits = |v: &serde_json::Value| {
+        v["nodes"]
+            .as_array()
+            .is_some_and(|a| a.len() == 2 && a.iter().all(|n| n["max_sandboxes"].is_u64()))
+    };
+    assert!(c.wait(Duration::from_secs(30), said_limits).await);
+    let (nodes, ids) = preferring_first(&c.view(0).await.unwrap(), 3);
+    let first_name = nodes[0].1.clone();
+    let full = |name: String, want: bool| {
+        move |v: &serde_json::Value| {
+            v["nodes"].as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|n| n["id"] == name.as_str() && n["full"] == want)
+            })
+        }
+    };
+
+    let (status, node, code) = create(&c, &ids[0]).await;
+    assert_eq!(
+        (status, node.as_str()),
+        (200, first_name.as_str()),
+        "{code}"
+    );
+    assert!(
+        c.wait(Duration::from_secs(15), full(first_name.clone(), true))
+            .await,
+        "the node never said it is full: {:?}",
+        c.view(0).await
+    );
+    let (status, node, code) = create(&c, &ids[1]).await;
+    assert_eq!(status, 200, "{code}");
+    assert_ne!(node, first_name, "the full node was given another sandbox");
+
+    // Both full now.
+    assert!(
+        c.wait(Duration::from_secs(15), full(node.clone(), true))
+            .await
+    );
+    let started = std::time::Instant::now();
+    let (status, _, code) = create(&c, &ids[2]).await;
+    assert_eq!((status, code.as_str()), (503, "CAPACITY_EXHAUSTED"));
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    // Room again on the first node: it says so, and its next sandbox starts there.
+    let deleted = c.nodes[0].client.delete_sandbox(&ids[0]).await;
+    assert!(deleted.is_ok(), "{deleted:?}");
+    assert!(
+        c.wait(Duration::from_secs(15), full(first_name.clone(), false))
+            .await
+    );
+    let (_, more) = preferring_first(&c.view(0).await.unwrap(), 1);
+    let (status, node, code) = create(&c, &more[0]).await;
+    assert_eq!(
+        (status, node.as_str()),
+        (200, first_name.as_str()),
+        "{code}"
+    );
+}
+
 /// One node that lets its running sandboxes' limits add up to 5000 MiB and 1 CPU. A second
 /// `standard-1` (4096 MiB, 0.5 CPU) is refused at once with 503 `CAPACITY_EXHAUSTED`, and
 /// nothing of it is left (no record, no container); a `lite` one still fits. A sleeping

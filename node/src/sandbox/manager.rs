@@ -773,24 +773,50 @@ impl SandboxManager {
         Ok(filled)
     }
 
-    /// Admits a start of `rec`'s container beside the running ones and those being started
-    /// (`admission`); it counts as being started until the returned guard goes.
-    fn admit(&self, rec: &SandboxRecord) -> Result<Admitted<'_>, ApiError> {
-        let available = crate::runtime::host_load::memory_available_mb();
-        let mut admitting = self.admitting.lock().expect("admitting lock");
+    /// The limits of the running sandboxes and of those being started (`admitting`), `except`
+    /// one.
+    fn committed(
+        &self,
+        admitting: &HashMap<String, warren_api::sandbox::Resources>,
+        except: &str,
+    ) -> admission::Committed {
         let mut committed = admission::Committed::default();
         for slot in self.slots.lock().expect("slots lock").values() {
             let g = slot.rec.lock().expect("slot lock");
             if let Some(r) = g.as_ref() {
                 let running = matches!(r.state, SandboxState::Running | SandboxState::Starting);
-                if running && r.id != rec.id && !admitting.contains_key(&r.id) {
+                if running && r.id != except && !admitting.contains_key(&r.id) {
                     committed.add(&r.resources);
                 }
             }
         }
-        for r in admitting.values() {
-            committed.add(r);
+        for (id, r) in admitting {
+            if id != except {
+                committed.add(r);
+            }
         }
+        committed
+    }
+
+    /// Whether this node would refuse to start a sandbox of the default size now.
+    pub fn is_full(&self) -> bool {
+        let Ok(default) =
+            warren_api::sandbox::instance_type(warren_api::sandbox::DEFAULT_INSTANCE_TYPE)
+        else {
+            return false;
+        };
+        let admitting = self.admitting.lock().expect("admitting lock");
+        let committed = self.committed(&admitting, "");
+        let available = crate::runtime::host_load::memory_available_mb();
+        admission::admit(&self.cfg.capacity, committed, &default, available).is_err()
+    }
+
+    /// Admits a start of `rec`'s container beside the running ones and those being started
+    /// (`admission`); it counts as being started until the returned guard goes.
+    fn admit(&self, rec: &SandboxRecord) -> Result<Admitted<'_>, ApiError> {
+        let available = crate::runtime::host_load::memory_available_mb();
+        let mut admitting = self.admitting.lock().expect("admitting lock");
+        let committed = self.committed(&admitting, &rec.id);
         if let Err(why) = admission::admit(&self.cfg.capacity, committed, &rec.resources, available)
         {
             self.metrics.admission_refused.inc();

@@ -26,6 +26,9 @@ pub struct ClusterNode {
     /// Added: the most sandboxes the node runs at once, as it announced it (`null` until it
     /// did); new placements, failover and rebalancing pass over a node at its limit.
     pub max_sandboxes: Option<u64>,
+    /// Added: the node said it cannot start one more sandbox of the default size now (its
+    /// running sandboxes' limits, or its host's free memory); new placements pass over it.
+    pub full: bool,
     /// The isolation classes the node runs sandboxes in (every node of this version offers
     /// the same, `warren_node::sandbox::manager::ISOLATION_OFFERED`).
     pub isolation: Vec<String>,
@@ -81,6 +84,7 @@ pub async fn get(
                 sandboxes: s.placements.on_node(n.id).filter(|p| counted(p)).count(),
                 capacity: n.capacity,
                 max_sandboxes: n.max_sandboxes,
+                full: n.full,
                 isolation: offered(),
                 raft_id: n.id,
                 voter: voters.contains(&n.id),

@@ -290,16 +290,19 @@ async fn fail_over(st: &AppState, state: &ClusterState) {
     );
 }
 
-/// Tells the cluster this node's sandbox limit when it differs from what the state says
-/// (failover and rebalancing read it to pass over a full node).
+/// Tells the cluster this node's sandbox limit, and whether it is full (it would refuse to
+/// start a sandbox of the default size now), when either differs from what the state says:
+/// new placements, failover and rebalancing pass over a full node.
 async fn announce_limits(st: &AppState) {
     let cl = &st.cluster.cluster;
     let max = st.mgr.config().max_sandboxes as u64;
-    let said = cl.read(|s| s.nodes.get(&cl.id).map(|n| n.max_sandboxes));
-    if said.is_some_and(|m| m != Some(max)) {
+    let full = st.mgr.is_full();
+    let said = cl.read(|s| s.nodes.get(&cl.id).map(|n| (n.max_sandboxes, n.full)));
+    if said.is_some_and(|m| m != (Some(max), full)) {
         let cmd = Command::SetNodeLimits {
             node: cl.id,
             max_sandboxes: max,
+            full,
         };
         if let Err(e) = cl.propose(cmd).await {
             tracing::warn!(error = %e, "cannot tell the cluster this node's sandbox limit");
