@@ -37,7 +37,8 @@ pub struct NodeConfig {
     pub run_dir_mb: u64,
     /// Most sandboxes this node runs at once (CAPACITY_EXHAUSTED beyond).
     pub max_sandboxes: usize,
-    /// Container creations in flight at once (protects dockerd from bursts).
+    /// Container starts in flight at once, warm containers taken included (the engine's own
+    /// starts are bounded further by the runtime).
     pub create_concurrency: usize,
     /// What the running sandboxes may add up to, and the host memory kept free: a start
     /// beyond is refused with CAPACITY_EXHAUSTED (`sandbox::admission`).
@@ -135,7 +136,7 @@ impl NodeConfig {
             allow_host_root: false,
             run_dir_mb: 256,
             max_sandboxes: 2000,
-            create_concurrency: 8,
+            create_concurrency: 32,
             capacity: Default::default(),
         }
     }

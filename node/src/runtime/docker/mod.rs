@@ -41,6 +41,9 @@ use warm::{TakeFailed, WARM};
 /// in a sandbox id, which has no underscores).
 const SET_ASIDE: &str = "_replaced_";
 
+/// Engine starts in flight at once (`DockerRuntime::engine_starts`).
+const ENGINE_STARTS: usize = 8;
+
 pub struct DockerRuntime {
     docker: Docker,
     node_id: String,
@@ -54,6 +57,9 @@ pub struct DockerRuntime {
     disk_probed: AtomicBool,
     warm: std::sync::Mutex<warm::WarmState>,
     warm_setup: std::sync::OnceLock<warm::WarmSetup>,
+    /// Container starts by the engine (a new container, or a stopped one again) in flight at
+    /// once: they are what a burst costs dockerd. Taking a warm container is not one.
+    engine_starts: tokio::sync::Semaphore,
     /// Docker runs containers in user namespaces (`userns-remap`), with this mapping.
     id_shift: Option<IdShift>,
     /// Where fork copies and upper-directory walks run (`host_work`); the current
@@ -136,6 +142,7 @@ impl DockerRuntime {
             fence_dir: std::sync::OnceLock::new(),
             warm: Default::default(),
             warm_setup: Default::default(),
+            engine_starts: tokio::sync::Semaphore::new(ENGINE_STARTS),
             id_shift,
             host_work: Default::default(),
             data_root: info.docker_root_dir.as_deref().map(PathBuf::from),
@@ -561,6 +568,11 @@ impl DockerRuntime {
                 }
             }
         }
+        let _start = self
+            .engine_starts
+            .acquire()
+            .await
+            .map_err(|e| RuntimeError::Other(e.to_string()))?;
         let network = self.take_network().await?;
         let name = self.container_name(&spec.sandbox_id);
         let created = async {
@@ -834,6 +846,11 @@ impl ContainerRuntime for Arc<DockerRuntime> {
 
     async fn start(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
         let name = self.container_name(sandbox_id);
+        let _start = self
+            .engine_starts
+            .acquire()
+            .await
+            .map_err(|e| RuntimeError::Other(e.to_string()))?;
         match self.docker.start_container(&name, None).await {
             Ok(()) => {}
             Err(e) if status_of(&e) == Some(304) => {} // already running
