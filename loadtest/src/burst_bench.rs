@@ -178,3 +178,108 @@ pub async fn bursts(n: usize, table: &mut Table) -> anyhow::Result<()> {
     ));
     Ok(())
 }
+
+/// One agent session: get-or-create with its first exec (timed: the time to first exec),
+/// two more execs, a file written, a moment idle, then sleep.
+async fn session(c: warren_client::Client, id: String) -> Result<Duration, String> {
+    let t = Instant::now();
+    let first = c.sh(&id, "true").await.map_err(|e| e.to_string())?;
+    let to_first = t.elapsed();
+    if first.exit_code != 0 {
+        return Err(format!("first exec exited {}", first.exit_code));
+    }
+    for cmd in ["echo hello > /workspace/a", "cat /workspace/a"] {
+        c.sh(&id, cmd).await.map_err(|e| e.to_string())?;
+    }
+    c.write_file(&id, "/workspace/notes.txt", "notes", None)
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    c.sleep(&id).await.map_err(|e| e.to_string())?;
+    Ok(to_first)
+}
+
+/// Sessions arriving at `rate` per second for `secs` seconds, on a node whose pool follows
+/// demand (it learns the rate as the sessions come), against Docker's sustained rate of
+/// sequential `docker create` + `docker start` of the same image, measured in the same run.
+pub async fn sustained(rate: f64, secs: u64, table: &mut Table) -> anyhow::Result<()> {
+    let node = BenchNode::start_with(4, &["--warm-max", "256"]).await?;
+    node.client.sh("bench-prime", "true").await?;
+    node.client.delete_sandbox("bench-prime").await?;
+    node.wait_warm().await?;
+
+    // Docker's own sustained rate: one create + start after another, for at most `secs`.
+    eprintln!("bench sessions: sequential docker create + start for {secs} s");
+    let t = Instant::now();
+    let mut made = Vec::new();
+    while t.elapsed() < Duration::from_secs(secs) && made.len() < 1000 {
+        let out = tokio::process::Command::new("docker")
+            .args([
+                "create",
+                "--label",
+                "warren.bench=1",
+                &node.image,
+                "sleep",
+                "30",
+            ])
+            .output()
+            .await?;
+        anyhow::ensure!(out.status.success(), "docker create failed");
+        let cid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let started = tokio::process::Command::new("docker")
+            .args(["start", &cid])
+            .output()
+            .await?;
+        anyhow::ensure!(started.status.success(), "docker start failed");
+        made.push(cid);
+    }
+    let docker_rate = made.len() as f64 / t.elapsed().as_secs_f64();
+    for chunk in made.chunks(50) {
+        let _ = tokio::process::Command::new("docker")
+            .args(["rm", "-f"])
+            .args(chunk)
+            .output()
+            .await;
+    }
+
+    let n = ((rate * secs as f64).round() as usize).clamp(1, 2000);
+    eprintln!("bench sessions: {n} sessions arriving at {rate}/s");
+    let gap = Duration::from_secs_f64(1.0 / rate);
+    let t = Instant::now();
+    let mut running = Vec::with_capacity(n);
+    for i in 0..n {
+        tokio::time::sleep_until((t + gap * i as u32).into()).await;
+        let c = node.client.clone();
+        running.push(tokio::spawn(session(c, format!("bench-sess-{i}"))));
+    }
+    let mut ok = Vec::new();
+    let mut errors = Vec::new();
+    for r in running {
+        match tokio::time::timeout(Duration::from_secs(600), r).await {
+            Ok(Ok(Ok(d))) => ok.push(d),
+            Ok(Ok(Err(e))) => errors.push(e),
+            Ok(Err(e)) => errors.push(e.to_string()),
+            Err(_) => errors.push("no answer within 600 s".into()),
+        }
+    }
+    let wall = t.elapsed();
+    let ids: Vec<String> = (0..n).map(|i| format!("bench-sess-{i}")).collect();
+    delete_all(&node, &ids).await;
+    table.add(Row {
+        name: format!("sessions at {rate}/s, first exec"),
+        n: ok.len(),
+        ours: percentiles(&ok),
+        baseline_name: "— (rate below)".into(),
+        baseline: (f64::NAN, f64::NAN),
+        target: "0 failures".into(),
+    });
+    table.note(format!(
+        "sessions: {n} arriving at {rate}/s ({:.2}x of Docker's sustained {docker_rate:.2} create+start/s, sequential, same run): {} ok, {} failed{}, all done in {:.1} s",
+        rate / docker_rate,
+        ok.len(),
+        errors.len(),
+        errors.first().map(|e| format!(" (first: {e})")).unwrap_or_default(),
+        wall.as_secs_f64(),
+    ));
+    Ok(())
+}

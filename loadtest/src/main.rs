@@ -15,10 +15,13 @@
 //! seconds measured in the checkpoint-cost scenario, default 50 and 60),
 //! WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`,
 //! `snapshots`, `watch`, `interpreter`, `userns`, `hostwork`, `cluster`, `failover`,
-//! `commits`, `wan`, `checkpoints`, `placement`, `egress`, `metering`, `burst`; default all),
+//! `commits`, `wan`, `checkpoints`, `placement`, `egress`, `metering`, `burst`, `sessions`; default all),
 //! WARREN_BENCH_WAN (placement commits per region latency in the `wan` scenario, default 100),
 //! WARREN_BENCH_BURST_SESSIONS (new sessions per burst in the `burst` scenario, default 200),
-//! WARREN_BENCH_WORKDIR (where the snapshot baselines write, default /tmp).
+//! WARREN_BENCH_SESSION_RATE and WARREN_BENCH_SESSION_SECS (arrivals per second and for how
+//! long in the `sessions` scenario, default 5 and 30),
+//! WARREN_BENCH_WORKDIR (where the snapshot baselines write, default /tmp),
+//! WARREN_BENCH_JSON (a file to write the results to as JSON, besides the printed table).
 
 use warren_loadtest::{
     burst_bench, checkpoint_bench, cluster_node, commit_bench, egress_bench, failover_bench,
@@ -84,6 +87,16 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("bench: bursts of {n} new sessions (warm pool that follows demand)");
         burst_bench::bursts(n, &mut table).await?;
     }
+    if run("sessions") {
+        let rate = std::env::var("WARREN_BENCH_SESSION_RATE")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(5.0)
+            .clamp(0.1, 100.0);
+        let secs = env_usize("WARREN_BENCH_SESSION_SECS", 30).clamp(5, 600) as u64;
+        eprintln!("bench: agent sessions arriving at {rate}/s for {secs} s");
+        burst_bench::sustained(rate, secs, &mut table).await?;
+    }
     if run("userns") {
         eprintln!("bench: user namespaces vs a second Docker daemon without them");
         userns_bench::userns_cost(warm_n, cold_n, &mut table).await?;
@@ -135,5 +148,9 @@ async fn main() -> anyhow::Result<()> {
         placement_bench::state_at_scale(sim_ids, &mut table);
     }
     table.print();
+    if let Ok(path) = std::env::var("WARREN_BENCH_JSON") {
+        std::fs::write(&path, serde_json::to_vec_pretty(&table.to_json())?)?;
+        eprintln!("bench: results written to {path}");
+    }
     Ok(())
 }

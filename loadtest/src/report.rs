@@ -66,6 +66,31 @@ impl Table {
             println!("  {n}");
         }
     }
+
+    /// The rows and notes as JSON, with each ratio to its baseline (`null` where a
+    /// percentile is missing).
+    pub fn to_json(&self) -> serde_json::Value {
+        let num = |x: f64| x.is_finite().then_some(x);
+        let rows: Vec<serde_json::Value> = self
+            .rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "scenario": r.name,
+                    "n": r.n,
+                    "p50_ms": num(r.ours.0),
+                    "p99_ms": num(r.ours.1),
+                    "baseline": r.baseline_name,
+                    "baseline_p50_ms": num(r.baseline.0),
+                    "baseline_p99_ms": num(r.baseline.1),
+                    "p50_ratio": num(r.ours.0 / r.baseline.0),
+                    "p99_ratio": num(r.ours.1 / r.baseline.1),
+                    "target": r.target,
+                })
+            })
+            .collect();
+        serde_json::json!({"rows": rows, "notes": self.notes})
+    }
 }
 
 #[cfg(test)]
@@ -85,5 +110,23 @@ mod tests {
         let (p50, _) = percentiles(&[Duration::from_micros(12_345)]);
         assert!((p50 - 12.345).abs() < 0.02, "{p50}");
         assert!(percentiles(&[]).0.is_nan());
+    }
+
+    #[test]
+    fn json_has_every_row_with_its_ratio() {
+        let mut t = Table::default();
+        t.add(Row {
+            name: "a".into(),
+            n: 3,
+            ours: (10.0, 20.0),
+            baseline_name: "b".into(),
+            baseline: (40.0, f64::NAN),
+            target: "p50 <= 1x".into(),
+        });
+        t.note("note".into());
+        let j = t.to_json();
+        assert_eq!(j["rows"][0]["p50_ratio"], 0.25);
+        assert!(j["rows"][0]["p99_ratio"].is_null());
+        assert_eq!(j["notes"][0], "note");
     }
 }
