@@ -76,7 +76,8 @@ async fn delete_all(node: &BenchNode, ids: &[String]) {
         .await;
 }
 
-async fn warm_ready(node: &BenchNode) -> anyhow::Result<usize> {
+/// The value of the node's metric line that starts with `prefix` (0 when absent).
+async fn metric(node: &BenchNode, prefix: &str) -> anyhow::Result<usize> {
     let text = node
         .client
         .request(reqwest::Method::GET, "/metrics")
@@ -86,9 +87,13 @@ async fn warm_ready(node: &BenchNode) -> anyhow::Result<usize> {
         .await?;
     Ok(text
         .lines()
-        .find_map(|l| l.strip_prefix("warren_warm_containers "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0))
+        .find_map(|l| l.strip_prefix(prefix))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(0.0) as usize)
+}
+
+async fn warm_ready(node: &BenchNode) -> anyhow::Result<usize> {
+    metric(node, "warren_warm_containers ").await
 }
 
 fn mem_available_mb() -> u64 {
@@ -263,6 +268,8 @@ pub async fn sustained(rate: f64, secs: u64, table: &mut Table) -> anyhow::Resul
         }
     }
     let wall = t.elapsed();
+    let taken = metric(&node, "warren_warm_takes_total{outcome=\"taken\"} ").await?;
+    let cold = metric(&node, "warren_warm_takes_total{outcome=\"cold\"} ").await?;
     let ids: Vec<String> = (0..n).map(|i| format!("bench-sess-{i}")).collect();
     delete_all(&node, &ids).await;
     table.add(Row {
@@ -274,7 +281,7 @@ pub async fn sustained(rate: f64, secs: u64, table: &mut Table) -> anyhow::Resul
         target: "0 failures".into(),
     });
     table.note(format!(
-        "sessions: {n} arriving at {rate}/s ({:.2}x of Docker's sustained {docker_rate:.2} create+start/s, sequential, same run): {} ok, {} failed{}, all done in {:.1} s",
+        "sessions: {n} arriving at {rate}/s ({:.2}x of Docker's sustained {docker_rate:.2} create+start/s, sequential, same run): {} ok, {} failed{}, all done in {:.1} s; containers taken warm {taken}, started cold {cold} (priming included)",
         rate / docker_rate,
         ok.len(),
         errors.len(),
