@@ -15,19 +15,20 @@ struct Burst {
     wall: Duration,
 }
 
-async fn docker_burst(image: &str, n: usize) -> anyhow::Result<Burst> {
+/// Runs every call at once (each: its time, and whether it succeeded), bounded at 600 s.
+async fn all_at_once<F>(calls: impl IntoIterator<Item = F>) -> anyhow::Result<Burst>
+where
+    F: std::future::Future<Output = bool>,
+{
     let t = Instant::now();
-    let runs = (0..n).map(|_| async move {
+    let timed = calls.into_iter().map(|call| async move {
         let t = Instant::now();
-        let out = tokio::process::Command::new("docker")
-            .args(["run", "--rm", image, "true"])
-            .output()
-            .await;
-        (t.elapsed(), out.is_ok_and(|o| o.status.success()))
+        let ok = call.await;
+        (t.elapsed(), ok)
     });
     let results = tokio::time::timeout(
         Duration::from_secs(600),
-        futures_util::future::join_all(runs),
+        futures_util::future::join_all(timed),
     )
     .await?;
     Ok(Burst {
@@ -41,30 +42,23 @@ async fn docker_burst(image: &str, n: usize) -> anyhow::Result<Burst> {
     })
 }
 
+async fn docker_burst(image: &str, n: usize) -> anyhow::Result<Burst> {
+    all_at_once((0..n).map(|_| async move {
+        let out = tokio::process::Command::new("docker")
+            .args(["run", "--rm", image, "true"])
+            .output()
+            .await;
+        out.is_ok_and(|o| o.status.success())
+    }))
+    .await
+}
+
 async fn warren_burst(node: &BenchNode, ids: &[String]) -> anyhow::Result<Burst> {
-    let t = Instant::now();
-    let calls = ids.iter().map(|id| {
+    all_at_once(ids.iter().map(|id| {
         let c = node.client.clone();
-        async move {
-            let t = Instant::now();
-            let r = c.sh(id, "true").await;
-            (t.elapsed(), r.is_ok_and(|r| r.exit_code == 0))
-        }
-    });
-    let results = tokio::time::timeout(
-        Duration::from_secs(600),
-        futures_util::future::join_all(calls),
-    )
-    .await?;
-    Ok(Burst {
-        failed: results.iter().filter(|(_, ok)| !ok).count(),
-        ok: results
-            .iter()
-            .filter(|(_, ok)| *ok)
-            .map(|(d, _)| *d)
-            .collect(),
-        wall: t.elapsed(),
-    })
+        async move { c.sh(id, "true").await.is_ok_and(|r| r.exit_code == 0) }
+    }))
+    .await
 }
 
 async fn delete_all(node: &BenchNode, ids: &[String]) {
@@ -76,24 +70,8 @@ async fn delete_all(node: &BenchNode, ids: &[String]) {
         .await;
 }
 
-/// The value of the node's metric line that starts with `prefix` (0 when absent).
-async fn metric(node: &BenchNode, prefix: &str) -> anyhow::Result<usize> {
-    let text = node
-        .client
-        .request(reqwest::Method::GET, "/metrics")
-        .send()
-        .await?
-        .text()
-        .await?;
-    Ok(text
-        .lines()
-        .find_map(|l| l.strip_prefix(prefix))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .unwrap_or(0.0) as usize)
-}
-
 async fn warm_ready(node: &BenchNode) -> anyhow::Result<usize> {
-    metric(node, "warren_warm_containers ").await
+    node.metric("warren_warm_containers ").await
 }
 
 fn mem_available_mb() -> u64 {
@@ -268,8 +246,12 @@ pub async fn sustained(rate: f64, secs: u64, table: &mut Table) -> anyhow::Resul
         }
     }
     let wall = t.elapsed();
-    let taken = metric(&node, "warren_warm_takes_total{outcome=\"taken\"} ").await?;
-    let cold = metric(&node, "warren_warm_takes_total{outcome=\"cold\"} ").await?;
+    let taken = node
+        .metric("warren_warm_takes_total{outcome=\"taken\"} ")
+        .await?;
+    let cold = node
+        .metric("warren_warm_takes_total{outcome=\"cold\"} ")
+        .await?;
     let ids: Vec<String> = (0..n).map(|i| format!("bench-sess-{i}")).collect();
     delete_all(&node, &ids).await;
     table.add(Row {

@@ -13,17 +13,8 @@ pub fn busy() -> Option<Duration> {
 }
 
 fn busy_from(stat: &str, hz: u64) -> Option<Duration> {
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(|f| f.parse().ok())
-        .collect::<Option<_>>()?;
-    // user nice system idle iowait irq softirq steal ...
-    let ticks = [0, 1, 2, 5, 6, 7]
-        .iter()
-        .map(|&i| v.get(i).copied().unwrap_or(0))
-        .sum::<u64>();
+    let t = warren_node::runtime::host_load::parse_stat(stat)?;
+    let ticks = t.total - t.idle;
     Some(Duration::from_secs_f64(ticks as f64 / hz as f64))
 }
 

@@ -92,18 +92,7 @@ impl BenchNode {
     pub async fn wait_warm(&self) -> anyhow::Result<()> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
-            let text = self
-                .client
-                .request(reqwest::Method::GET, "/metrics")
-                .send()
-                .await?
-                .text()
-                .await?;
-            let ready: usize = text
-                .lines()
-                .find_map(|l| l.strip_prefix("warren_warm_containers "))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
+            let ready = self.metric("warren_warm_containers ").await?;
             if ready >= self.warm {
                 return Ok(());
             }
@@ -114,6 +103,23 @@ impl BenchNode {
             );
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
+    }
+
+    /// The value of the node's metric line that starts with `prefix` (name and labels, and
+    /// the space before the value), 0 when there is none.
+    pub async fn metric(&self, prefix: &str) -> anyhow::Result<usize> {
+        let text = self
+            .client
+            .request(reqwest::Method::GET, "/metrics")
+            .send()
+            .await?
+            .text()
+            .await?;
+        Ok(text
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0) as usize)
     }
 
     /// The node process's id.

@@ -31,26 +31,8 @@ async fn a_full_node_is_passed_over_and_a_full_cluster_says_so() {
         "the nodes did not announce their limit: {:?}",
         c.view(0).await
     );
-    let view = c.view(0).await.unwrap();
-    let nodes: Vec<(u64, String)> = view["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| {
-            let id = n["raft_id"].as_u64().unwrap();
-            (id, n["id"].as_str().unwrap().to_string())
-        })
-        .collect();
-    let records: Vec<NodeRecord> = nodes
-        .iter()
-        .map(|(id, _)| NodeRecord::placeable(*id, "r1"))
-        .collect();
-    let (first, first_name) = nodes[0].clone();
-    let preferring_first: Vec<String> = (0..)
-        .map(|i| format!("adm{i}-{}", unique()))
-        .filter(|id| warren_consensus::placement::owner_among(&records, id) == Some(first))
-        .take(3)
-        .collect();
+    let (nodes, preferring_first) = preferring_first(&c.view(0).await.unwrap(), 3);
+    let first_name = nodes[0].1.clone();
 
     let mut ran = Vec::new();
     for id in &preferring_first {
