@@ -95,11 +95,16 @@ pub fn choose_owner_excluding(
 /// How many more sandboxes `node` may be given (none: it has said no bound; 0 while it
 /// says it is full).
 pub fn room(state: &ClusterState, node: NodeId) -> Option<u64> {
-    let rec = state.nodes.get(&node)?;
-    if rec.full {
+    if state.nodes.get(&node)?.full {
         return Some(0);
     }
-    let max = rec.max_sandboxes?;
+    room_by_count(state, node)
+}
+
+/// How many more sandboxes `node` may be given by its sandbox limit alone (none: it has said
+/// no bound), whatever it said of being full.
+pub fn room_by_count(state: &ClusterState, node: NodeId) -> Option<u64> {
+    let max = state.nodes.get(&node)?.max_sandboxes?;
     Some(max.saturating_sub(state.placements.count_on(node) as u64))
 }
 
@@ -113,9 +118,39 @@ pub fn choose_owner_with_room(
     exclude: &mut Vec<NodeId>,
     given: impl Fn(NodeId) -> u64,
 ) -> Option<NodeId> {
+    choose_owner_where(state, sandbox, region, exclude, |n| {
+        room(state, n).is_none_or(|r| r > given(n))
+    })
+}
+
+/// A new sandbox's node: the first rendezvous choice with room, else (every node said it is
+/// full, which it says up to a second late) the first one under its sandbox limit, which
+/// then decides for itself whether it has room now. None: every node that is up is at its
+/// sandbox limit.
+pub fn choose_owner_for_new(
+    state: &ClusterState,
+    sandbox: &str,
+    region: &str,
+    exclude: &[NodeId],
+) -> Option<NodeId> {
+    choose_owner_with_room(state, sandbox, region, &mut exclude.to_vec(), |_| 0).or_else(|| {
+        choose_owner_where(state, sandbox, region, &mut exclude.to_vec(), |n| {
+            room_by_count(state, n).is_none_or(|r| r > 0)
+        })
+    })
+}
+
+/// [`choose_owner_excluding`] among the nodes for which `fits` holds.
+fn choose_owner_where(
+    state: &ClusterState,
+    sandbox: &str,
+    region: &str,
+    exclude: &mut Vec<NodeId>,
+    fits: impl Fn(NodeId) -> bool,
+) -> Option<NodeId> {
     loop {
         let choice = choose_owner_excluding(state, sandbox, region, exclude)?;
-        if room(state, choice).is_none_or(|r| r > given(choice)) {
+        if fits(choice) {
             return Some(choice);
         }
         exclude.push(choice);
@@ -258,6 +293,18 @@ mod tests {
             choose_owner_with_room(&s, id, "r", &mut Vec::new(), |_| 0),
             None
         );
+        // Both said full: a new sandbox still goes to its first choice, which decides.
+        assert_eq!(choose_owner_for_new(&s, id, "r", &[]), Some(first));
+        assert_eq!(choose_owner_for_new(&s, id, "r", &[first]), Some(other));
+        s.nodes.get_mut(&first).unwrap().full = false;
+        s.nodes.get_mut(&first).unwrap().max_sandboxes = Some(0);
+        assert_eq!(
+            choose_owner_for_new(&s, id, "r", &[]),
+            Some(other),
+            "at its sandbox limit it is passed over even when the rest say full"
+        );
+        s.nodes.get_mut(&other).unwrap().max_sandboxes = Some(0);
+        assert_eq!(choose_owner_for_new(&s, id, "r", &[]), None);
     }
 
     #[test]

@@ -155,6 +155,50 @@ async fn a_node_full_by_memory_is_passed_over_until_it_has_room_again() {
     );
 }
 
+/// A create its node refuses for want of room gives up its placement there (nothing of the
+/// sandbox exists), so that a retry is placed anew instead of going back to the node that
+/// refused it. Two nodes whose running sandboxes' limits may add up to 5000 MiB; a
+/// `standard-2` sandbox (6144 MiB) fits neither. Seen failing before the placement was given
+/// up: the refusing node kept counting the sandbox as placed on it.
+#[tokio::test]
+async fn a_refused_create_gives_up_its_placement() {
+    let c = TestCluster::start_with(2, 1, "max_memory_mb = 5000\n").await;
+    let (nodes, ids) = preferring_first(&c.view(0).await.unwrap(), 1);
+    let first_name = nodes[0].1.clone();
+    let r = c.nodes[0]
+        .client
+        .put_sandbox(
+            &ids[0],
+            &super::harness::create(serde_json::json!({"instance_type": "standard-2"})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        r.code(),
+        Some(warren_api::ErrorCode::CapacityExhausted),
+        "{r}"
+    );
+    let nothing_placed_on_first = |v: &serde_json::Value| {
+        v["nodes"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|n| n["id"] == first_name.as_str() && n["sandboxes"] == 0)
+        })
+    };
+    assert!(
+        c.wait(Duration::from_secs(10), nothing_placed_on_first)
+            .await,
+        "the refused sandbox stayed placed: {:?}",
+        c.view(0).await
+    );
+    // Placed anew, it starts (the default size fits).
+    let (status, node, code) = create(&c, &ids[0]).await;
+    assert_eq!(
+        (status, node.as_str()),
+        (200, first_name.as_str()),
+        "{code}"
+    );
+}
+
 /// One node that lets its running sandboxes' limits add up to 5000 MiB and 1 CPU. A second
 /// `standard-1` (4096 MiB, 0.5 CPU) is refused at once with 503 `CAPACITY_EXHAUSTED`, and
 /// nothing of it is left (no record, no container); a `lite` one still fits. A sleeping

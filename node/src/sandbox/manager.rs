@@ -625,7 +625,34 @@ impl SandboxManager {
         }
     }
 
+    /// Creates sandbox `id` (under its slot's lock). A create refused for want of room
+    /// gives up the sandbox's placement on this node, still under the lock (nothing of the
+    /// sandbox exists, and a create waiting for the lock then finds it placed nowhere), so
+    /// that a retry is placed anew.
     async fn create_locked(
+        &self,
+        slot: &Arc<Slot>,
+        id: &str,
+        req: &CreateSandboxRequest,
+    ) -> Result<SandboxRecord, ApiError> {
+        if !self.recovery.placed_here(id) {
+            return Err(ApiError::new(
+                ErrorCode::Unavailable,
+                format!("sandbox {id} is not placed on this node (any more); retry"),
+            ));
+        }
+        let made = self.make_locked(slot, id, req).await;
+        if let Err(e) = &made {
+            if e.code == ErrorCode::CapacityExhausted {
+                if let Err(why) = self.recovery.release_unused(id).await {
+                    tracing::warn!(sandbox_id = %id, error = %why, "a refused create's placement could not be given up; a retry comes here again");
+                }
+            }
+        }
+        made
+    }
+
+    async fn make_locked(
         &self,
         slot: &Arc<Slot>,
         id: &str,

@@ -30,6 +30,21 @@ pub trait RecoveryPoints: Send + Sync {
     fn tenant_of(&self, _id: &str) -> String {
         warren_api::keys::DEFAULT_TENANT.to_string()
     }
+
+    /// Whether a new sandbox `id` may be made on this node: where placements exist, only
+    /// when the current one names this node. Asked under the sandbox's lock, so that a
+    /// create never runs after [`RecoveryPoints::release_unused`] gave the id up.
+    fn placed_here(&self, _id: &str) -> bool {
+        true
+    }
+
+    /// A create of `id` was refused here for want of room and nothing of the sandbox
+    /// exists: where it was placed on this node with no recovery point, the placement is
+    /// given up, so that a retry is placed anew (on a node with room). Called under the
+    /// sandbox's lock.
+    async fn release_unused(&self, _id: &str) -> Result<(), ApiError> {
+        Ok(())
+    }
 }
 
 /// A node on its own: its records are the only recovery points.

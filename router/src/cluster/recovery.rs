@@ -111,6 +111,45 @@ impl RecoveryPoints for ClusterRecoveryPoints {
                 .to_string()
         })
     }
+
+    fn placed_here(&self, id: &str) -> bool {
+        let cl = &self.cluster;
+        cl.read(|s| new_sandbox_placed_here(s.nodes.len(), s.placements.get(id), cl.id))
+    }
+
+    async fn release_unused(&self, id: &str) -> Result<(), ApiError> {
+        let cl = &self.cluster;
+        let Some(epoch) = cl.read(|s| unused_placement(s.placements.get(id), cl.id)) else {
+            return Ok(());
+        };
+        let cmd = Command::Unplace {
+            sandbox: id.to_string(),
+            epoch,
+        };
+        cl.propose(cmd).await.map_err(cluster_error)?;
+        tracing::info!(sandbox_id = %id, epoch, "a create was refused for want of room: its placement is given up");
+        Ok(())
+    }
+}
+
+/// Pure: whether a new sandbox may be made on `me` given its placement. A node alone makes
+/// any; in a cluster only the node the current placement names, while it is active.
+fn new_sandbox_placed_here(nodes: usize, placement: Option<&Placement>, me: NodeId) -> bool {
+    nodes < 2
+        || placement
+            .is_some_and(|p| p.node == me && p.state == warren_consensus::PlacementState::Active)
+}
+
+/// Pure: the epoch of a placement of a sandbox that holds nothing yet (it names `me`, is
+/// active, and has no recovery point), which may be given up; none otherwise.
+fn unused_placement(placement: Option<&Placement>, me: NodeId) -> Option<u64> {
+    placement
+        .filter(|p| {
+            p.node == me
+                && p.state == warren_consensus::PlacementState::Active
+                && p.handoff.is_none()
+        })
+        .map(|p| p.epoch)
 }
 
 #[cfg(test)]
@@ -144,5 +183,37 @@ mod tests {
     fn a_stale_copy_of_a_sandbox_handed_back_records_nothing() {
         // Node 2 owns it since epoch 5; its copy is from epoch 1 (before it lost it).
         assert_eq!(need(2, Some(&on(2, 6, 5)), 2, Some(1)), Need::NotOwner);
+    }
+
+    #[test]
+    fn only_the_named_active_node_makes_a_new_sandbox() {
+        assert!(new_sandbox_placed_here(1, None, 1), "a node alone");
+        assert!(
+            !new_sandbox_placed_here(2, None, 1),
+            "given up, or never placed"
+        );
+        assert!(new_sandbox_placed_here(2, Some(&on(1, 1, 1)), 1));
+        assert!(!new_sandbox_placed_here(2, Some(&on(2, 1, 1)), 1));
+        let mut moving = on(1, 2, 1);
+        moving.state = warren_consensus::PlacementState::Migrating;
+        assert!(!new_sandbox_placed_here(2, Some(&moving), 1));
+    }
+
+    #[test]
+    fn only_an_unused_placement_of_this_node_is_given_up() {
+        assert_eq!(unused_placement(Some(&on(1, 4, 1)), 1), Some(4));
+        assert_eq!(unused_placement(Some(&on(2, 4, 1)), 1), None);
+        assert_eq!(unused_placement(None, 1), None);
+        let mut kept = on(1, 4, 1);
+        kept.handoff = Some(Handoff {
+            record: "{}".into(),
+            snapshot: Some("snap".into()),
+            resume: false,
+        });
+        assert_eq!(
+            unused_placement(Some(&kept), 1),
+            None,
+            "it has a recovery point"
+        );
     }
 }

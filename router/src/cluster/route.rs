@@ -24,7 +24,7 @@ use std::time::Duration;
 use warren_api::keys::DEFAULT_TENANT;
 use warren_api::preview::PreviewRequest;
 use warren_api::{ApiError, ErrorCode};
-use warren_consensus::placement::{choose_owner_excluding, choose_owner_with_room};
+use warren_consensus::placement::{choose_owner_excluding, choose_owner_for_new};
 use warren_consensus::state::{Size, QUOTA_EXCEEDED};
 use warren_consensus::{Command, CommandResult, NodeId, NodeState, Placement, PlacementState};
 use warren_node::safety::Guarantee;
@@ -228,11 +228,11 @@ async fn place_and_route(
     let mut excluded: Vec<NodeId> = Vec::new();
     let mut expected_epoch = 0;
     for _ in 0..3 {
-        // A node at its sandbox limit is passed over for the next rendezvous choice; when
-        // none is left, whether any was up at all says why.
+        // A node at its sandbox limit, or one that said it is full, is passed over for the
+        // next rendezvous choice (when every one said full, the first under its limit
+        // decides for itself); when none is left, whether any was up at all says why.
         let choice = cl.read(|s| {
-            let mut skip = excluded.clone();
-            choose_owner_with_room(s, id, region, &mut skip, |_| 0)
+            choose_owner_for_new(s, id, region, &excluded)
                 .ok_or_else(|| choose_owner_excluding(s, id, region, &excluded).is_some())
         });
         let choice = match choice {
