@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use warren_consensus::join::{JoinRequest, JoinResponse};
 use warren_consensus::{Cluster, ClusterConfig};
 use warren_node::runtime::docker::DockerRuntime;
+use warren_node::runtime::docker::WarmSizing;
 use warren_node::runtime::host_work::{self, HostWork, HostWorkConfig};
 use warren_node::runtime::subnets::{Cidr, SubnetPool};
 use warren_node::runtime::{firewall, ContainerRuntime};
@@ -179,13 +180,14 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     cfg.usage_retention = std::time::Duration::from_secs(s.usage_retention_days * 86_400);
     cfg.usage_sample_every = std::time::Duration::from_millis(s.usage_sample_ms);
     cfg.max_sandboxes = s.max_sandboxes;
+    // What the defaults of the reserve and the warm pool's budget are shares of.
+    let host_memory_mb = warren_node::runtime::host_load::memory_total_mb();
     cfg.capacity = warren_node::sandbox::admission::Capacity {
         max_cpus: (s.max_cpus > 0.0).then_some(s.max_cpus),
         max_memory_mb: (s.max_memory_mb > 0).then_some(s.max_memory_mb),
-        memory_reserve_mb: s.memory_reserve_mb.unwrap_or_else(|| {
-            warren_node::runtime::host_load::memory_total_mb()
-                .map_or(256, |total| (total / 20).clamp(256, 4096))
-        }),
+        memory_reserve_mb: s
+            .memory_reserve_mb
+            .unwrap_or_else(|| host_memory_mb.map_or(256, |total| (total / 20).clamp(256, 4096))),
     };
     if let Some(o) = &s.object_store {
         cfg.object_store = o.clone();
@@ -463,14 +465,15 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     docker
         .start_warm_pool(
             WarmPoolConfig {
-                floor: s.warm_containers,
-                ceiling: s.warm_max,
-                memory_budget_mb: match s.warm_memory_mb {
-                    0 => warren_node::runtime::host_load::memory_total_mb()
-                        .map_or(512, |total| (total / 8).min(2048)),
-                    mb => mb,
+                sizing: WarmSizing {
+                    floor: s.warm_containers,
+                    ceiling: s.warm_max,
+                    memory_budget_mb: match s.warm_memory_mb {
+                        0 => host_memory_mb.map_or(512, |total| (total / 8).min(2048)),
+                        mb => mb,
+                    },
+                    idle_mb: WARM_IDLE_MB,
                 },
-                idle_mb: WARM_IDLE_MB,
                 horizon: std::time::Duration::from_secs(s.warm_horizon_s),
                 memory_reserve_mb: cfg.capacity.memory_reserve_mb,
                 idle_reserve: s.warm_idle_reserve,

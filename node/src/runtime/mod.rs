@@ -110,15 +110,10 @@ pub const WARM_IDLE_MB: u64 = 8;
 /// fits takes one that already runs instead of waiting for the engine to start one.
 #[derive(Debug, Clone)]
 pub struct WarmPoolConfig {
-    /// How many to keep ready whatever the demand.
-    pub floor: usize,
-    /// How many to keep ready at most when demand is high (at or below `floor`: the pool
-    /// holds `floor` and does not follow demand; 0 with a floor of 0: no pool).
-    pub ceiling: usize,
-    /// Memory the ready containers may hold together, MiB (bounds the ceiling).
-    pub memory_budget_mb: u64,
-    /// What one ready container holds, MiB.
-    pub idle_mb: u64,
+    /// How many to keep ready: a floor, a ceiling and a memory budget (a ceiling at or
+    /// below the floor: the pool holds the floor and does not follow demand; both 0: no
+    /// pool).
+    pub sizing: docker::WarmSizing,
     /// How long a burst of requests keeps the pool above its floor.
     pub horizon: std::time::Duration,
     /// No warm container starts while the host has less memory available, MiB (as

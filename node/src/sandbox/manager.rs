@@ -825,6 +825,19 @@ impl SandboxManager {
         committed
     }
 
+    /// Whether a container with limits `ask` (of sandbox `id`, if any) may start beside the
+    /// running ones and those being started (`admitting`, locked by the caller).
+    fn admissible(
+        &self,
+        admitting: &HashMap<String, warren_api::sandbox::Resources>,
+        id: &str,
+        ask: &warren_api::sandbox::Resources,
+    ) -> Result<(), admission::Refusal> {
+        let committed = self.committed(admitting, id);
+        let available = crate::runtime::host_load::memory_available_mb();
+        admission::admit(&self.cfg.capacity, committed, ask, available)
+    }
+
     /// Whether this node would refuse to start a sandbox of the default size now.
     pub fn is_full(&self) -> bool {
         let Ok(default) =
@@ -833,19 +846,14 @@ impl SandboxManager {
             return false;
         };
         let admitting = self.admitting.lock().expect("admitting lock");
-        let committed = self.committed(&admitting, "");
-        let available = crate::runtime::host_load::memory_available_mb();
-        admission::admit(&self.cfg.capacity, committed, &default, available).is_err()
+        self.admissible(&admitting, "", &default).is_err()
     }
 
     /// Admits a start of `rec`'s container beside the running ones and those being started
     /// (`admission`); it counts as being started until the returned guard goes.
     fn admit(&self, rec: &SandboxRecord) -> Result<Admitted<'_>, ApiError> {
-        let available = crate::runtime::host_load::memory_available_mb();
         let mut admitting = self.admitting.lock().expect("admitting lock");
-        let committed = self.committed(&admitting, &rec.id);
-        if let Err(why) = admission::admit(&self.cfg.capacity, committed, &rec.resources, available)
-        {
+        if let Err(why) = self.admissible(&admitting, &rec.id, &rec.resources) {
             self.metrics.admission_refused.inc();
             return Err(ApiError::new(ErrorCode::CapacityExhausted, why.to_string()));
         }

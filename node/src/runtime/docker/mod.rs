@@ -35,6 +35,7 @@ use warren_storage::BlockingPool;
 mod networks;
 mod warm;
 use networks::NetState;
+pub use warm::demand::Sizing as WarmSizing;
 use warm::{TakeFailed, WARM};
 
 /// Marks the name of a replaced container that is being removed in the background (never

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 pub mod demand;
 mod take;
 
-use demand::{Demand, Sizing, Step};
+use demand::{Demand, Step};
 use take::HostName;
 pub(super) use take::TakeFailed;
 
@@ -94,7 +94,6 @@ pub(super) struct WarmState {
 /// The pool's settings once started.
 pub(super) struct WarmSetup {
     cfg: WarmPoolConfig,
-    sizing: Sizing,
     ready: IntGauge,
     target: IntGauge,
     taken: IntCounterVec,
@@ -102,7 +101,7 @@ pub(super) struct WarmSetup {
 
 impl DockerRuntime {
     /// Removes warm containers a previous run of this node left, and starts keeping
-    /// `cfg.floor` ready (more as demand asks). Registers the pool's metrics in `registry`.
+    /// `cfg.sizing.floor` ready (more as demand asks). Registers the pool's metrics in `registry`.
     pub async fn start_warm_pool(
         self: &Arc<Self>,
         cfg: WarmPoolConfig,
@@ -136,16 +135,10 @@ impl DockerRuntime {
                 .map_err(|e| RuntimeError::Other(e.to_string()))?;
         }
         self.remove_warm_leftovers().await?;
-        let sizing = Sizing {
-            floor: cfg.floor,
-            ceiling: cfg.ceiling,
-            memory_budget_mb: cfg.memory_budget_mb,
-            idle_mb: cfg.idle_mb,
-        };
-        target.set(sizing.floor as i64);
+        let floor = cfg.sizing.floor;
+        target.set(floor as i64);
         let setup = WarmSetup {
             cfg,
-            sizing,
             ready,
             target,
             taken,
@@ -155,7 +148,7 @@ impl DockerRuntime {
                 "the warm pool was started twice".into(),
             ));
         }
-        if sizing.floor > 0 {
+        if floor > 0 {
             self.fill_warm_pool();
         }
         Ok(())
@@ -216,9 +209,9 @@ impl DockerRuntime {
                         return;
                     }
                     let peak = st.demand.peak(Instant::now(), setup.cfg.horizon);
-                    let target = setup.sizing.target(peak);
+                    let target = setup.cfg.sizing.target(peak);
                     setup.target.set(target as i64);
-                    let ready = st.ready.len();
+                    let step = demand::next_step(st.ready.len(), target);
                     let quiet_at = match st.busy {
                         0 => st.last_taken.map(|t| t + QUIET),
                         _ => Some(Instant::now() + QUIET),
@@ -227,41 +220,34 @@ impl DockerRuntime {
                     let wait = due
                         .filter(|d| *d > Instant::now())
                         .map(|d| d - Instant::now());
-                    let step = demand::next_step(ready, target);
-                    if wait.is_none() && step == Step::Hold {
-                        if target <= setup.sizing.floor {
-                            // At the floor, which only an arrival raises: done until the
-                            // next take calls again.
-                            st.filling = false;
-                            return;
-                        }
-                        (Some(RECHECK), step)
-                    } else {
-                        (wait, step)
+                    if wait.is_none() && step == Step::Hold && target <= setup.cfg.sizing.floor {
+                        // At the floor, which only an arrival raises: done until the next
+                        // take calls again.
+                        st.filling = false;
+                        return;
                     }
+                    // Holding above the floor: look again as arrivals age out.
+                    let wait = wait.or((step == Step::Hold).then_some(RECHECK));
+                    (wait, step)
                 };
                 if let Some(wait) = wait {
                     tokio::time::sleep(wait).await;
                     continue;
                 }
-                match step {
-                    Step::Hold => continue,
-                    Step::Shrink => {
-                        let extra = {
-                            let mut st = me.warm.lock().expect("warm lock");
-                            let w = (!st.ready.is_empty()).then(|| st.ready.remove(0));
-                            setup.ready.set(st.ready.len() as i64);
-                            w
-                        };
-                        if let Some(w) = extra {
-                            tracing::debug!(container = %w.name, "demand fell: removing a warm container");
-                            if let Err(e) = me.remove_named(&w.name).await {
-                                tracing::warn!(container = %w.name, error = %e, "cannot remove a warm container");
-                            }
+                if step == Step::Shrink {
+                    let extra = {
+                        let mut st = me.warm.lock().expect("warm lock");
+                        let w = (!st.ready.is_empty()).then(|| st.ready.remove(0));
+                        setup.ready.set(st.ready.len() as i64);
+                        w
+                    };
+                    if let Some(w) = extra {
+                        tracing::debug!(container = %w.name, "demand fell: removing a warm container");
+                        if let Err(e) = me.remove_named(&w.name).await {
+                            tracing::warn!(container = %w.name, error = %e, "cannot remove a warm container");
                         }
-                        continue;
                     }
-                    Step::Start => {}
+                    continue;
                 }
                 if setup.cfg.safety.check().is_err() {
                     // No container while the boundary is not whole (no firewall, say).
@@ -368,7 +354,7 @@ impl DockerRuntime {
     /// A ready warm container that fits `spec`, taken out of the pool (which then refills).
     pub(super) fn take_warm(self: &Arc<Self>, spec: &ContainerSpec) -> Option<Warm> {
         let setup = self.warm_setup.get()?;
-        if setup.sizing.most() == 0 {
+        if setup.cfg.sizing.most() == 0 {
             return None;
         }
         let cfg = &setup.cfg;
