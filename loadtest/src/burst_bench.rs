@@ -75,10 +75,7 @@ async fn warm_ready(node: &BenchNode) -> anyhow::Result<usize> {
 }
 
 fn mem_available_mb() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| warren_node::runtime::host_load::parse_meminfo(&t, "MemAvailable"))
-        .unwrap_or(0)
+    warren_node::runtime::host_load::memory_available_mb().unwrap_or(0)
 }
 
 fn row(name: &str, ours: &Burst, docker: &Burst, target: &str) -> Row {
@@ -110,8 +107,7 @@ pub async fn bursts(n: usize, table: &mut Table) -> anyhow::Result<()> {
 
     // The pool refills to the burst's size in the background; measured to the last one.
     eprintln!("bench burst: waiting for the pool to refill to {n}");
-    let settle = Instant::now() + Duration::from_secs(3);
-    tokio::time::sleep_until(settle.into()).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let (ready_before, mem_before) = (warm_ready(&node).await?, mem_available_mb());
     let t = Instant::now();
     let deadline = t + Duration::from_secs(900);
