@@ -12,7 +12,7 @@
 # Rust toolchain (rustup with rustfmt and clippy, when no cargo is found; cargo-nextest with
 # --test-deps), the Rust musl target, a running Docker daemon (docker.io installed and dockerd started when
 # none answers, with user namespaces: `--userns-remap=default`, so that root in a sandbox
-# is an unprivileged user on the host; its pid goes to $WARREN_DOCKERD_PIDFILE so a CI run
+# is an unprivileged user on the host, and crun registered as a runtime; its pid goes to $WARREN_DOCKERD_PIDFILE so a CI run
 # can stop what it started), and the sandbox base image (built locally with debootstrap
 # when missing). A daemon that already runs without user namespaces is left as it is, with
 # a warning: nodes on it refuse to start sandboxes (see docs/security.md).
@@ -55,6 +55,9 @@ fi
 [ -e /usr/lib/llvm-14/lib/libclang.so ] || ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || missing+=(libclang-dev)
 if [ "$want_docker" = 1 ]; then
   command -v dockerd >/dev/null || missing+=(docker.io)
+  # An OCI runtime nodes may be set to (oci_runtime = "crun") and the startpath benchmark
+  # measures; registered with the dockerd started here. WARREN_CRUN=0 skips it.
+  [ "${WARREN_CRUN:-1}" = 0 ] || command -v crun >/dev/null || missing+=(crun)
 fi
 if [ "$want_image" = 1 ]; then
   command -v debootstrap >/dev/null || missing+=(debootstrap)
@@ -136,8 +139,12 @@ fi
 # Starts dockerd in the background and waits until it answers; false if it exited (or never
 # answered) instead.
 start_dockerd() {
-  local log=$1 pidfile=$2 pid
-  as_root sh -c "nohup dockerd --userns-remap=default >'$log' 2>&1 & echo \$! > '$pidfile'"
+  local log=$1 pidfile=$2 pid runtimes=""
+  if [ "${WARREN_CRUN:-1}" != 0 ] && command -v crun >/dev/null \
+    && ! grep -qs '"crun"' /etc/docker/daemon.json; then
+    runtimes="--add-runtime crun=$(command -v crun)"
+  fi
+  as_root sh -c "nohup dockerd --userns-remap=default $runtimes >'$log' 2>&1 & echo \$! > '$pidfile'"
   pid=$(cat "$pidfile")
   for _ in $(seq 1 120); do
     docker info >/dev/null 2>&1 && return 0
@@ -170,7 +177,7 @@ repair_network_store() {
 }
 
 if [ "$want_docker" = 1 ] && ! docker info >/dev/null 2>&1; then
-  echo "host-setup: starting dockerd (with user namespaces)"
+  echo "host-setup: starting dockerd (with user namespaces; crun registered when installed)"
   log=${WARREN_DOCKERD_LOG:-/var/log/warren-dockerd.log}
   pidfile=${WARREN_DOCKERD_PIDFILE:-/run/warren-dockerd.pid}
   if ! start_dockerd "$log" "$pidfile"; then

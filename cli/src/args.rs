@@ -406,6 +406,10 @@ pub struct NodeArgs {
     /// Sandbox networks kept ready.
     #[arg(long, default_value_t = crate::settings::default_spare())]
     pub spare_networks: usize,
+    /// The OCI runtime of sandbox containers: `default` (the engine's), or the name of a
+    /// runtime the engine has registered (`crun`).
+    #[arg(long, env = "WARREN_OCI_RUNTIME", default_value_t = crate::settings::default_oci_runtime())]
+    pub oci_runtime: String,
     /// Do not install the host firewall rules that isolate sandboxes (their traffic then
     /// reaches this host and every network it reaches). Never where untrusted code runs.
     #[arg(long)]
@@ -674,6 +678,7 @@ impl NodeArgs {
             docker_host: self.docker_host.clone(),
             subnet_pool: self.subnet_pool.clone(),
             spare_networks: self.spare_networks,
+            oci_runtime: self.oci_runtime.clone(),
             firewall: !self.no_firewall,
             iptables: self.iptables.clone(),
             ip6tables: self.ip6tables.clone(),
@@ -914,6 +919,7 @@ mod tests {
             ("docker_host", "DOCKER_HOST"),
             ("join_token", "WARREN_JOIN_TOKEN"),
             ("egress_allow_nets", "WARREN_EGRESS_ALLOW_NETS"),
+            ("oci_runtime", "WARREN_OCI_RUNTIME"),
         ];
         let differ: Vec<String> = a
             .as_object()

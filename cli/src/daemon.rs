@@ -12,6 +12,7 @@ use warren_consensus::{Cluster, ClusterConfig};
 use warren_node::runtime::docker::DockerRuntime;
 use warren_node::runtime::docker::WarmSizing;
 use warren_node::runtime::host_work::{self, HostWork, HostWorkConfig};
+use warren_node::runtime::oci_runtime::OciRuntimeSetting;
 use warren_node::runtime::subnets::{Cidr, SubnetPool};
 use warren_node::runtime::{firewall, ContainerRuntime};
 use warren_node::runtime::{WarmPoolConfig, WARM_IDLE_MB};
@@ -212,6 +213,11 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     )
     .await
     .context("cannot use Docker")?;
+    let oci = OciRuntimeSetting::parse(&s.oci_runtime).map_err(anyhow::Error::msg)?;
+    docker
+        .use_oci_runtime(&oci)
+        .await
+        .context("cannot choose the sandboxes' OCI runtime")?;
     // Every container this node makes sees its fence file (`fence_file`), warm ones too.
     let fence_file = Arc::new(
         warren_node::runtime::fence_file::FenceFile::open(&data_dir.join("fence"))

@@ -36,6 +36,10 @@ pub struct Settings {
     pub subnet_pool: String,
     #[serde(default = "default_spare")]
     pub spare_networks: usize,
+    /// The OCI runtime of sandbox containers: `default` (the engine's), or the name of a
+    /// runtime the engine has registered (`crun`); the node does not start without it.
+    #[serde(default = "default_oci_runtime")]
+    pub oci_runtime: String,
     /// Install the sandbox firewall (default). Off: sandboxes reach this host and every
     /// network it reaches; never where untrusted code runs.
     #[serde(default = "default_true")]
@@ -259,6 +263,9 @@ pub(crate) fn default_subnet_pool() -> String {
 pub(crate) fn default_spare() -> usize {
     4
 }
+pub(crate) fn default_oci_runtime() -> String {
+    "default".into()
+}
 pub(crate) fn default_warm() -> usize {
     4
 }
@@ -382,6 +389,8 @@ impl Settings {
             self.max_cpus >= 0.0 && self.max_cpus.is_finite(),
             "max_cpus must be 0 (no bound) or a positive number"
         );
+        warren_node::runtime::oci_runtime::OciRuntimeSetting::parse(&self.oci_runtime)
+            .map_err(|e| anyhow::anyhow!(e))?;
         anyhow::ensure!(
             (0.0..1.0).contains(&self.warm_idle_reserve),
             "warm_idle_reserve must be at least 0 and below 1"

@@ -32,6 +32,7 @@ mod e2e {
     mod membership;
     mod migration;
     mod network;
+    mod oci_runtime;
     mod openapi;
     mod ownership;
     mod preview;

@@ -18,5 +18,6 @@ pub mod placement_bench;
 pub mod report;
 pub mod scenarios;
 pub mod snapshot_bench;
+pub mod start_path_bench;
 pub mod surface_bench;
 pub mod userns_bench;

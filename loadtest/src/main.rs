@@ -15,7 +15,9 @@
 //! seconds measured in the checkpoint-cost scenario, default 50 and 60),
 //! WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`,
 //! `snapshots`, `watch`, `interpreter`, `userns`, `hostwork`, `cluster`, `failover`,
-//! `commits`, `wan`, `checkpoints`, `placement`, `egress`, `metering`, `burst`, `sessions`; default all),
+//! `commits`, `wan`, `checkpoints`, `placement`, `egress`, `metering`, `burst`, `sessions`,
+//! `startpath`; default all),
+//! WARREN_BENCH_START_N (starts per variant in the `startpath` scenario, default 10),
 //! WARREN_BENCH_WAN (placement commits per region latency in the `wan` scenario, default 100),
 //! WARREN_BENCH_BURST_SESSIONS (new sessions per burst in the `burst` scenario, default 200),
 //! WARREN_BENCH_SESSION_RATE and WARREN_BENCH_SESSION_SECS (arrivals per second and for how
@@ -26,7 +28,7 @@
 use warren_loadtest::{
     burst_bench, checkpoint_bench, cluster_node, commit_bench, egress_bench, failover_bench,
     host_work_bench, interpreter_bench, metering_bench, node::BenchNode, placement_bench,
-    report::Table, scenarios, snapshot_bench, surface_bench, userns_bench,
+    report::Table, scenarios, snapshot_bench, start_path_bench, surface_bench, userns_bench,
 };
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -96,6 +98,11 @@ async fn main() -> anyhow::Result<()> {
         let secs = env_usize("WARREN_BENCH_SESSION_SECS", 30).clamp(5, 600) as u64;
         eprintln!("bench: agent sessions arriving at {rate}/s for {secs} s");
         burst_bench::sustained(rate, secs, &mut table).await?;
+    }
+    if run("startpath") {
+        let n = env_usize("WARREN_BENCH_START_N", 10).clamp(3, 100);
+        eprintln!("bench: where a container start spends its time ({n} starts per variant)");
+        start_path_bench::start_path(n, &mut table).await?;
     }
     if run("userns") {
         eprintln!("bench: user namespaces vs a second Docker daemon without them");

@@ -140,7 +140,7 @@ fn warm_size() -> usize {
         .unwrap_or(4)
 }
 
-fn default_image() -> String {
+pub fn default_image() -> String {
     format!(
         "warren/sandbox:{}",
         include_str!("../../deploy/image/VERSION").trim()

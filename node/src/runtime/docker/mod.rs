@@ -34,6 +34,7 @@ use warren_storage::BlockingPool;
 
 mod networks;
 mod warm;
+use super::oci_runtime::{self, OciRuntimeSetting};
 use networks::NetState;
 pub use warm::demand::Sizing as WarmSizing;
 use warm::{TakeFailed, WARM};
@@ -73,6 +74,8 @@ pub struct DockerRuntime {
     /// The node's fence directory (`fence_file`), mounted read-only into every container it
     /// makes once set.
     fence_dir: std::sync::OnceLock<PathBuf>,
+    /// The OCI runtime new containers get (`use_oci_runtime`; `None`: the engine's default).
+    oci_runtime: std::sync::OnceLock<Option<String>>,
 }
 
 /// A container as Docker describes it.
@@ -141,6 +144,7 @@ impl DockerRuntime {
             disk_probed: AtomicBool::new(false),
             egress_port: std::sync::atomic::AtomicU16::new(0),
             fence_dir: std::sync::OnceLock::new(),
+            oci_runtime: Default::default(),
             warm: Default::default(),
             warm_setup: Default::default(),
             engine_starts: tokio::sync::Semaphore::new(ENGINE_STARTS),
@@ -170,6 +174,26 @@ impl DockerRuntime {
     /// file there (`fence_file`).
     pub fn use_fence_dir(&self, dir: &Path) {
         let _ = self.fence_dir.set(dir.to_path_buf());
+    }
+
+    /// Chooses the OCI runtime of the containers made from now on (`oci_runtime`) among the
+    /// engine's runtimes; an error when the setting names one the engine does not have.
+    pub async fn use_oci_runtime(&self, setting: &OciRuntimeSetting) -> Result<(), RuntimeError> {
+        let info = self.docker.info().await.map_err(docker_err)?;
+        let mut listed: Vec<String> = info.runtimes.unwrap_or_default().into_keys().collect();
+        listed.sort();
+        let runtime = oci_runtime::choose(setting, &listed).map_err(RuntimeError::Other)?;
+        tracing::info!(
+            runtime = runtime.as_deref().unwrap_or("the engine's default"),
+            "sandbox containers' OCI runtime"
+        );
+        let _ = self.oci_runtime.set(runtime);
+        Ok(())
+    }
+
+    /// The OCI runtime new containers get (`None`: the engine's default).
+    pub fn oci_runtime(&self) -> Option<String> {
+        self.oci_runtime.get().cloned().flatten()
     }
 
     fn host_pool(&self) -> BlockingPool {
@@ -271,6 +295,7 @@ impl DockerRuntime {
         network: &str,
         disk: bool,
         secret: &GuestSecret,
+        runtime: Option<String>,
     ) -> ContainerCreateBody {
         let mut labels = self.labels("sandbox");
         labels.insert(LABEL_SANDBOX.into(), spec.sandbox_id.clone());
@@ -331,6 +356,7 @@ impl DockerRuntime {
                 HashMap::from([("size".to_string(), format!("{}M", spec.resources.disk_mb))])
             }),
             init: Some(false),
+            runtime,
             ..Default::default()
         };
         ContainerCreateBody {
@@ -368,6 +394,7 @@ impl DockerRuntime {
         let mut pulled = false;
         let mut replaced = false;
         let secret = GuestSecret::random();
+        let runtime = self.oci_runtime();
         loop {
             let disk = !self.disk_probed.load(Ordering::Relaxed)
                 || self.disk_limits.load(Ordering::Relaxed);
@@ -376,7 +403,7 @@ impl DockerRuntime {
                 .docker
                 .create_container(
                     Some(opts),
-                    self.container_body(spec, network, disk, &secret),
+                    self.container_body(spec, network, disk, &secret, runtime.clone()),
                 )
                 .await
             {
