@@ -98,12 +98,17 @@ pub async fn start_path(n: usize, table: &mut Table) -> anyhow::Result<()> {
     };
 
     let listed = engine_runtimes()?;
-    let runtimes: Vec<&str> = ["runc", "crun"]
-        .into_iter()
-        .filter(|r| listed.iter().any(|l| l == r))
-        .collect();
-    if !runtimes.contains(&"crun") {
+    let mut runtimes = vec!["runc"];
+    if !listed.iter().any(|l| l == "crun") {
         table.note("startpath: the engine has no crun runtime (deploy/host-setup.sh registers it); crun rows skipped".into());
+    } else if let Err(e) = docker(&["run", "--rm", "--runtime", "crun", &image, "true"]) {
+        // On a cgroup v1 host crun refuses containers while controllers are left on the
+        // v2 hierarchy (docs/benchmarks.md).
+        table.note(format!(
+            "startpath: crun cannot start a container here, crun rows skipped: {e}"
+        ));
+    } else {
+        runtimes.push("crun");
     }
     let net = format!("wb-startpath-{}", hex::encode(rand::random::<[u8; 3]>()));
     docker(&["network", "create", &net])?;
