@@ -9,6 +9,7 @@ use std::time::Duration;
 pub struct Settings {
     /// This node's name (a DNS label), unique in the cluster.
     pub name: String,
+    /// The region this node is in (placement keeps a sandbox in the region it asks for).
     #[serde(default = "default_region")]
     pub region: String,
     /// Where records, Raft state, snapshots and keys live (default: the dev data dir).
@@ -29,11 +30,16 @@ pub struct Settings {
     pub join_token: Option<String>,
     /// File holding the API key (created with a new key when missing).
     pub api_key_file: Option<PathBuf>,
+    /// The default sandbox image (default `warren/sandbox:1`).
     pub image: Option<String>,
+    /// The static guest agent binary (default: found next to the warren executable).
     pub guest_bin: Option<PathBuf>,
+    /// Docker endpoint (default: the local socket, or `DOCKER_HOST`).
     pub docker_host: Option<String>,
+    /// IPv4 range sandbox networks are cut from (one small block per sandbox).
     #[serde(default = "default_subnet_pool")]
     pub subnet_pool: String,
+    /// Sandbox networks kept ready.
     #[serde(default = "default_spare")]
     pub spare_networks: usize,
     /// The OCI runtime of sandbox containers: `default` (the engine's), or the name of a
@@ -47,6 +53,7 @@ pub struct Settings {
     /// The iptables program the firewall rules are installed with (its `-restore` beside).
     #[serde(default = "default_iptables")]
     pub iptables: PathBuf,
+    /// The ip6tables program (IPv6 rules; skipped on hosts without IPv6).
     #[serde(default = "default_ip6tables")]
     pub ip6tables: PathBuf,
     /// Start sandboxes even when Docker gives them no user namespace: their root is then
@@ -81,6 +88,8 @@ pub struct Settings {
     /// use since it started.
     #[serde(default = "default_usage_sample_ms")]
     pub usage_sample_ms: u64,
+    /// Sandboxes this node holds at most (announced to the cluster: placement passes over
+    /// a node at its limit).
     #[serde(default = "default_max")]
     pub max_sandboxes: usize,
     /// CPUs the limits of this node's running sandboxes may add up to (0: no bound); a start
@@ -107,8 +116,10 @@ pub struct Settings {
     /// A node out of touch with the majority this long stops serving (< down_after_ms).
     #[serde(default = "default_lease")]
     pub lease_ms: u64,
-    /// Where snapshots go: a directory (`file:///…` or an absolute path) that every node of
-    /// the cluster shares (default: DATA_DIR/objects, right for a single node).
+    /// Where snapshots go, shared by every node of the cluster: an S3 bucket
+    /// (`s3://bucket[/prefix]`, credentials and `?endpoint=` as docs/operations.md says), or
+    /// a directory (`file:///…` or an absolute path; default DATA_DIR/objects, right for a
+    /// single node).
     pub object_store: Option<String>,
     /// Size of the node-local cache of snapshot chunks.
     #[serde(default = "default_chunk_cache_mb")]
@@ -454,5 +465,80 @@ impl Settings {
 
     pub fn heartbeat(&self) -> Duration {
         Duration::from_millis(self.heartbeat_ms)
+    }
+}
+
+#[cfg(test)]
+mod example_file {
+    //! `deploy/node.example.toml` names every setting, and shows each default as it is.
+
+    use super::Settings;
+    use std::collections::BTreeMap;
+
+    const EXAMPLE: &str = include_str!("../../deploy/node.example.toml");
+
+    /// `key = value` of every line, commented out (`# key = value`) or not.
+    fn keys_in(text: &str) -> BTreeMap<String, toml::Value> {
+        text.lines()
+            .filter_map(|l| {
+                let l = l.trim_start_matches('#').trim();
+                let (k, _) = l.split_once(" = ")?;
+                if !k
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                {
+                    return None;
+                }
+                let table: toml::Table = toml::from_str(l).ok()?;
+                table.into_iter().next()
+            })
+            .collect()
+    }
+
+    fn defaults() -> serde_json::Map<String, serde_json::Value> {
+        let s: Settings = toml::from_str("name = \"n1\"").unwrap();
+        match serde_json::to_value(s).unwrap() {
+            serde_json::Value::Object(m) => m,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn the_example_file_names_every_setting_with_its_default() {
+        let shown = keys_in(EXAMPLE);
+        let defaults = defaults();
+        let missing: Vec<&String> = defaults
+            .keys()
+            .filter(|k| !shown.contains_key(*k))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "deploy/node.example.toml lacks {missing:?}; defaults: {}",
+            serde_json::to_string_pretty(&defaults).unwrap()
+        );
+        let unknown: Vec<&String> = shown
+            .keys()
+            .filter(|k| !defaults.contains_key(*k))
+            .collect();
+        assert!(unknown.is_empty(), "not settings: {unknown:?}");
+        // A setting with a default shows that default (one without shows an example).
+        let wrong: Vec<String> = defaults
+            .iter()
+            .filter(|(k, v)| !v.is_null() && *k != "name")
+            .filter_map(|(k, v)| {
+                let shown = serde_json::to_value(&shown[k]).unwrap();
+                (shown != *v).then(|| format!("{k}: file {shown}, default {v}"))
+            })
+            .collect();
+        assert!(wrong.is_empty(), "defaults differ:\n{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn the_example_file_loads_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(&path, EXAMPLE).unwrap();
+        let s = Settings::load(&path).unwrap();
+        assert_eq!(s.name, "n1");
     }
 }
