@@ -6,7 +6,7 @@
 #
 # Steps: Debian build packages (musl-tools, libclang-dev, pkg-config, iptables, git, and
 # Node.js with npm, which bundle the web page's xterm.js; with --test-deps also Chromium
-# for the browser tests, moto's S3 server for the object-store tests, systemd-analyze
+# for the browser tests, fonts-dejavu-core for the benchmark report's plots, moto's S3 server for the object-store tests, systemd-analyze
 # for the unit file's check, Prometheus with promtool for the monitoring tests, and
 # docker-compose for the compose file's test), the
 # Rust toolchain (rustup with rustfmt and clippy, when no cargo is found; cargo-nextest with
@@ -44,6 +44,8 @@ command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
 if [ "$want_test_deps" = 1 ]; then
   command -v chromium >/dev/null || missing+=(chromium)
+  # The font the benchmark report's plots are drawn with (and its test).
+  [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
   python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
   # `systemd-analyze verify` checks deploy/systemd's unit.
   command -v systemd-analyze >/dev/null || missing+=(systemd)

@@ -16,21 +16,31 @@ struct Burst {
 }
 
 /// Runs every call at once (each: its time, and whether it succeeded), bounded at 600 s.
-async fn all_at_once<F>(calls: impl IntoIterator<Item = F>) -> anyhow::Result<Burst>
+async fn all_at_once<F>(
+    what: &str,
+    calls: impl ExactSizeIterator<Item = F>,
+) -> anyhow::Result<Burst>
 where
     F: std::future::Future<Output = bool>,
 {
     let t = Instant::now();
-    let timed = calls.into_iter().map(|call| async move {
-        let t = Instant::now();
-        let ok = call.await;
-        (t.elapsed(), ok)
+    let bar = crate::progress::bar(calls.len(), what);
+    let timed = calls.map(|call| {
+        let bar = &bar;
+        async move {
+            let t = Instant::now();
+            let ok = call.await;
+            bar.inc(1);
+            (t.elapsed(), ok)
+        }
     });
     let results = tokio::time::timeout(
         Duration::from_secs(600),
         futures_util::future::join_all(timed),
     )
-    .await?;
+    .await;
+    bar.finish_and_clear();
+    let results = results?;
     Ok(Burst {
         failed: results.iter().filter(|(_, ok)| !ok).count(),
         ok: results
@@ -43,21 +53,27 @@ where
 }
 
 async fn docker_burst(image: &str, n: usize) -> anyhow::Result<Burst> {
-    all_at_once((0..n).map(|_| async move {
-        let out = tokio::process::Command::new("docker")
-            .args(["run", "--rm", image, "true"])
-            .output()
-            .await;
-        out.is_ok_and(|o| o.status.success())
-    }))
+    all_at_once(
+        "docker run at once",
+        (0..n).map(|_| async move {
+            let out = tokio::process::Command::new("docker")
+                .args(["run", "--rm", image, "true"])
+                .output()
+                .await;
+            out.is_ok_and(|o| o.status.success())
+        }),
+    )
     .await
 }
 
 async fn warren_burst(node: &BenchNode, ids: &[String]) -> anyhow::Result<Burst> {
-    all_at_once(ids.iter().map(|id| {
-        let c = node.client.clone();
-        async move { c.sh(id, "true").await.is_ok_and(|r| r.exit_code == 0) }
-    }))
+    all_at_once(
+        "new sessions at once",
+        ids.iter().map(|id| {
+            let c = node.client.clone();
+            async move { c.sh(id, "true").await.is_ok_and(|r| r.exit_code == 0) }
+        }),
+    )
     .await
 }
 
@@ -78,15 +94,16 @@ fn mem_available_mb() -> u64 {
     warren_node::runtime::host_load::memory_available_mb().unwrap_or(0)
 }
 
-fn row(name: &str, ours: &Burst, docker: &Burst, target: &str) -> Row {
-    Row {
+fn add_row(table: &mut Table, name: &str, ours: &Burst, docker: &Burst, target: &str) {
+    let row = Row {
         name: name.into(),
         n: ours.ok.len(),
         ours: percentiles(&ours.ok),
         baseline_name: format!("{} x docker run at once", docker.ok.len() + docker.failed),
         baseline: percentiles(&docker.ok),
         target: target.into(),
-    }
+    };
+    table.add_sampled(row, &ours.ok, &docker.ok);
 }
 
 /// Two bursts of `n` new sessions on one node (pool floor 4, ceiling `n`).
@@ -127,18 +144,20 @@ pub async fn bursts(n: usize, table: &mut Table) -> anyhow::Result<()> {
     let second = warren_burst(&node, &second_ids).await?;
     delete_all(&node, &second_ids).await;
 
-    table.add(row(
+    add_row(
+        table,
         &format!("burst of {n}, pool at its floor"),
         &first,
         &docker,
         "0 failures",
-    ));
-    table.add(row(
+    );
+    add_row(
+        table,
         &format!("burst of {n}, pool grown"),
         &second,
         &docker,
         "p50 <= 2 s, p99 <= 5 s",
-    ));
+    );
     for (name, b) in [("pool at its floor", &first), ("pool grown", &second)] {
         table.note(format!(
             "burst of {n} ({name}): {} ok, {} failed, wall {:.1} s = {:.3}x of {n} x docker run at once ({:.1} s, {} failed)",
@@ -233,14 +252,18 @@ pub async fn sustained(rate: f64, secs: u64, table: &mut Table) -> anyhow::Resul
     }
     let mut ok = Vec::new();
     let mut errors = Vec::new();
+    let bar = crate::progress::bar(n, "sessions answered");
     for r in running {
-        match tokio::time::timeout(Duration::from_secs(600), r).await {
+        let answered = tokio::time::timeout(Duration::from_secs(600), r).await;
+        bar.inc(1);
+        match answered {
             Ok(Ok(Ok(d))) => ok.push(d),
             Ok(Ok(Err(e))) => errors.push(e),
             Ok(Err(e)) => errors.push(e.to_string()),
             Err(_) => errors.push("no answer within 600 s".into()),
         }
     }
+    bar.finish_and_clear();
     let wall = t.elapsed();
     let taken = node
         .metric("warren_warm_takes_total{outcome=\"taken\"} ")
@@ -250,14 +273,15 @@ pub async fn sustained(rate: f64, secs: u64, table: &mut Table) -> anyhow::Resul
         .await?;
     let ids: Vec<String> = (0..n).map(|i| format!("bench-sess-{i}")).collect();
     delete_all(&node, &ids).await;
-    table.add(Row {
+    let row = Row {
         name: format!("sessions at {rate}/s, first exec"),
         n: ok.len(),
         ours: percentiles(&ok),
         baseline_name: "— (rate below)".into(),
         baseline: (f64::NAN, f64::NAN),
         target: "0 failures".into(),
-    });
+    };
+    table.add_sampled(row, &ok, &[]);
     table.note(format!(
         "sessions: {n} arriving at {rate}/s ({:.2}x of Docker's sustained {docker_rate:.2} create+start/s, sequential, same run): {} ok, {} failed{}, all done in {:.1} s; containers taken warm {taken}, started cold {cold} (priming included)",
         rate / docker_rate,

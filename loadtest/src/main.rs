@@ -23,12 +23,15 @@
 //! WARREN_BENCH_SESSION_RATE and WARREN_BENCH_SESSION_SECS (arrivals per second and for how
 //! long in the `sessions` scenario, default 5 and 30),
 //! WARREN_BENCH_WORKDIR (where the snapshot baselines write, default /tmp),
-//! WARREN_BENCH_JSON (a file to write the results to as JSON, besides the printed table).
+//! WARREN_BENCH_JSON (a file to write the results to as JSON, besides the printed table),
+//! WARREN_BENCH_REPORT (a directory to write an HTML report to: the table, the notes and a
+//! latency plot per sampled scenario, `index.html` and PNGs).
 
 use warren_loadtest::{
     burst_bench, checkpoint_bench, cluster_node, commit_bench, egress_bench, failover_bench,
-    host_work_bench, interpreter_bench, metering_bench, node::BenchNode, placement_bench,
-    report::Table, scenarios, snapshot_bench, start_path_bench, surface_bench, userns_bench,
+    host_work_bench, html_report, interpreter_bench, metering_bench, node::BenchNode,
+    placement_bench, report::Table, scenarios, snapshot_bench, start_path_bench, surface_bench,
+    userns_bench,
 };
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -158,6 +161,17 @@ async fn main() -> anyhow::Result<()> {
     if let Ok(path) = std::env::var("WARREN_BENCH_JSON") {
         std::fs::write(&path, serde_json::to_vec_pretty(&table.to_json())?)?;
         eprintln!("bench: results written to {path}");
+    }
+    if let Ok(dir) = std::env::var("WARREN_BENCH_REPORT") {
+        let context = format!(
+            "WARREN_BENCH_ONLY={}; {} CPUs, {} MiB of memory; finished {}",
+            if only.is_empty() { "(all)" } else { &only },
+            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            warren_node::runtime::host_load::memory_total_mb().unwrap_or(0),
+            humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
+        );
+        let page = html_report::write(&table, std::path::Path::new(&dir), &context)?;
+        eprintln!("bench: report written to {}", page.display());
     }
     Ok(())
 }

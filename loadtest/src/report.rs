@@ -26,15 +26,47 @@ pub struct Row {
     pub target: String,
 }
 
+/// A scenario's whole samples and its baseline's, for the report's latency plots.
+pub struct Series {
+    pub name: String,
+    pub ours: Vec<Duration>,
+    pub baseline_name: String,
+    pub baseline: Vec<Duration>,
+}
+
 #[derive(Default)]
 pub struct Table {
     rows: Vec<Row>,
     notes: Vec<String>,
+    series: Vec<Series>,
 }
 
 impl Table {
     pub fn add(&mut self, row: Row) {
         self.rows.push(row);
+    }
+
+    /// Adds a row from whole samples, kept for the report's plots too.
+    pub fn add_sampled(&mut self, row: Row, ours: &[Duration], baseline: &[Duration]) {
+        self.series.push(Series {
+            name: row.name.clone(),
+            ours: ours.to_vec(),
+            baseline_name: row.baseline_name.clone(),
+            baseline: baseline.to_vec(),
+        });
+        self.rows.push(row);
+    }
+
+    pub fn rows(&self) -> &[Row] {
+        &self.rows
+    }
+
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    pub fn series(&self) -> &[Series] {
+        &self.series
     }
 
     pub fn note(&mut self, s: String) {

@@ -43,14 +43,15 @@ pub async fn warm_exec(node: &BenchNode, n: usize, table: &mut Table) -> anyhow:
             theirs.push(docker(&["exec", &container, "true"])?);
         }
     }
-    table.add(Row {
+    let row = Row {
         name: "warm exec `true` via API".into(),
         n: ours.len(),
         ours: percentiles(&ours),
         baseline_name: format!("docker exec true (n={})", theirs.len()),
         baseline: percentiles(&theirs),
         target: "p50 <= 0.1x".into(),
-    });
+    };
+    table.add_sampled(row, &ours, &theirs);
     Ok(())
 }
 
@@ -95,22 +96,24 @@ pub async fn cold_create(node: &BenchNode, n: usize, table: &mut Table) -> anyho
     } else {
         "get-or-create + first exec (no warm containers)"
     };
-    table.add(Row {
+    let row = Row {
         name: name.into(),
         n: taken.len(),
         ours: percentiles(&taken),
         baseline_name: "docker run --rm IMAGE true".into(),
         baseline: percentiles(&theirs),
         target: "p50 <= 1x".into(),
-    });
-    table.add(Row {
+    };
+    table.add_sampled(row, &taken, &theirs);
+    let row = Row {
         name: "get-or-create + first exec (node without warm containers)".into(),
         n: started.len(),
         ours: percentiles(&started),
         baseline_name: "docker run --rm IMAGE true".into(),
         baseline: percentiles(&theirs),
         target: "p50 <= 1x".into(),
-    });
+    };
+    table.add_sampled(row, &started, &theirs);
     Ok(())
 }
 

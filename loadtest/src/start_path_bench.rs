@@ -87,14 +87,15 @@ pub async fn start_path(n: usize, table: &mut Table) -> anyhow::Result<()> {
     let base = percentiles(&baseline);
     let base_name = format!("docker run --rm IMAGE true (n={})", baseline.len());
     let add = |table: &mut Table, name: String, samples: &[Duration]| {
-        table.add(Row {
+        let row = Row {
             name,
             n: samples.len(),
             ours: percentiles(samples),
             baseline_name: base_name.clone(),
             baseline: base,
             target: "where the time goes".into(),
-        })
+        };
+        table.add_sampled(row, samples, &baseline)
     };
 
     let listed = engine_runtimes()?;
