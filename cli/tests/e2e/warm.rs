@@ -270,3 +270,29 @@ async fn the_pool_grows_to_a_burst_and_shrinks_back_when_it_ages_out() {
         c.delete_sandbox(id).await.unwrap();
     }
 }
+
+/// SIGTERM while the pool is still filling: the node waits for the warm container it is
+/// starting and removes it with the ready ones, so nothing of the pool outlives the node
+/// (before, the start in flight finished in Docker after the node had gone).
+#[tokio::test]
+async fn a_node_stopped_while_its_pool_fills_leaves_no_warm_container() {
+    for round in 0..3 {
+        let mut node = Node::start_with("127.0.0.1:0", &["--warm-containers", "6"]).await;
+        // Stop as soon as the first is ready: the next one is being started.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while node.metric("warren_warm_containers").await < 1 {
+            assert!(Instant::now() < deadline, "no warm container came up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        node.terminate();
+        let status = node.wait_exit(Duration::from_secs(60));
+        assert!(status.is_some(), "round {round}: the node did not stop");
+        // Whatever Docker was still doing for the node has had time to finish.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            node.warm_containers(),
+            Vec::<String>::new(),
+            "round {round}: warm containers outlived their node"
+        );
+    }
+}

@@ -36,6 +36,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 pub mod demand;
 mod take;
@@ -89,6 +90,21 @@ pub(super) struct WarmState {
     closed: bool,
     /// Recent requests for a container the pool could serve.
     demand: Demand,
+    /// Wakes the fill task from its waits when the node stops.
+    stop: CancellationToken,
+    /// The fill task, awaited when the node stops (it removes the container it was starting).
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// How long a stopping node waits for the fill task to finish the start it has under way.
+const STOP_WITHIN: Duration = Duration::from_secs(60);
+
+/// Sleeps for `d`, or until the node stops.
+async fn pause(stop: &CancellationToken, d: Duration) {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => {}
+        _ = stop.cancelled() => {}
+    }
 }
 
 /// The pool's settings once started.
@@ -154,14 +170,22 @@ impl DockerRuntime {
         Ok(())
     }
 
-    /// Removes the ready warm containers and starts no more (the node is stopping; its
-    /// next start would remove them anyway).
+    /// Starts no more warm containers, waits (at most `STOP_WITHIN`) for the fill task to
+    /// finish the start it has under way and remove that container, and removes the ready
+    /// ones: nothing of the pool outlives the node.
     pub async fn stop_warm_pool(&self) {
-        let ready = {
+        let task = {
             let mut st = self.warm.lock().expect("warm lock");
             st.closed = true;
-            std::mem::take(&mut st.ready)
+            st.stop.cancel();
+            st.task.take()
         };
+        if let Some(task) = task {
+            if tokio::time::timeout(STOP_WITHIN, task).await.is_err() {
+                tracing::warn!("the warm pool's fill task did not stop in time");
+            }
+        }
+        let ready = std::mem::take(&mut self.warm.lock().expect("warm lock").ready);
         for w in ready {
             if let Err(e) = self.remove_named(&w.name).await {
                 tracing::warn!(container = %w.name, error = %e, "cannot remove a warm container");
@@ -189,15 +213,14 @@ impl DockerRuntime {
     /// one at a time while it holds fewer, removes them one at a time while it holds more,
     /// and ends once it holds the target and the target cannot fall any more.
     fn fill_warm_pool(self: &Arc<Self>) {
-        {
-            let mut st = self.warm.lock().expect("warm lock");
-            if st.filling {
-                return;
-            }
-            st.filling = true;
+        let mut st = self.warm.lock().expect("warm lock");
+        if st.filling || st.closed {
+            return;
         }
+        st.filling = true;
+        let stop = st.stop.clone();
         let me = self.clone();
-        tokio::spawn(async move {
+        st.task = Some(tokio::spawn(async move {
             let Some(setup) = me.warm_setup.get() else {
                 return;
             };
@@ -231,7 +254,7 @@ impl DockerRuntime {
                     (wait, step)
                 };
                 if let Some(wait) = wait {
-                    tokio::time::sleep(wait).await;
+                    pause(&stop, wait).await;
                     continue;
                 }
                 if step == Step::Shrink {
@@ -251,21 +274,21 @@ impl DockerRuntime {
                 }
                 if setup.cfg.safety.check().is_err() {
                     // No container while the boundary is not whole (no firewall, say).
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    pause(&stop, Duration::from_secs(1)).await;
                     continue;
                 }
                 let short_of_memory = crate::runtime::host_load::memory_available_mb()
                     .is_some_and(|mb| mb < setup.cfg.memory_reserve_mb);
                 if short_of_memory {
                     // The sandboxes that run need it more than the next one does.
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    pause(&stop, Duration::from_secs(1)).await;
                     continue;
                 }
                 if setup.cfg.idle_reserve > 0.0 {
                     let idle = crate::runtime::host_load::idle_over(IDLE_SAMPLE).await;
                     if !demand::may_refill(idle, setup.cfg.idle_reserve) {
                         // Sandboxes use the CPU: they come first.
-                        tokio::time::sleep(QUIET).await;
+                        pause(&stop, QUIET).await;
                         continue;
                     }
                 }
@@ -299,7 +322,7 @@ impl DockerRuntime {
                     }
                 }
             }
-        });
+        }));
     }
 
     /// Creates and starts one warm container and waits for its guest.
