@@ -273,3 +273,51 @@ async fn a_host_short_of_memory_starts_no_sandbox() {
     assert!(refused.to_string().contains("reserve"), "{refused}");
     assert!(running_containers(&id).is_empty());
 }
+
+/// A node announces whether it has room for a sandbox of the default size only; a larger
+/// one it refuses itself. Two nodes whose running sandboxes' limits may add up to 9000 MiB;
+/// the first runs a `standard-1` (4096 MiB), so it still has room for the default size and
+/// does not say it is full. A `standard-2` (6144 MiB) whose first rendezvous choice is that
+/// node is refused there, and starts on the other node in the same request (before, it was
+/// answered 503 `CAPACITY_EXHAUSTED`, and every retry went back to the node that refused).
+#[tokio::test]
+async fn a_sandbox_larger_than_its_first_choice_has_room_for_starts_on_the_next() {
+    let c = TestCluster::start_with(2, 1, "max_memory_mb = 9000\n").await;
+    let (nodes, ids) = preferring_first(&c.view(0).await.unwrap(), 2);
+    let first_name = nodes[0].1.clone();
+    let put = |id: String, instance: &'static str| {
+        let client = c.nodes[0].client.clone();
+        async move {
+            client
+                .put_sandbox(
+                    &id,
+                    &super::harness::create(serde_json::json!({ "instance_type": instance })),
+                )
+                .await
+        }
+    };
+    put(ids[0].clone(), "standard-1").await.unwrap();
+    let (_, node, _) = exec_via(&c, 0, &ids[0], "true").await;
+    assert_eq!(node, first_name);
+    // It has room for the default size: it does not say it is full.
+    let view = c.view(0).await.unwrap();
+    let first = view["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == first_name.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(first["full"], false, "{first}");
+
+    let started = std::time::Instant::now();
+    let made = put(ids[1].clone(), "standard-2").await;
+    assert!(made.is_ok(), "{made:?}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let (status, node, body) = exec_via(&c, 0, &ids[1], "true").await;
+    assert_eq!(status, 200, "{body}");
+    assert_ne!(
+        node, first_name,
+        "the larger sandbox runs on the node that refused it"
+    );
+}

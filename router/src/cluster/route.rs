@@ -131,12 +131,19 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
             serve_owned(&st, &id, expected, req, Serve::Api(next)).await
         }
         None => {
-            let (req, region, size) = match precheck(req, &id, whole).await {
+            let (req, region, size, replay) = match precheck(req, &id, whole).await {
                 Ok(x) => x,
                 Err(r) => return r,
             };
             let region = region.unwrap_or_else(|| cl.cfg.region.clone());
-            place_and_route(&st, &id, &region, &who, size, req, next).await
+            let new = NewSandbox {
+                id: &id,
+                region: &region,
+                who: &who,
+                size,
+                replay,
+            };
+            place_and_route(&st, new, req, next).await
         }
     }
 }
@@ -211,23 +218,68 @@ async fn route_placed(
     route_to(st, id, p.node, p.epoch, req, serve).await
 }
 
+/// A request for an id placed nowhere yet: what placing it needs.
+struct NewSandbox<'a> {
+    id: &'a str,
+    region: &'a str,
+    who: &'a Principal,
+    size: Size,
+    /// The request again, when its body was read whole (`precheck`): it can be sent to
+    /// another node after the chosen one refused it for want of room.
+    replay: Option<Replay>,
+}
+
+/// A request kept whole, to be sent again.
+struct Replay {
+    parts: http::request::Parts,
+    body: bytes::Bytes,
+}
+
+impl Replay {
+    fn request(&self) -> Request {
+        Request::from_parts(self.parts.clone(), Body::from(self.body.clone()))
+    }
+}
+
+/// Pure: whether an answer says its node refused to make the sandbox for want of room
+/// (503 `CAPACITY_EXHAUSTED`), so that the next rendezvous choice may take it.
+fn refused_for_room(status: http::StatusCode, body: &[u8]) -> bool {
+    status == http::StatusCode::SERVICE_UNAVAILABLE
+        && serde_json::from_slice::<ApiError>(body)
+            .is_ok_and(|e| e.code == ErrorCode::CapacityExhausted)
+}
+
+/// Nodes a new sandbox is offered to at most (one that cannot be reached, or refuses it for
+/// want of room, passes it on).
+const ATTEMPTS: usize = 3;
+
+/// The largest refusal body read to tell why a node refused (they are a few hundred bytes).
+const REFUSAL_BODY_MAX: usize = 64 * 1024;
+
 /// Commits a placement for a new id and sends the request to the chosen node. If that node
 /// cannot be reached before anything was sent to it (it just died and is not marked down
 /// yet), it never saw the sandbox: the placement moves to the next candidate (compare-and-set
-/// on the epoch just committed) and the request follows.
+/// on the epoch just committed) and the request follows. If the node refuses it for want of
+/// room (its own admission: a size larger than what it announced room for, or room gone
+/// within the second before it said so), it gives the placement up, and a request that can
+/// be sent again is placed on the next candidate.
 async fn place_and_route(
     st: &AppState,
-    id: &str,
-    region: &str,
-    who: &Principal,
-    size: Size,
+    new: NewSandbox<'_>,
     mut req: Request,
     next: Next,
 ) -> Response {
+    let NewSandbox {
+        id,
+        region,
+        who,
+        size,
+        replay,
+    } = new;
     let cl = &st.cluster.cluster;
     let mut excluded: Vec<NodeId> = Vec::new();
     let mut expected_epoch = 0;
-    for _ in 0..3 {
+    for attempt in 0..ATTEMPTS {
         // A node at its sandbox limit, or one that said it is full, is passed over for the
         // next rendezvous choice (when every one said full, the first under its limit
         // decides for itself); when none is left, whether any was up at all says why.
@@ -279,23 +331,65 @@ async fn place_and_route(
             }
             Err(e) => return err(cluster_error(e)),
         };
-        if p.node == cl.id {
-            return serve_owned(st, id, p.epoch, req, Serve::Api(next)).await;
-        }
-        let Some(node) = cl.read(|s| s.nodes.get(&p.node).cloned()) else {
-            return err(ApiError::internal(format!(
-                "placement of {id} names an unknown node"
-            )));
-        };
-        match try_forward(st, &node, with_epoch(req, p.epoch)).await {
-            Forwarded::Response(r) => return r,
-            Forwarded::Unreachable(back, why) => {
-                tracing::warn!(sandbox_id = %id, node = %node.name, %why, "new sandbox's node is unreachable; placing it elsewhere");
-                excluded.push(p.node);
-                expected_epoch = p.epoch;
-                req = back;
+        let answer = if p.node == cl.id {
+            serve_owned(st, id, p.epoch, req, Serve::Api(next.clone())).await
+        } else {
+            let Some(node) = cl.read(|s| s.nodes.get(&p.node).cloned()) else {
+                return err(ApiError::internal(format!(
+                    "placement of {id} names an unknown node"
+                )));
+            };
+            match try_forward(st, &node, with_epoch(req, p.epoch)).await {
+                Forwarded::Response(r) => r,
+                Forwarded::Unreachable(back, why) => {
+                    tracing::warn!(sandbox_id = %id, node = %node.name, %why, "new sandbox's node is unreachable; placing it elsewhere");
+                    excluded.push(p.node);
+                    expected_epoch = p.epoch;
+                    req = back;
+                    continue;
+                }
             }
+        };
+        let Some(again) = replay.as_ref() else {
+            return answer;
+        };
+        if answer.status() != http::StatusCode::SERVICE_UNAVAILABLE {
+            return answer;
         }
+        let (parts, body) = answer.into_parts();
+        let body = match http_body_util::Limited::new(body, REFUSAL_BODY_MAX)
+            .collect()
+            .await
+        {
+            Ok(b) => b.to_bytes(),
+            Err(e) => {
+                return err(ApiError::new(
+                    ErrorCode::Unavailable,
+                    format!("the answer for new sandbox {id} was cut: {e}"),
+                ))
+            }
+        };
+        if !refused_for_room(parts.status, &body) {
+            return Response::from_parts(parts, Body::from(body));
+        }
+        // The refusing node gave the placement up before it answered; once that is applied
+        // here, the next candidate is placed (compare-and-set on "placed nowhere").
+        let given_up = cl
+            .wait_for(Duration::from_secs(2), |s| {
+                s.placements.get(id).is_none_or(|q| q.epoch != p.epoch)
+            })
+            .await;
+        excluded.push(p.node);
+        // The refusal stands when the placement was not given up, when someone placed the
+        // id meanwhile, or when no other node could take it (its words say why).
+        let placed_again = cl.read(|s| s.placements.contains_key(id));
+        let another = cl.read(|s| choose_owner_for_new(s, id, region, &excluded).is_some());
+        if !given_up || placed_again || !another || attempt + 1 == ATTEMPTS {
+            return Response::from_parts(parts, Body::from(body));
+        }
+        tracing::info!(sandbox_id = %id, node = p.node, "new sandbox refused for want of room; placing it on the next candidate");
+        expected_epoch = 0;
+        req = again.request();
     }
     err(ApiError::new(
         ErrorCode::Unavailable,
@@ -610,7 +704,7 @@ async fn precheck(
     req: Request,
     id: &str,
     whole: bool,
-) -> Result<(Request, Option<String>, Size), Response> {
+) -> Result<(Request, Option<String>, Size, Option<Replay>), Response> {
     use crate::routes::validate::{classify, BodyKind};
     let method = req.method().clone();
     let rest = if whole {
@@ -628,10 +722,10 @@ async fn precheck(
     let defaults = size_of(None).map_err(err)?;
     let check = match &rest {
         None if method == Method::PUT => None,
-        None => return Ok((req, None, defaults)),
+        None => return Ok((req, None, defaults, None)),
         Some(rest) => match classify(&method, rest, req.uri().query()) {
             Ok(BodyKind::Json(check)) => Some(check),
-            Ok(_) => return Ok((req, None, defaults)),
+            Ok(_) => return Ok((req, None, defaults, None)),
             Err(e) => return Err(err(e)),
         },
     };
@@ -660,12 +754,40 @@ async fn precheck(
             (create.region, size)
         }
     };
-    Ok((Request::from_parts(parts, Body::from(bytes)), region, size))
+    let replay = Replay {
+        parts: parts.clone(),
+        body: bytes.clone(),
+    };
+    Ok((
+        Request::from_parts(parts, Body::from(bytes)),
+        region,
+        size,
+        Some(replay),
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_refusal_for_want_of_room_sends_a_new_sandbox_on() {
+        let body = |code| ApiError::new(code, "x").to_json().into_bytes();
+        let unavailable = http::StatusCode::SERVICE_UNAVAILABLE;
+        assert!(refused_for_room(
+            unavailable,
+            &body(ErrorCode::CapacityExhausted)
+        ));
+        assert!(!refused_for_room(
+            unavailable,
+            &body(ErrorCode::Unavailable)
+        ));
+        assert!(!refused_for_room(unavailable, b"not json"));
+        assert!(!refused_for_room(
+            http::StatusCode::OK,
+            &body(ErrorCode::CapacityExhausted)
+        ));
+    }
 
     #[test]
     fn sandbox_paths() {
