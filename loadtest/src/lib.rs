@@ -5,6 +5,8 @@
 
 pub mod burst_bench;
 pub mod checkpoint_bench;
+pub mod churn_bench;
+pub mod cluster_burst_bench;
 pub mod cluster_node;
 pub mod commit_bench;
 pub mod cpu;

@@ -16,7 +16,11 @@
 //! WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`,
 //! `snapshots`, `watch`, `interpreter`, `userns`, `hostwork`, `cluster`, `failover`,
 //! `commits`, `wan`, `checkpoints`, `placement`, `egress`, `metering`, `burst`, `sessions`,
-//! `startpath`; default all),
+//! `startpath`, `clusterburst`, `churn`; default all),
+//! WARREN_BENCH_CHURN_WORKERS and WARREN_BENCH_CHURN_ROUNDS (agents at once and rounds each
+//! in the `churn` scenario, default 4 and 5),
+//! WARREN_BENCH_CLUSTER_BURST (new sessions at once in the `clusterburst` scenario,
+//! default 60),
 //! WARREN_BENCH_START_N (starts per variant in the `startpath` scenario, default 10),
 //! WARREN_BENCH_WAN (placement commits per region latency in the `wan` scenario, default 100),
 //! WARREN_BENCH_BURST_SESSIONS (new sessions per burst in the `burst` scenario, default 200),
@@ -28,10 +32,10 @@
 //! latency plot per sampled scenario, `index.html` and PNGs).
 
 use warren_loadtest::{
-    burst_bench, checkpoint_bench, cluster_node, commit_bench, egress_bench, failover_bench,
-    host_work_bench, html_report, interpreter_bench, metering_bench, node::BenchNode,
-    placement_bench, report::Table, scenarios, snapshot_bench, start_path_bench, surface_bench,
-    userns_bench,
+    burst_bench, checkpoint_bench, churn_bench, cluster_burst_bench, cluster_node, commit_bench,
+    egress_bench, failover_bench, host_work_bench, html_report, interpreter_bench, metering_bench,
+    node::BenchNode, placement_bench, report::Table, scenarios, snapshot_bench, start_path_bench,
+    surface_bench, userns_bench,
 };
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -101,6 +105,17 @@ async fn main() -> anyhow::Result<()> {
         let secs = env_usize("WARREN_BENCH_SESSION_SECS", 30).clamp(5, 600) as u64;
         eprintln!("bench: agent sessions arriving at {rate}/s for {secs} s");
         burst_bench::sustained(rate, secs, &mut table).await?;
+    }
+    if run("churn") {
+        let workers = env_usize("WARREN_BENCH_CHURN_WORKERS", 4).clamp(1, 64);
+        let rounds = env_usize("WARREN_BENCH_CHURN_ROUNDS", 5).clamp(1, 100);
+        eprintln!("bench: snapshot, restore and fork churn ({workers} x {rounds})");
+        churn_bench::churn(workers, rounds, &mut table).await?;
+    }
+    if run("clusterburst") {
+        let n = env_usize("WARREN_BENCH_CLUSTER_BURST", 60).clamp(3, 600);
+        eprintln!("bench: a burst of {n} sessions through one node and through three");
+        cluster_burst_bench::cluster_burst(n, &mut table).await?;
     }
     if run("startpath") {
         let n = env_usize("WARREN_BENCH_START_N", 10).clamp(3, 100);

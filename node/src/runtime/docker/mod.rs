@@ -295,7 +295,6 @@ impl DockerRuntime {
         network: &str,
         disk: bool,
         secret: &GuestSecret,
-        runtime: Option<String>,
     ) -> ContainerCreateBody {
         let mut labels = self.labels("sandbox");
         labels.insert(LABEL_SANDBOX.into(), spec.sandbox_id.clone());
@@ -356,7 +355,7 @@ impl DockerRuntime {
                 HashMap::from([("size".to_string(), format!("{}M", spec.resources.disk_mb))])
             }),
             init: Some(false),
-            runtime,
+            runtime: self.oci_runtime(),
             ..Default::default()
         };
         ContainerCreateBody {
@@ -394,7 +393,6 @@ impl DockerRuntime {
         let mut pulled = false;
         let mut replaced = false;
         let secret = GuestSecret::random();
-        let runtime = self.oci_runtime();
         loop {
             let disk = !self.disk_probed.load(Ordering::Relaxed)
                 || self.disk_limits.load(Ordering::Relaxed);
@@ -403,7 +401,7 @@ impl DockerRuntime {
                 .docker
                 .create_container(
                     Some(opts),
-                    self.container_body(spec, network, disk, &secret, runtime.clone()),
+                    self.container_body(spec, network, disk, &secret),
                 )
                 .await
             {
