@@ -1,7 +1,9 @@
 //! The same burst of new sessions through one node and through a 3-node cluster on this
-//! machine (`clusterburst`): each session is a get-or-create plus a first exec, all at once;
-//! through the cluster they enter its nodes in turn (a platform spreading its requests over
-//! every entry node), and placement spreads the sandboxes over the nodes. Every node keeps
+//! machine (`clusterburst`), once with the nodes in one region and once in three: each
+//! session is a get-or-create plus a first exec, all at once; through the cluster they enter
+//! its nodes in turn (a platform spreading its requests over every entry node), and
+//! placement spreads the sandboxes over the nodes (with regions, each stays in the region
+//! it entered). Every node keeps
 //! 4 warm containers, as by default. Throughput is sessions over wall time; the cluster's
 //! is printed as a ratio of the single node's, measured in the same run.
 
@@ -93,6 +95,32 @@ async fn wait_warm(clients: &[Client]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The burst through a 3-node cluster, entering its nodes in turn; with `regions`, node `i`
+/// is in `region-i`, so each sandbox is placed in the region of the node it entered.
+async fn cluster_arm(n: usize, prefix: &str, regions: bool) -> anyhow::Result<Burst> {
+    let cluster = BenchCluster::start_each(3, |i| {
+        let region = if regions {
+            format!("region = \"region-{}\"\n", i + 1)
+        } else {
+            String::new()
+        };
+        format!("warm_containers = {WARM}\n{region}")
+    })
+    .await?;
+    let clients = cluster.clients.clone();
+    for (i, c) in clients.iter().enumerate() {
+        let id = format!("{prefix}-prime-{i}");
+        c.sh(&id, "true").await?;
+        c.delete_sandbox(&id).await?;
+    }
+    wait_warm(&clients).await?;
+    let how = if regions { " in 3 regions" } else { "" };
+    eprintln!("bench clusterburst: {n} new sessions at once through 3 nodes{how}, in turn");
+    let b = burst(&clients, prefix, n).await?;
+    delete_all(&clients, prefix, n).await;
+    Ok(b)
+}
+
 pub async fn cluster_burst(n: usize, table: &mut Table) -> anyhow::Result<()> {
     let one = {
         let node = BenchNode::start_with(WARM, &[]).await?;
@@ -105,20 +133,8 @@ pub async fn cluster_burst(n: usize, table: &mut Table) -> anyhow::Result<()> {
         delete_all(&clients, "bench-cb1", n).await;
         b
     };
-    let three = {
-        let cluster = BenchCluster::start_with(3, &format!("warm_containers = {WARM}\n")).await?;
-        let clients = cluster.clients.clone();
-        for (i, c) in clients.iter().enumerate() {
-            let id = format!("bench-prime-{i}");
-            c.sh(&id, "true").await?;
-            c.delete_sandbox(&id).await?;
-        }
-        wait_warm(&clients).await?;
-        eprintln!("bench clusterburst: {n} new sessions at once through 3 nodes in turn");
-        let b = burst(&clients, "bench-cb3", n).await?;
-        delete_all(&clients, "bench-cb3", n).await;
-        b
-    };
+    let three = cluster_arm(n, "bench-cb3", false).await?;
+    let regions = cluster_arm(n, "bench-cbr", true).await?;
     let rate = |b: &Burst| b.ok.len() as f64 / b.wall.as_secs_f64().max(1e-3);
     let row = Row {
         name: format!("burst of {n} through 3 nodes"),
@@ -129,7 +145,20 @@ pub async fn cluster_burst(n: usize, table: &mut Table) -> anyhow::Result<()> {
         target: "throughput >= 2.5x one node's".into(),
     };
     table.add_sampled(row, &three.ok, &one.ok);
-    for (name, b) in [("1 node", &one), ("3 nodes", &three)] {
+    let row = Row {
+        name: format!("burst of {n} through 3 regions"),
+        n: regions.ok.len(),
+        ours: percentiles(&regions.ok),
+        baseline_name: format!("the same burst through 1 node (n={})", one.ok.len()),
+        baseline: percentiles(&one.ok),
+        target: "throughput >= 2.5x one node's".into(),
+    };
+    table.add_sampled(row, &regions.ok, &one.ok);
+    for (name, b) in [
+        ("1 node", &one),
+        ("3 nodes", &three),
+        ("3 nodes in 3 regions", &regions),
+    ] {
         table.note(format!(
             "clusterburst ({name}): {} ok, {} failed{}, wall {:.1} s, {:.2} sessions/s",
             b.ok.len(),
@@ -143,8 +172,9 @@ pub async fn cluster_burst(n: usize, table: &mut Table) -> anyhow::Result<()> {
         ));
     }
     table.note(format!(
-        "clusterburst: 3 nodes' throughput = {:.2}x one node's (same machine, same Docker daemon)",
-        rate(&three) / rate(&one).max(1e-9)
+        "clusterburst: throughput against one node's: 3 nodes {:.2}x, 3 nodes in 3 regions {:.2}x (same machine, same Docker daemon)",
+        rate(&three) / rate(&one).max(1e-9),
+        rate(&regions) / rate(&one).max(1e-9),
     ));
     Ok(())
 }

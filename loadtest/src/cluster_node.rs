@@ -39,6 +39,12 @@ impl BenchCluster {
 
     /// Like [`start`](Self::start), with more settings (TOML lines) for every node.
     pub async fn start_with(n: usize, extra: &str) -> anyhow::Result<Self> {
+        Self::start_each(n, |_| extra.to_string()).await
+    }
+
+    /// Like [`start`](Self::start), with more settings (TOML lines) for node `i` from
+    /// `extra(i)`.
+    pub async fn start_each(n: usize, extra: impl Fn(usize) -> String) -> anyhow::Result<Self> {
         let warren = std::env::current_exe()?.with_file_name("warren");
         let tag = hex::encode(rand::random::<[u8; 3]>());
         let dir = PathBuf::from(format!("/tmp/wbc-{tag}"));
@@ -64,12 +70,13 @@ impl BenchCluster {
                 format!(
                     "name = \"{name}\"\ndata_dir = \"{}\"\nlisten = \"127.0.0.1:{}\"\npeer_listen = \"127.0.0.1:{}\"\n\
                      {join}join_token = \"wj_{tag}\"\napi_key_file = \"{}\"\nspare_networks = 1\nwarm_max = 0\nrate_limit_per_s = 0\n\
-                     object_store = \"{}\"\n{extra}\n",
+                     object_store = \"{}\"\n{}\n",
                     dir.join(&name).display(),
                     free_port(false),
                     free_port(true),
                     dir.join("api-key").display(),
                     dir.join("objects").display(),
+                    extra(i),
                 ),
             )?;
             let mut child = Command::new(&warren)
