@@ -216,7 +216,6 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     let oci = OciRuntimeSetting::parse(&s.oci_runtime).map_err(anyhow::Error::msg)?;
     docker
         .use_oci_runtime(&oci)
-        .await
         .context("cannot choose the sandboxes' OCI runtime")?;
     // Every container this node makes sees its fence file (`fence_file`), warm ones too.
     let fence_file = Arc::new(

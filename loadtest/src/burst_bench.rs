@@ -5,23 +5,27 @@
 //! refill, and what each ready container costs the host in memory.
 
 use crate::node::BenchNode;
-use crate::report::{percentiles, Row, Table};
+use crate::report::Table;
 use std::time::{Duration, Instant};
+use warren_client::Client;
 
 /// The outcome of one burst.
-struct Burst {
-    ok: Vec<Duration>,
-    failed: usize,
-    wall: Duration,
+pub(crate) struct Burst {
+    /// How long each call that succeeded took.
+    pub ok: Vec<Duration>,
+    /// Why each of the others failed.
+    pub failed: Vec<String>,
+    pub wall: Duration,
 }
 
-/// Runs every call at once (each: its time, and whether it succeeded), bounded at 600 s.
-async fn all_at_once<F>(
+/// Runs every call at once (each: its time, and whether it succeeded), bounded at 600 s,
+/// with a progress bar named `what`.
+pub(crate) async fn all_at_once<F>(
     what: &str,
     calls: impl ExactSizeIterator<Item = F>,
 ) -> anyhow::Result<Burst>
 where
-    F: std::future::Future<Output = bool>,
+    F: std::future::Future<Output = Result<(), String>>,
 {
     let t = Instant::now();
     let bar = crate::progress::bar(calls.len(), what);
@@ -29,9 +33,9 @@ where
         let bar = &bar;
         async move {
             let t = Instant::now();
-            let ok = call.await;
+            let r = call.await;
             bar.inc(1);
-            (t.elapsed(), ok)
+            r.map(|()| t.elapsed())
         }
     });
     let results = tokio::time::timeout(
@@ -40,16 +44,27 @@ where
     )
     .await;
     bar.finish_and_clear();
-    let results = results?;
+    let (mut ok, mut failed) = (Vec::new(), Vec::new());
+    for r in results? {
+        match r {
+            Ok(d) => ok.push(d),
+            Err(e) => failed.push(e),
+        }
+    }
     Ok(Burst {
-        failed: results.iter().filter(|(_, ok)| !ok).count(),
-        ok: results
-            .iter()
-            .filter(|(_, ok)| *ok)
-            .map(|(d, _)| *d)
-            .collect(),
+        ok,
+        failed,
         wall: t.elapsed(),
     })
+}
+
+/// A session's get-or-create and first exec (`true`) on `id`.
+pub(crate) async fn first_exec(c: &Client, id: &str) -> Result<(), String> {
+    match c.sh(id, "true").await {
+        Ok(r) if r.exit_code == 0 => Ok(()),
+        Ok(r) => Err(format!("first exec exited {}", r.exit_code)),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 async fn docker_burst(image: &str, n: usize) -> anyhow::Result<Burst> {
@@ -59,8 +74,12 @@ async fn docker_burst(image: &str, n: usize) -> anyhow::Result<Burst> {
             let out = tokio::process::Command::new("docker")
                 .args(["run", "--rm", image, "true"])
                 .output()
-                .await;
-            out.is_ok_and(|o| o.status.success())
+                .await
+                .map_err(|e| e.to_string())?;
+            match out.status.success() {
+                true => Ok(()),
+                false => Err(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+            }
         }),
     )
     .await
@@ -69,19 +88,17 @@ async fn docker_burst(image: &str, n: usize) -> anyhow::Result<Burst> {
 async fn warren_burst(node: &BenchNode, ids: &[String]) -> anyhow::Result<Burst> {
     all_at_once(
         "new sessions at once",
-        ids.iter().map(|id| {
-            let c = node.client.clone();
-            async move { c.sh(id, "true").await.is_ok_and(|r| r.exit_code == 0) }
-        }),
+        ids.iter().map(|id| first_exec(&node.client, id)),
     )
     .await
 }
 
-async fn delete_all(node: &BenchNode, ids: &[String]) {
+/// Deletes every sandbox of `ids`, 16 at a time, each through `clients` in turn.
+pub(crate) async fn delete_all(clients: &[Client], ids: &[String]) {
     use futures_util::StreamExt;
-    futures_util::stream::iter(ids)
-        .for_each_concurrent(16, |id| async move {
-            let _ = node.client.delete_sandbox(id).await;
+    futures_util::stream::iter(ids.iter().enumerate())
+        .for_each_concurrent(16, |(i, id)| async move {
+            let _ = clients[i % clients.len()].delete_sandbox(id).await;
         })
         .await;
 }
@@ -95,15 +112,14 @@ fn mem_available_mb() -> u64 {
 }
 
 fn add_row(table: &mut Table, name: &str, ours: &Burst, docker: &Burst, target: &str) {
-    let row = Row {
-        name: name.into(),
-        n: ours.ok.len(),
-        ours: percentiles(&ours.ok),
-        baseline_name: format!("{} x docker run at once", docker.ok.len() + docker.failed),
-        baseline: percentiles(&docker.ok),
-        target: target.into(),
-    };
-    table.add_sampled(row, &ours.ok, &docker.ok);
+    let runs = docker.ok.len() + docker.failed.len();
+    table.add_sampled(
+        name,
+        &ours.ok,
+        &format!("{runs} x docker run at once"),
+        &docker.ok,
+        target,
+    );
 }
 
 /// Two bursts of `n` new sessions on one node (pool floor 4, ceiling `n`).
@@ -120,7 +136,7 @@ pub async fn bursts(n: usize, table: &mut Table) -> anyhow::Result<()> {
     eprintln!("bench burst: {n} new sessions at once, pool at its floor");
     let first_ids: Vec<String> = (0..n).map(|i| format!("bench-burst1-{i}")).collect();
     let first = warren_burst(&node, &first_ids).await?;
-    delete_all(&node, &first_ids).await;
+    delete_all(std::slice::from_ref(&node.client), &first_ids).await;
 
     // The pool refills to the burst's size in the background; measured to the last one.
     eprintln!("bench burst: waiting for the pool to refill to {n}");
@@ -142,7 +158,7 @@ pub async fn bursts(n: usize, table: &mut Table) -> anyhow::Result<()> {
     eprintln!("bench burst: {n} new sessions at once, pool grown to {ready}");
     let second_ids: Vec<String> = (0..n).map(|i| format!("bench-burst2-{i}")).collect();
     let second = warren_burst(&node, &second_ids).await?;
-    delete_all(&node, &second_ids).await;
+    delete_all(std::slice::from_ref(&node.client), &second_ids).await;
 
     add_row(
         table,
@@ -162,11 +178,11 @@ pub async fn bursts(n: usize, table: &mut Table) -> anyhow::Result<()> {
         table.note(format!(
             "burst of {n} ({name}): {} ok, {} failed, wall {:.1} s = {:.3}x of {n} x docker run at once ({:.1} s, {} failed)",
             b.ok.len(),
-            b.failed,
+            b.failed.len(),
             b.wall.as_secs_f64(),
             b.wall.as_secs_f64() / docker.wall.as_secs_f64(),
             docker.wall.as_secs_f64(),
-            docker.failed,
+            docker.failed.len(),
         ));
     }
     table.note(format!(
@@ -181,11 +197,8 @@ pub async fn bursts(n: usize, table: &mut Table) -> anyhow::Result<()> {
 /// two more execs, a file written, a moment idle, then sleep.
 async fn session(c: warren_client::Client, id: String) -> Result<Duration, String> {
     let t = Instant::now();
-    let first = c.sh(&id, "true").await.map_err(|e| e.to_string())?;
+    first_exec(&c, &id).await?;
     let to_first = t.elapsed();
-    if first.exit_code != 0 {
-        return Err(format!("first exec exited {}", first.exit_code));
-    }
     for cmd in ["echo hello > /workspace/a", "cat /workspace/a"] {
         c.sh(&id, cmd).await.map_err(|e| e.to_string())?;
     }
@@ -272,16 +285,14 @@ pub async fn sustained(rate: f64, secs: u64, table: &mut Table) -> anyhow::Resul
         .metric("warren_warm_takes_total{outcome=\"cold\"} ")
         .await?;
     let ids: Vec<String> = (0..n).map(|i| format!("bench-sess-{i}")).collect();
-    delete_all(&node, &ids).await;
-    let row = Row {
-        name: format!("sessions at {rate}/s, first exec"),
-        n: ok.len(),
-        ours: percentiles(&ok),
-        baseline_name: "— (rate below)".into(),
-        baseline: (f64::NAN, f64::NAN),
-        target: "0 failures".into(),
-    };
-    table.add_sampled(row, &ok, &[]);
+    delete_all(std::slice::from_ref(&node.client), &ids).await;
+    table.add_sampled(
+        &format!("sessions at {rate}/s, first exec"),
+        &ok,
+        "— (rate below)",
+        &[],
+        "0 failures",
+    );
     table.note(format!(
         "sessions: {n} arriving at {rate}/s ({:.2}x of Docker's sustained {docker_rate:.2} create+start/s, sequential, same run): {} ok, {} failed{}, all done in {:.1} s; containers taken warm {taken}, started cold {cold} (priming included)",
         rate / docker_rate,

@@ -7,8 +7,7 @@
 //! alone), then all removed.
 
 use crate::node::BenchNode;
-use crate::report::{percentiles, Row, Table};
-use std::process::Command;
+use crate::report::Table;
 use std::time::{Duration, Instant};
 use warren_api::sandbox::CreateSandboxRequest;
 use warren_api::snapshot::{CreateSnapshotRequest, ForkRequest};
@@ -92,24 +91,9 @@ async fn warren_worker(c: Client, w: usize, rounds: usize, deadline: Instant) ->
     times
 }
 
-fn docker(args: &[&str]) -> Result<(String, Duration), String> {
-    let t = Instant::now();
-    let out = Command::new("docker")
-        .args(args)
-        .output()
-        .map_err(|e| e.to_string())?;
-    let took = t.elapsed();
-    if !out.status.success() {
-        return Err(format!(
-            "docker {}: {}",
-            args.first().copied().unwrap_or_default(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok((
-        String::from_utf8_lossy(&out.stdout).trim().to_string(),
-        took,
-    ))
+/// `docker args`, timed; the error as text, as a round records it.
+fn docker(args: &[&str]) -> Result<Duration, String> {
+    crate::command::docker(args).map_err(|e| e.to_string())
 }
 
 /// One agent's rounds with Docker alone (blocking: run on a blocking thread).
@@ -128,9 +112,9 @@ fn docker_worker(image: &str, w: usize, rounds: usize, deadline: Instant) -> Tim
         let round = (|| {
             docker(&["run", "-d", "--name", &name, image, "sleep", "300"])?;
             docker(&["exec", &name, "sh", "-c", MAKE_FILES])?;
-            let (_, took) = docker(&["commit", &name, &committed])?;
+            let took = docker(&["commit", &name, &committed])?;
             times.snapshot.push(took);
-            let (_, took) = docker(&["run", "-d", "--name", &copy, &committed, "sleep", "300"])?;
+            let took = docker(&["run", "-d", "--name", &copy, &committed, "sleep", "300"])?;
             times.restore.push(took);
             Ok::<(), String>(())
         })();
@@ -195,15 +179,13 @@ pub async fn churn(workers: usize, rounds: usize, table: &mut Table) -> anyhow::
         ),
     ];
     for (what, ours_s, base_name, base_s) in rows {
-        let row = Row {
-            name: format!("churn, {workers} at once: {what}"),
-            n: ours_s.len(),
-            ours: percentiles(ours_s),
-            baseline_name: format!("{base_name} (n={})", base_s.len()),
-            baseline: percentiles(base_s),
-            target: "p50 <= 1x".into(),
-        };
-        table.add_sampled(row, ours_s, base_s);
+        table.add_sampled(
+            &format!("churn, {workers} at once: {what}"),
+            ours_s,
+            &format!("{base_name} (n={})", base_s.len()),
+            base_s,
+            "p50 <= 1x",
+        );
     }
     let rounds_done = |t: &Times| t.snapshot.len();
     table.note(format!(

@@ -3,91 +3,47 @@
 //! session is a get-or-create plus a first exec, all at once; through the cluster they enter
 //! its nodes in turn (a platform spreading its requests over every entry node), and
 //! placement spreads the sandboxes over the nodes (with regions, each stays in the region
-//! it entered). Every node keeps
-//! 4 warm containers, as by default. Throughput is sessions over wall time; the cluster's
-//! is printed as a ratio of the single node's, measured in the same run.
+//! it entered). Every node keeps 4 warm containers, as by default. Throughput is sessions
+//! over wall time; the cluster's is printed as a ratio of the single node's, measured in
+//! the same run.
 
+use crate::burst_bench::{all_at_once, delete_all, first_exec, Burst};
 use crate::cluster_node::BenchCluster;
-use crate::node::BenchNode;
-use crate::report::{percentiles, Row, Table};
+use crate::node::{metric_of, BenchNode};
+use crate::report::Table;
 use std::time::{Duration, Instant};
 use warren_client::Client;
 
 /// Warm containers every node keeps in this scenario.
 const WARM: usize = 4;
 
-struct Burst {
-    ok: Vec<Duration>,
-    failed: Vec<String>,
-    wall: Duration,
-}
-
-/// `n` sessions at once, session `i` entering through `clients[i % clients.len()]`.
+/// Primes every node of `clients` (one session made and deleted), waits for their warm
+/// containers, then runs `n` sessions at once, session `i` entering through
+/// `clients[i % clients.len()]`, and deletes them.
 async fn burst(clients: &[Client], prefix: &str, n: usize) -> anyhow::Result<Burst> {
-    let bar = crate::progress::bar(n, "sessions at once");
-    let t = Instant::now();
-    let calls = (0..n).map(|i| {
-        let c = clients[i % clients.len()].clone();
-        let id = format!("{prefix}-{i}");
-        let bar = &bar;
-        async move {
-            let t = Instant::now();
-            let r = c.sh(&id, "true").await;
-            bar.inc(1);
-            match r {
-                Ok(r) if r.exit_code == 0 => Ok(t.elapsed()),
-                Ok(r) => Err(format!("exit {}", r.exit_code)),
-                Err(e) => Err(e.to_string()),
-            }
-        }
-    });
-    let results = tokio::time::timeout(
-        Duration::from_secs(600),
-        futures_util::future::join_all(calls),
-    )
-    .await;
-    bar.finish_and_clear();
-    let results = results?;
-    let wall = t.elapsed();
-    let (mut ok, mut failed) = (Vec::new(), Vec::new());
-    for r in results {
-        match r {
-            Ok(d) => ok.push(d),
-            Err(e) => failed.push(e),
-        }
+    for (i, c) in clients.iter().enumerate() {
+        let id = format!("{prefix}-prime-{i}");
+        c.sh(&id, "true").await?;
+        c.delete_sandbox(&id).await?;
     }
-    Ok(Burst { ok, failed, wall })
-}
-
-async fn delete_all(clients: &[Client], prefix: &str, n: usize) {
-    use futures_util::StreamExt;
-    futures_util::stream::iter(0..n)
-        .for_each_concurrent(16, |i| async move {
-            let c = &clients[i % clients.len()];
-            let _ = c.delete_sandbox(&format!("{prefix}-{i}")).await;
-        })
-        .await;
+    wait_warm(clients).await?;
+    let ids: Vec<String> = (0..n).map(|i| format!("{prefix}-{i}")).collect();
+    let b = all_at_once(
+        "sessions at once",
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| first_exec(&clients[i % clients.len()], id)),
+    )
+    .await?;
+    delete_all(clients, &ids).await;
+    Ok(b)
 }
 
 /// Waits (at most 120 s) until every node of `clients` has its warm containers ready.
 async fn wait_warm(clients: &[Client]) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(120);
     for c in clients {
-        loop {
-            let text = c
-                .request(reqwest::Method::GET, "/metrics")
-                .send()
-                .await?
-                .text()
-                .await?;
-            let ready = text
-                .lines()
-                .find_map(|l| l.strip_prefix("warren_warm_containers "))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .unwrap_or(0.0) as usize;
-            if ready >= WARM {
-                break;
-            }
+        while metric_of(c, "warren_warm_containers ").await? < WARM {
             anyhow::ensure!(Instant::now() < deadline, "warm containers never ready");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -95,8 +51,8 @@ async fn wait_warm(clients: &[Client]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The burst through a 3-node cluster, entering its nodes in turn; with `regions`, node `i`
-/// is in `region-i`, so each sandbox is placed in the region of the node it entered.
+/// The burst through a 3-node cluster; with `regions`, node `i` is in `region-i`, so each
+/// sandbox is placed in the region of the node it entered.
 async fn cluster_arm(n: usize, prefix: &str, regions: bool) -> anyhow::Result<Burst> {
     let cluster = BenchCluster::start_each(3, |i| {
         let region = if regions {
@@ -107,53 +63,29 @@ async fn cluster_arm(n: usize, prefix: &str, regions: bool) -> anyhow::Result<Bu
         format!("warm_containers = {WARM}\n{region}")
     })
     .await?;
-    let clients = cluster.clients.clone();
-    for (i, c) in clients.iter().enumerate() {
-        let id = format!("{prefix}-prime-{i}");
-        c.sh(&id, "true").await?;
-        c.delete_sandbox(&id).await?;
-    }
-    wait_warm(&clients).await?;
     let how = if regions { " in 3 regions" } else { "" };
     eprintln!("bench clusterburst: {n} new sessions at once through 3 nodes{how}, in turn");
-    let b = burst(&clients, prefix, n).await?;
-    delete_all(&clients, prefix, n).await;
-    Ok(b)
+    burst(&cluster.clients, prefix, n).await
 }
 
 pub async fn cluster_burst(n: usize, table: &mut Table) -> anyhow::Result<()> {
     let one = {
         let node = BenchNode::start_with(WARM, &[]).await?;
-        let clients = vec![node.client.clone()];
-        clients[0].sh("bench-prime", "true").await?;
-        clients[0].delete_sandbox("bench-prime").await?;
-        wait_warm(&clients).await?;
         eprintln!("bench clusterburst: {n} new sessions at once through one node");
-        let b = burst(&clients, "bench-cb1", n).await?;
-        delete_all(&clients, "bench-cb1", n).await;
-        b
+        burst(std::slice::from_ref(&node.client), "bench-cb1", n).await?
     };
     let three = cluster_arm(n, "bench-cb3", false).await?;
     let regions = cluster_arm(n, "bench-cbr", true).await?;
     let rate = |b: &Burst| b.ok.len() as f64 / b.wall.as_secs_f64().max(1e-3);
-    let row = Row {
-        name: format!("burst of {n} through 3 nodes"),
-        n: three.ok.len(),
-        ours: percentiles(&three.ok),
-        baseline_name: format!("the same burst through 1 node (n={})", one.ok.len()),
-        baseline: percentiles(&one.ok),
-        target: "throughput >= 2.5x one node's".into(),
-    };
-    table.add_sampled(row, &three.ok, &one.ok);
-    let row = Row {
-        name: format!("burst of {n} through 3 regions"),
-        n: regions.ok.len(),
-        ours: percentiles(&regions.ok),
-        baseline_name: format!("the same burst through 1 node (n={})", one.ok.len()),
-        baseline: percentiles(&one.ok),
-        target: "throughput >= 2.5x one node's".into(),
-    };
-    table.add_sampled(row, &regions.ok, &one.ok);
+    for (through, b) in [("3 nodes", &three), ("3 regions", &regions)] {
+        table.add_sampled(
+            &format!("burst of {n} through {through}"),
+            &b.ok,
+            &format!("the same burst through 1 node (n={})", one.ok.len()),
+            &one.ok,
+            "throughput >= 2.5x one node's",
+        );
+    }
     for (name, b) in [
         ("1 node", &one),
         ("3 nodes", &three),

@@ -345,15 +345,7 @@ mod tests {
         let mut t = Table::default();
         let ours: Vec<Duration> = (1..=50).map(Duration::from_millis).collect();
         let base: Vec<Duration> = (10..=60).map(Duration::from_millis).collect();
-        let row = Row {
-            name: "sampled scenario".into(),
-            n: ours.len(),
-            ours: crate::report::percentiles(&ours),
-            baseline_name: "docker".into(),
-            baseline: crate::report::percentiles(&base),
-            target: "-".into(),
-        };
-        t.add_sampled(row, &ours, &base);
+        t.add_sampled("sampled scenario", &ours, "docker", &base, "-");
         let page_path = write(&t, dir.path(), "test run").unwrap();
         let html = std::fs::read_to_string(page_path).unwrap();
         assert!(html.contains("sampled scenario"));

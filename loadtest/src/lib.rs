@@ -8,6 +8,7 @@ pub mod checkpoint_bench;
 pub mod churn_bench;
 pub mod cluster_burst_bench;
 pub mod cluster_node;
+pub mod command;
 pub mod commit_bench;
 pub mod cpu;
 pub mod egress_bench;

@@ -105,21 +105,9 @@ impl BenchNode {
         }
     }
 
-    /// The value of the node's metric line that starts with `prefix` (name and labels, and
-    /// the space before the value), 0 when there is none.
+    /// The value of the node's metric line that starts with `prefix` (see [`metric_of`]).
     pub async fn metric(&self, prefix: &str) -> anyhow::Result<usize> {
-        let text = self
-            .client
-            .request(reqwest::Method::GET, "/metrics")
-            .send()
-            .await?
-            .text()
-            .await?;
-        Ok(text
-            .lines()
-            .find_map(|l| l.strip_prefix(prefix))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or(0.0) as usize)
+        metric_of(&self.client, prefix).await
     }
 
     /// The node process's id.
@@ -131,6 +119,22 @@ impl BenchNode {
     pub fn container(&self, sandbox: &str) -> String {
         format!("wrn-{}-{sandbox}", self.node_id)
     }
+}
+
+/// The value of the metric line that starts with `prefix` (name and labels, and the space
+/// before the value) in the `/metrics` of the node `client` talks to, 0 when there is none.
+pub async fn metric_of(client: &Client, prefix: &str) -> anyhow::Result<usize> {
+    let text = client
+        .request(reqwest::Method::GET, "/metrics")
+        .send()
+        .await?
+        .text()
+        .await?;
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(0.0) as usize)
 }
 
 fn warm_size() -> usize {

@@ -46,15 +46,30 @@ impl Table {
         self.rows.push(row);
     }
 
-    /// Adds a row from whole samples, kept for the report's plots too.
-    pub fn add_sampled(&mut self, row: Row, ours: &[Duration], baseline: &[Duration]) {
+    /// Adds the row of whole samples (their count and percentiles), keeping the samples
+    /// for the report's plots too.
+    pub fn add_sampled(
+        &mut self,
+        name: &str,
+        ours: &[Duration],
+        baseline_name: &str,
+        baseline: &[Duration],
+        target: &str,
+    ) {
+        self.rows.push(Row {
+            name: name.to_string(),
+            n: ours.len(),
+            ours: percentiles(ours),
+            baseline_name: baseline_name.to_string(),
+            baseline: percentiles(baseline),
+            target: target.to_string(),
+        });
         self.series.push(Series {
-            name: row.name.clone(),
+            name: name.to_string(),
             ours: ours.to_vec(),
-            baseline_name: row.baseline_name.clone(),
+            baseline_name: baseline_name.to_string(),
             baseline: baseline.to_vec(),
         });
-        self.rows.push(row);
     }
 
     pub fn rows(&self) -> &[Row] {

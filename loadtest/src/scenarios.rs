@@ -1,22 +1,9 @@
 //! The measured scenarios.
 
+use crate::command::docker;
 use crate::node::BenchNode;
-use crate::report::{percentiles, Row, Table};
-use std::process::Command;
+use crate::report::{percentiles, Table};
 use std::time::{Duration, Instant};
-
-fn docker(args: &[&str]) -> anyhow::Result<Duration> {
-    let t = Instant::now();
-    let out = Command::new("docker").args(args).output()?;
-    let took = t.elapsed();
-    anyhow::ensure!(
-        out.status.success(),
-        "docker {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(took)
-}
 
 /// `exec true` through the API on a running sandbox vs `docker exec` in the same container.
 pub async fn warm_exec(node: &BenchNode, n: usize, table: &mut Table) -> anyhow::Result<()> {
@@ -43,15 +30,13 @@ pub async fn warm_exec(node: &BenchNode, n: usize, table: &mut Table) -> anyhow:
             theirs.push(docker(&["exec", &container, "true"])?);
         }
     }
-    let row = Row {
-        name: "warm exec `true` via API".into(),
-        n: ours.len(),
-        ours: percentiles(&ours),
-        baseline_name: format!("docker exec true (n={})", theirs.len()),
-        baseline: percentiles(&theirs),
-        target: "p50 <= 0.1x".into(),
-    };
-    table.add_sampled(row, &ours, &theirs);
+    table.add_sampled(
+        "warm exec `true` via API",
+        &ours,
+        &format!("docker exec true (n={})", theirs.len()),
+        &theirs,
+        "p50 <= 0.1x",
+    );
     Ok(())
 }
 
@@ -96,24 +81,15 @@ pub async fn cold_create(node: &BenchNode, n: usize, table: &mut Table) -> anyho
     } else {
         "get-or-create + first exec (no warm containers)"
     };
-    let row = Row {
-        name: name.into(),
-        n: taken.len(),
-        ours: percentiles(&taken),
-        baseline_name: "docker run --rm IMAGE true".into(),
-        baseline: percentiles(&theirs),
-        target: "p50 <= 1x".into(),
-    };
-    table.add_sampled(row, &taken, &theirs);
-    let row = Row {
-        name: "get-or-create + first exec (node without warm containers)".into(),
-        n: started.len(),
-        ours: percentiles(&started),
-        baseline_name: "docker run --rm IMAGE true".into(),
-        baseline: percentiles(&theirs),
-        target: "p50 <= 1x".into(),
-    };
-    table.add_sampled(row, &started, &theirs);
+    let baseline = "docker run --rm IMAGE true";
+    table.add_sampled(name, &taken, baseline, &theirs, "p50 <= 1x");
+    table.add_sampled(
+        "get-or-create + first exec (node without warm containers)",
+        &started,
+        baseline,
+        &theirs,
+        "p50 <= 1x",
+    );
     Ok(())
 }
 

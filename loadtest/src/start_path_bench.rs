@@ -11,35 +11,17 @@
 //! Every row's baseline is `docker run --rm IMAGE true` back to back, measured in the
 //! same run.
 
+use crate::command::{docker, run};
 use crate::node::BenchNode;
-use crate::report::{percentiles, Row, Table};
+use crate::report::Table;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn run(program: &str, args: &[&str]) -> anyhow::Result<Duration> {
-    let t = Instant::now();
-    let out = Command::new(program).args(args).output()?;
-    let took = t.elapsed();
-    anyhow::ensure!(
-        out.status.success(),
-        "{program} {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(took)
-}
-
-fn docker(args: &[&str]) -> anyhow::Result<Duration> {
-    run("docker", args)
-}
-
 /// The OCI runtimes the engine has, by name.
 fn engine_runtimes() -> anyhow::Result<Vec<String>> {
-    let out = Command::new("docker")
-        .args(["info", "--format", "{{json .Runtimes}}"])
-        .output()?;
-    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&out.stdout)?;
+    let (out, _) = run("docker", &["info", "--format", "{{json .Runtimes}}"])?;
+    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&out)?;
     Ok(map.keys().cloned().collect())
 }
 
@@ -84,18 +66,9 @@ pub async fn start_path(n: usize, table: &mut Table) -> anyhow::Result<()> {
     for _ in 0..n {
         baseline.push(docker(&["run", "--rm", &image, "true"])?);
     }
-    let base = percentiles(&baseline);
     let base_name = format!("docker run --rm IMAGE true (n={})", baseline.len());
     let add = |table: &mut Table, name: String, samples: &[Duration]| {
-        let row = Row {
-            name,
-            n: samples.len(),
-            ours: percentiles(samples),
-            baseline_name: base_name.clone(),
-            baseline: base,
-            target: "where the time goes".into(),
-        };
-        table.add_sampled(row, samples, &baseline)
+        table.add_sampled(&name, samples, &base_name, &baseline, "where the time goes")
     };
 
     let listed = engine_runtimes()?;
@@ -158,7 +131,7 @@ pub async fn start_path(n: usize, table: &mut Table) -> anyhow::Result<()> {
             }
             let id = format!("wb-{}-{i}", hex::encode(rand::random::<[u8; 3]>()));
             let dir = bundle.path().to_str().unwrap_or_default();
-            samples.push(run(rt, &["run", "--bundle", dir, &id])?);
+            samples.push(run(rt, &["run", "--bundle", dir, &id])?.1);
         }
         add(
             table,

@@ -374,17 +374,17 @@ async fn place_and_route(
         }
         // The refusing node gave the placement up before it answered; once that is applied
         // here, the next candidate is placed (compare-and-set on "placed nowhere").
-        let given_up = cl
-            .wait_for(Duration::from_secs(2), |s| {
-                s.placements.get(id).is_none_or(|q| q.epoch != p.epoch)
-            })
-            .await;
+        cl.wait_for(Duration::from_secs(2), |s| {
+            s.placements.get(id).is_none_or(|q| q.epoch != p.epoch)
+        })
+        .await;
         excluded.push(p.node);
-        // The refusal stands when the placement was not given up, when someone placed the
-        // id meanwhile, or when no other node could take it (its words say why).
-        let placed_again = cl.read(|s| s.placements.contains_key(id));
+        // The refusal stands when the id is still placed (not given up in time, or placed
+        // anew by someone else meanwhile), or when no other node could take it (its words
+        // say why).
+        let still_placed = cl.read(|s| s.placements.contains_key(id));
         let another = cl.read(|s| choose_owner_for_new(s, id, region, &excluded).is_some());
-        if !given_up || placed_again || !another || attempt + 1 == ATTEMPTS {
+        if still_placed || !another || attempt + 1 == ATTEMPTS {
             return Response::from_parts(parts, Body::from(body));
         }
         tracing::info!(sandbox_id = %id, node = p.node, "new sandbox refused for want of room; placing it on the next candidate");

@@ -74,6 +74,8 @@ pub struct DockerRuntime {
     /// The node's fence directory (`fence_file`), mounted read-only into every container it
     /// makes once set.
     fence_dir: std::sync::OnceLock<PathBuf>,
+    /// The OCI runtimes the engine has, by name (`docker info`).
+    engine_runtimes: Vec<String>,
     /// The OCI runtime new containers get (`use_oci_runtime`; `None`: the engine's default).
     oci_runtime: std::sync::OnceLock<Option<String>>,
 }
@@ -144,6 +146,16 @@ impl DockerRuntime {
             disk_probed: AtomicBool::new(false),
             egress_port: std::sync::atomic::AtomicU16::new(0),
             fence_dir: std::sync::OnceLock::new(),
+            engine_runtimes: {
+                let mut names: Vec<String> = info
+                    .runtimes
+                    .iter()
+                    .flatten()
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                names.sort();
+                names
+            },
             oci_runtime: Default::default(),
             warm: Default::default(),
             warm_setup: Default::default(),
@@ -178,11 +190,9 @@ impl DockerRuntime {
 
     /// Chooses the OCI runtime of the containers made from now on (`oci_runtime`) among the
     /// engine's runtimes; an error when the setting names one the engine does not have.
-    pub async fn use_oci_runtime(&self, setting: &OciRuntimeSetting) -> Result<(), RuntimeError> {
-        let info = self.docker.info().await.map_err(docker_err)?;
-        let mut listed: Vec<String> = info.runtimes.unwrap_or_default().into_keys().collect();
-        listed.sort();
-        let runtime = oci_runtime::choose(setting, &listed).map_err(RuntimeError::Other)?;
+    pub fn use_oci_runtime(&self, setting: &OciRuntimeSetting) -> Result<(), RuntimeError> {
+        let runtime =
+            oci_runtime::choose(setting, &self.engine_runtimes).map_err(RuntimeError::Other)?;
         tracing::info!(
             runtime = runtime.as_deref().unwrap_or("the engine's default"),
             "sandbox containers' OCI runtime"
@@ -207,15 +217,10 @@ impl DockerRuntime {
 
     /// Warns about a data root on a filesystem that makes sandboxes slow (`data_root`).
     async fn check_data_root(&self) {
-        let root = match self.docker.info().await {
-            Ok(info) => info.docker_root_dir,
-            Err(e) => {
-                tracing::debug!(error = %e, "cannot ask the engine for its data root");
-                return;
-            }
+        let Some(path) = self.data_root.clone() else {
+            return;
         };
-        let Some(root) = root else { return };
-        let path = PathBuf::from(&root);
+        let root = path.display().to_string();
         match tokio::task::spawn_blocking(move || data_root::inspect(&path)).await {
             Ok(Ok(fs)) => match fs.warning() {
                 Some(w) => tracing::warn!(data_root = %root, "{w}"),

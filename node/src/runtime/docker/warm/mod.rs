@@ -86,11 +86,10 @@ pub(super) struct WarmState {
     failures: u32,
     /// After a failure, no new try before this.
     retry_at: Option<Instant>,
-    /// The node is stopping: none is taken or started any more.
-    closed: bool,
     /// Recent requests for a container the pool could serve.
     demand: Demand,
-    /// Wakes the fill task from its waits when the node stops.
+    /// Cancelled when the node stops: no container is taken or started any more, and the
+    /// fill task wakes from its waits.
     stop: CancellationToken,
     /// The fill task, awaited when the node stops (it removes the container it was starting).
     task: Option<tokio::task::JoinHandle<()>>,
@@ -176,7 +175,6 @@ impl DockerRuntime {
     pub async fn stop_warm_pool(&self) {
         let task = {
             let mut st = self.warm.lock().expect("warm lock");
-            st.closed = true;
             st.stop.cancel();
             st.task.take()
         };
@@ -214,7 +212,7 @@ impl DockerRuntime {
     /// and ends once it holds the target and the target cannot fall any more.
     fn fill_warm_pool(self: &Arc<Self>) {
         let mut st = self.warm.lock().expect("warm lock");
-        if st.filling || st.closed {
+        if st.filling || st.stop.is_cancelled() {
             return;
         }
         st.filling = true;
@@ -227,7 +225,7 @@ impl DockerRuntime {
             loop {
                 let (wait, step) = {
                     let mut st = me.warm.lock().expect("warm lock");
-                    if st.closed {
+                    if st.stop.is_cancelled() {
                         st.filling = false;
                         return;
                     }
@@ -298,7 +296,7 @@ impl DockerRuntime {
                         tracing::debug!(container = %w.name, ms = t.elapsed().as_millis() as u64, "warm container ready");
                         let unwanted = {
                             let mut st = me.warm.lock().expect("warm lock");
-                            if st.closed {
+                            if st.stop.is_cancelled() {
                                 Some(w)
                             } else {
                                 st.failures = 0;
@@ -388,7 +386,7 @@ impl DockerRuntime {
         let taken = fits
             .then(|| {
                 let mut st = self.warm.lock().expect("warm lock");
-                if st.closed {
+                if st.stop.is_cancelled() {
                     return None;
                 }
                 let now = Instant::now();
