@@ -123,11 +123,7 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
         }
         None if from_peer => {
             // The entry node committed a placement naming us; our log may not have it yet.
-            let expected = req
-                .headers()
-                .get(HEADER_EPOCH)
-                .and_then(|v| v.to_str().ok()?.parse().ok())
-                .unwrap_or(1);
+            let expected = peer_epoch(&req).unwrap_or(1);
             serve_owned(&st, &id, expected, req, Serve::Api(next)).await
         }
         None => {
@@ -200,8 +196,44 @@ async fn settled_placement(st: &AppState, id: &str) -> Result<Option<Placement>,
     Ok(cl.read(|s| s.placements.get(id).cloned()))
 }
 
-/// Serves here or forwards to the owner; a peer's request is served here or refused (one
-/// hop only: a stale entry node sent it).
+/// The placement epoch a peer sent a request under: the one its entry node committed.
+fn peer_epoch(req: &Request) -> Option<u64> {
+    req.headers()
+        .get(HEADER_EPOCH)
+        .and_then(|v| v.to_str().ok()?.parse().ok())
+}
+
+/// What this node does with a peer's request for a sandbox its applied state places on
+/// `placed_on` under `placed_epoch`.
+#[derive(Debug, PartialEq, Eq)]
+enum PeerRequest {
+    /// Placed here: served here (after the usual lease and placement checks).
+    Serve,
+    /// The sender committed a later placement than this node has applied (a new sandbox
+    /// given up by a node that had no room and placed here, say): wait for it to apply.
+    AwaitEpoch(u64),
+    /// Placed elsewhere, and the sender knows nothing newer: its view is stale (one hop
+    /// only, so it is refused and the sender retries).
+    Refuse,
+}
+
+/// Pure: see [`PeerRequest`].
+fn peer_request(
+    me: NodeId,
+    placed_on: NodeId,
+    placed_epoch: u64,
+    sent: Option<u64>,
+) -> PeerRequest {
+    match sent {
+        Some(e) if e > placed_epoch => PeerRequest::AwaitEpoch(e),
+        _ if placed_on == me => PeerRequest::Serve,
+        _ => PeerRequest::Refuse,
+    }
+}
+
+/// Serves here or forwards to the owner; a peer's request is served here, waited for when
+/// its sender committed a newer placement than this node has applied, or refused (one hop
+/// only: a stale entry node sent it).
 async fn route_placed(
     st: &AppState,
     id: &str,
@@ -209,11 +241,17 @@ async fn route_placed(
     req: Request,
     serve: Serve,
 ) -> Response {
-    if req.extensions().get::<FromPeer>().is_some() && p.node != st.cluster.cluster.id {
-        return err(ApiError::new(
-            ErrorCode::Unavailable,
-            format!("sandbox {id} is owned by another node; retry"),
-        ));
+    if req.extensions().get::<FromPeer>().is_some() {
+        match peer_request(st.cluster.cluster.id, p.node, p.epoch, peer_epoch(&req)) {
+            PeerRequest::Serve => {}
+            PeerRequest::AwaitEpoch(e) => return serve_owned(st, id, e, req, serve).await,
+            PeerRequest::Refuse => {
+                return err(ApiError::new(
+                    ErrorCode::Unavailable,
+                    format!("sandbox {id} is owned by another node; retry"),
+                ))
+            }
+        }
     }
     route_to(st, id, p.node, p.epoch, req, serve).await
 }
@@ -787,6 +825,23 @@ mod tests {
             http::StatusCode::OK,
             &body(ErrorCode::CapacityExhausted)
         ));
+    }
+
+    #[test]
+    fn a_peer_that_committed_a_later_placement_is_waited_for_and_a_stale_one_refused() {
+        let (me, other) = (1, 2);
+        // Applied here: placed on another node under epoch 4.
+        assert_eq!(
+            peer_request(me, other, 4, Some(5)),
+            PeerRequest::AwaitEpoch(5)
+        );
+        assert_eq!(peer_request(me, other, 4, Some(4)), PeerRequest::Refuse);
+        assert_eq!(peer_request(me, other, 4, Some(3)), PeerRequest::Refuse);
+        assert_eq!(peer_request(me, other, 4, None), PeerRequest::Refuse);
+        // Placed here.
+        assert_eq!(peer_request(me, me, 4, Some(4)), PeerRequest::Serve);
+        assert_eq!(peer_request(me, me, 4, None), PeerRequest::Serve);
+        assert_eq!(peer_request(me, me, 4, Some(6)), PeerRequest::AwaitEpoch(6));
     }
 
     #[test]
