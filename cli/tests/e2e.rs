@@ -39,6 +39,7 @@ mod e2e {
     mod preview_session;
     mod processes;
     mod prometheus;
+    mod raft_under_load;
     mod runtime_fill;
     mod s3;
     mod schemathesis;

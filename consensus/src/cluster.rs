@@ -12,7 +12,7 @@ use crate::types::{Peer, Raft};
 use openraft::error::{ClientWriteError, RaftError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use warren_storage::RaftDb;
@@ -111,6 +111,9 @@ pub struct Cluster {
     view: StateView,
     peers: Arc<Peers>,
     epoch: Instant,
+    /// When the leader's last AppendEntries (a heartbeat or entries) was accepted here, in
+    /// milliseconds after `epoch` plus one (0: never).
+    leader_contact: AtomicU64,
     /// This node's lease, as a follower (`lease`).
     lease: Mutex<FollowerLease>,
     /// The leases this node granted, as leader.
@@ -180,6 +183,7 @@ impl Cluster {
             view,
             peers,
             epoch: Instant::now(),
+            leader_contact: AtomicU64::new(0),
             lease: Mutex::new(FollowerLease::default()),
             grants: Mutex::new(Grants::default()),
             confirmed: tokio::sync::Mutex::new(None),
@@ -255,6 +259,22 @@ impl Cluster {
 
     pub fn leader(&self) -> Option<NodeId> {
         self.raft.metrics().borrow().current_leader
+    }
+
+    /// How long ago the leader's last AppendEntries reached this node (`None` before any,
+    /// and on the leader itself).
+    pub fn leader_contact_age(&self) -> Option<Duration> {
+        if self.raft.metrics().borrow().state == openraft::ServerState::Leader {
+            return None;
+        }
+        match self.leader_contact.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(
+                self.epoch
+                    .elapsed()
+                    .saturating_sub(Duration::from_millis(ms - 1)),
+            ),
+        }
     }
 
     pub fn term(&self) -> u64 {
@@ -573,7 +593,14 @@ impl Cluster {
             }
         };
         match req {
-            Request::AppendEntries(r) => Reply::AppendEntries(self.raft.append_entries(r).await),
+            Request::AppendEntries(r) => {
+                let reply = self.raft.append_entries(r).await;
+                if reply.is_ok() {
+                    let ms = self.epoch.elapsed().as_millis() as u64 + 1;
+                    self.leader_contact.store(ms, Ordering::Relaxed);
+                }
+                Reply::AppendEntries(reply)
+            }
             Request::Vote(r) => Reply::Vote(self.raft.vote(r).await),
             Request::InstallSnapshot(r) => {
                 Reply::InstallSnapshot(self.raft.install_snapshot(r).await)

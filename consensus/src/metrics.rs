@@ -26,6 +26,7 @@ struct RaftCollector {
     snapshot: IntGauge,
     voters: IntGauge,
     quorum_ack_age_ms: IntGauge,
+    leader_contact_age_ms: IntGauge,
     nodes: IntGaugeVec,
     descs: Vec<Desc>,
 }
@@ -71,6 +72,10 @@ impl RaftCollector {
                 "warren_raft_quorum_ack_age_ms",
                 "On the leader: milliseconds since a quorum last acknowledged it (-1 elsewhere)",
             )?,
+            leader_contact_age_ms: gauge(
+                "warren_raft_leader_contact_age_ms",
+                "On a follower: milliseconds since the leader's last heartbeat or entries reached it (-1 on the leader, and before any)",
+            )?,
             nodes: IntGaugeVec::new(
                 Opts::new(
                     "warren_cluster_nodes",
@@ -84,7 +89,7 @@ impl RaftCollector {
         Ok(c)
     }
 
-    fn parts(&self) -> [&dyn Collector; 10] {
+    fn parts(&self) -> [&dyn Collector; 11] {
         [
             &self.term,
             &self.leader,
@@ -95,6 +100,7 @@ impl RaftCollector {
             &self.snapshot,
             &self.voters,
             &self.quorum_ack_age_ms,
+            &self.leader_contact_age_ms,
             &self.nodes,
         ]
     }
@@ -115,6 +121,11 @@ impl RaftCollector {
             .set(m.membership_config.membership().voter_ids().count() as i64);
         self.quorum_ack_age_ms
             .set(m.millis_since_quorum_ack.map_or(-1, |ms| ms as i64));
+        self.leader_contact_age_ms.set(
+            cluster
+                .leader_contact_age()
+                .map_or(-1, |d| d.as_millis() as i64),
+        );
         let counts = cluster.read(|s| {
             let mut c = [0i64; 4];
             for n in s.nodes.values() {

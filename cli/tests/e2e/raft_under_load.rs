@@ -1,0 +1,280 @@
+//! Raft's heartbeats from the leader to a follower stay on time while the same pair of
+//! nodes carries a node's worth of forwarded traffic: 100 terminal sockets with output
+//! flowing and a 1 GiB upload, all entering the leader for two sandboxes on the follower.
+//!
+//! The follower reports how long ago the leader's last heartbeat (or entries) reached it
+//! (`warren_raft_leader_contact_age_ms`). Heartbeats are 100 ms apart here (the test
+//! clusters' timing) and a follower starts an election after 400–800 ms without one: a
+//! heartbeat held up behind forwarded streams (a shared stream budget, a full connection
+//! window) shows as a contact older than that, or as an election (a new term).
+
+use super::cluster_harness::{ids_on, TestCluster};
+use super::terminals::{read_until, size};
+use futures_util::StreamExt;
+use reqwest::Method;
+use sha2::{Digest, Sha256};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use warren_client::{Client, TerminalEvent};
+
+const TERMINALS: usize = 100;
+const UPLOAD_MIB: u64 = 1024;
+/// The follower starts an election after 4–8 heartbeats (100 ms each here) without one.
+const ELECTION_MIN_MS: f64 = 400.0;
+
+/// One metric's value in a Prometheus text exposition (an unlabelled series).
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// What the sampler saw of Raft while the load ran.
+#[derive(Default, Debug)]
+struct RaftSeen {
+    /// Samples in which the follower answered with its contact age.
+    samples: usize,
+    /// The oldest the leader's last contact was, seen from the follower.
+    max_contact_age_ms: f64,
+    /// Every term any node reported.
+    terms: Vec<f64>,
+    /// Samples in which the follower knew no leader.
+    follower_leaderless: usize,
+}
+
+async fn scrape(client: &Client) -> Option<String> {
+    let resp = client
+        .request(Method::GET, "/metrics")
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .ok()?;
+    resp.text().await.ok()
+}
+
+/// Samples the follower's contact age and every node's term every 50 ms until `stop`.
+async fn sample(nodes: Vec<Client>, follower: usize, stop: CancellationToken) -> RaftSeen {
+    let mut seen = RaftSeen::default();
+    while !stop.is_cancelled() {
+        let texts = futures_util::future::join_all(nodes.iter().map(scrape)).await;
+        for t in texts.iter().flatten() {
+            if let Some(term) = metric(t, "warren_raft_term") {
+                if !seen.terms.contains(&term) {
+                    seen.terms.push(term);
+                }
+            }
+        }
+        if let Some(f) = &texts[follower] {
+            if let Some(age) = metric(f, "warren_raft_leader_contact_age_ms").filter(|a| *a >= 0.0)
+            {
+                seen.samples += 1;
+                seen.max_contact_age_ms = seen.max_contact_age_ms.max(age);
+            }
+            if metric(f, "warren_raft_has_leader") != Some(1.0) {
+                seen.follower_leaderless += 1;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    seen
+}
+
+/// The largest contact age the follower reports over `span`.
+async fn worst_contact_age(follower: &Client, span: Duration) -> f64 {
+    let started = Instant::now();
+    let mut worst: f64 = -1.0;
+    while started.elapsed() < span {
+        if let Some(t) = scrape(follower).await {
+            worst = worst.max(metric(&t, "warren_raft_leader_contact_age_ms").unwrap_or(-1.0));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    worst
+}
+
+/// A file whose existence ends every terminal's output loop.
+const STOP_FILE: &str = "/tmp/stop-load";
+
+/// Opens terminal `k` on `id` (through `client`) and starts a line of output every 100 ms in
+/// it until [`STOP_FILE`] exists, then a marker; reads it all. Answers whether the marker
+/// came back within 30 s of `stop` (the stream still works end to end), with the bytes read.
+async fn terminal_under_load(
+    client: Client,
+    id: String,
+    k: usize,
+    opened: tokio::sync::mpsc::Sender<()>,
+    stop: CancellationToken,
+) -> (Result<(), String>, usize) {
+    let mut sock = client
+        .terminal(&id, &format!("t{k}"), &size(80, 24))
+        .await
+        .unwrap_or_else(|e| panic!("terminal {k}: {e}"));
+    read_until(&mut sock, "", Duration::from_secs(30)).await;
+    // The marker is computed by the shell: the echoed command line does not contain it.
+    sock.send(format!(
+        "while [ ! -e {STOP_FILE} ]; do echo tick-{k}; sleep 0.1; done; echo done-$((40+{k}))\n"
+    ))
+    .await
+    .unwrap();
+    let _ = opened.send(()).await;
+    let marker = format!("done-{}", 40 + k);
+    let (mut read, mut tail) = (0, String::new());
+    // Read all along (output flows during the load); 30 s for the marker once stopped.
+    let mut deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    let mut stopped = false;
+    loop {
+        let ev = tokio::select! {
+            _ = stop.cancelled(), if !stopped => {
+                stopped = true;
+                deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+                continue;
+            }
+            ev = tokio::time::timeout_at(deadline, sock.next()) => ev,
+        };
+        match ev {
+            Ok(Some(Ok(TerminalEvent::Output(b)))) => {
+                read += b.len();
+                tail.push_str(&String::from_utf8_lossy(&b));
+                if tail.contains(&marker) {
+                    return (Ok(()), read);
+                }
+                if tail.len() > 4096 {
+                    tail.drain(..tail.len() - 256);
+                }
+            }
+            Ok(Some(Ok(_))) => {}
+            Ok(Some(Err(e))) => panic!("terminal {k} failed under load: {e}"),
+            Ok(None) => return (Err(format!("terminal {k} closed")), read),
+            Err(_) => {
+                let end = tail.len().saturating_sub(300);
+                let last = tail.get(end..).unwrap_or(&tail);
+                return (
+                    Err(format!(
+                        "terminal {k} gave no marker; last output: {last:?}"
+                    )),
+                    read,
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raft_heartbeats_stay_on_time_under_100_terminals_and_a_1_gib_upload() {
+    // Three voters (a cluster of two has one).
+    let mut c = TestCluster::start(3, 1).await;
+    c.wait_voters_everywhere(3).await;
+    let leader = c.leader().await;
+    let follower = (leader + 1) % 3;
+    // A sandbox runs at most 64 terminals: two sandboxes on the follower hold 50 each.
+    let ids = ids_on(&c, leader, &c.nodes[follower].name, 2).await;
+    let id = ids[0].clone();
+    let through = c.nodes[leader].client.clone();
+
+    let stop_terminals = CancellationToken::new();
+    let (opened_tx, mut opened) = tokio::sync::mpsc::channel(TERMINALS);
+    let terminals: Vec<_> = (0..TERMINALS)
+        .map(|k| {
+            tokio::spawn(terminal_under_load(
+                through.clone(),
+                ids[k % 2].clone(),
+                k,
+                opened_tx.clone(),
+                stop_terminals.clone(),
+            ))
+        })
+        .collect();
+    drop(opened_tx);
+    for _ in 0..TERMINALS {
+        tokio::time::timeout(Duration::from_secs(120), opened.recv())
+            .await
+            .expect("100 terminals open within two minutes")
+            .expect("every terminal opened");
+    }
+
+    let stop_sampling = CancellationToken::new();
+    let sampler = tokio::spawn(sample(
+        c.nodes.iter().map(|n| n.client.clone()).collect(),
+        follower,
+        stop_sampling.clone(),
+    ));
+
+    const MIB: usize = 1 << 20;
+    let chunk = |i: u64| bytes::Bytes::from(vec![(i % 251) as u8; MIB]);
+    let mut h = Sha256::new();
+    for i in 0..UPLOAD_MIB {
+        h.update(chunk(i));
+    }
+    let expected = hex::encode(h.finalize());
+    let body =
+        futures_util::stream::iter(0..UPLOAD_MIB).map(move |i| Ok::<_, std::io::Error>(chunk(i)));
+    let started = Instant::now();
+    let written = through
+        .write_file(
+            &id,
+            "/workspace/big",
+            reqwest::Body::wrap_stream(body),
+            None,
+        )
+        .await
+        .unwrap();
+    let upload = started.elapsed();
+    stop_sampling.cancel();
+    let seen = sampler.await.unwrap();
+    for id in &ids {
+        let touched = through
+            .exec(
+                id,
+                &warren_api::exec::ExecRequest {
+                    command: Some(format!("touch {STOP_FILE}")),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(touched.exit_code, 0);
+    }
+    stop_terminals.cancel();
+    let mut silent = Vec::new();
+    let mut bytes = 0;
+    for t in terminals {
+        let (answer, read) = t.await.unwrap();
+        if let Err(why) = answer {
+            silent.push(why);
+        }
+        bytes += read;
+    }
+    eprintln!(
+        "1 GiB uploaded through the leader in {upload:?}; terminals read {bytes} bytes; raft: {seen:?}"
+    );
+
+    assert_eq!(written.sha256, expected);
+    assert_eq!(written.size, UPLOAD_MIB * MIB as u64);
+    assert!(
+        silent.is_empty(),
+        "{} terminals no longer answer after the upload: {silent:#?}",
+        silent.len()
+    );
+    assert!(bytes > 0, "output flowed through the terminals");
+    assert!(seen.samples >= 10, "{seen:?}");
+    assert_eq!(
+        seen.terms.len(),
+        1,
+        "an election happened under load: {seen:?}"
+    );
+    assert_eq!(seen.follower_leaderless, 0, "{seen:?}");
+    assert!(
+        seen.max_contact_age_ms < ELECTION_MIN_MS,
+        "the leader's heartbeats reached the follower later than an election starts: {seen:?}"
+    );
+
+    // The probe sees a stall when there is one: with the leader paused for 1.5 s, the
+    // follower reports a contact older than the election timeout.
+    let quiet = worst_contact_age(&c.nodes[follower].client, Duration::from_millis(300)).await;
+    assert!((0.0..ELECTION_MIN_MS).contains(&quiet), "{quiet}");
+    c.stop(leader);
+    let worst = worst_contact_age(&c.nodes[follower].client, Duration::from_millis(1500)).await;
+    c.cont(leader);
+    // Three heartbeats missed (the follower may win the election that follows, and stops
+    // reporting as soon as it leads).
+    assert!(worst >= 300.0, "a silent leader went unseen: {worst} ms");
+}
