@@ -15,6 +15,7 @@ pub mod policy;
 pub mod recovery;
 pub mod reseal;
 pub mod route;
+mod route_decision;
 
 use std::sync::Arc;
 use warren_api::{ApiError, ErrorCode};

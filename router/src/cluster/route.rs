@@ -10,6 +10,7 @@
 
 use super::copies::LocalCopy;
 use super::forward::{try_forward, Forwarded};
+use super::route_decision::{decide, placed, Route, RouteInput};
 use super::{cluster_error, FromPeer, HEADER_EPOCH};
 use crate::auth::Principal;
 use crate::error::ApiErrorResponse;
@@ -21,7 +22,6 @@ use axum::response::{IntoResponse, Response};
 use http::Method;
 use http_body_util::BodyExt;
 use std::time::Duration;
-use warren_api::keys::DEFAULT_TENANT;
 use warren_api::preview::PreviewRequest;
 use warren_api::{ApiError, ErrorCode};
 use warren_consensus::placement::{choose_owner_excluding, choose_owner_for_new};
@@ -79,67 +79,73 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
         return err(e);
     }
     let cl = &st.cluster.cluster;
-    let from_peer = req.extensions().get::<FromPeer>().is_some();
-    let method = req.method().clone();
     let Some(who) = req.extensions().get::<Principal>().cloned() else {
         return err(ApiError::internal(
             "a sandbox call reached routing unauthenticated",
         ));
     };
-    let placement = match settled_placement(&st, &id).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    // Another tenant's sandbox is answered as absent (and never created over).
-    if let Some(p) = placement.as_ref().filter(|p| !who.may_touch(p.tenant())) {
-        return foreign(&id, &method, whole, p.tenant());
-    }
-    match placement {
-        Some(p) => route_placed(&st, &id, p, req, Serve::Api(next)).await,
-        // Reading or deleting what was never placed: nothing to route to.
-        None if whole && (method == Method::GET || method == Method::DELETE) => {
-            if from_peer {
-                return next.run(req).await;
-            }
-            // This node's view may be behind: "absent" only once it has applied everything
-            // committed before this request (a sandbox created meanwhile is not 404).
-            if let Err(e) = cl.read_barrier(Duration::from_secs(5)).await {
-                return err(ApiError::new(
-                    ErrorCode::Unavailable,
-                    format!(
-                        "this node cannot tell whether sandbox {id} exists right now ({e}); retry"
-                    ),
-                ));
-            }
-            match cl.read(|s| s.placements.get(&id).cloned()) {
-                Some(p) if !who.may_touch(p.tenant()) => foreign(&id, &method, whole, p.tenant()),
-                Some(p) => route_placed(&st, &id, p, req, Serve::Api(next)).await,
-                // A sandbox of a node that predates the cluster is the default tenant's.
-                None if !who.may_touch(DEFAULT_TENANT) => {
-                    foreign(&id, &method, whole, DEFAULT_TENANT)
+    let method = req.method().clone();
+    let from_peer = req.extensions().get::<FromPeer>().is_some();
+    let sent_epoch = peer_epoch(&req);
+    let read_or_delete = whole && (method == Method::GET || method == Method::DELETE);
+    let mut caught_up = false;
+    // Every wait below (a move to end, a read barrier) is bounded by this.
+    let deadline = tokio::time::Instant::now() + MOVE_WAIT;
+    loop {
+        let placement = cl.read(|s| s.placements.get(&id).cloned());
+        let route = decide(&RouteInput {
+            me: cl.id,
+            placement: placement.as_ref(),
+            who: &who,
+            from_peer,
+            sent_epoch,
+            read_or_delete,
+            caught_up,
+        });
+        match route {
+            Route::AwaitMove => {
+                if let Err(r) = await_move(&st, &id, deadline).await {
+                    return r;
                 }
-                None => local_or_absent(&st, &id, req, next).await,
             }
-        }
-        None if from_peer => {
-            // The entry node committed a placement naming us; our log may not have it yet.
-            let expected = peer_epoch(&req).unwrap_or(1);
-            serve_owned(&st, &id, expected, req, Serve::Api(next)).await
-        }
-        None => {
-            let (req, region, size, replay) = match precheck(req, &id, whole).await {
-                Ok(x) => x,
-                Err(r) => return r,
-            };
-            let region = region.unwrap_or_else(|| cl.cfg.region.clone());
-            let new = NewSandbox {
-                id: &id,
-                region: &region,
-                who: &who,
-                size,
-                replay,
-            };
-            place_and_route(&st, new, req, next).await
+            Route::AwaitCatchUp => {
+                // "Absent" only once this node applied everything committed before this
+                // request (a sandbox created meanwhile is not 404).
+                if let Err(e) = cl.read_barrier(Duration::from_secs(5)).await {
+                    return err(ApiError::new(
+                        ErrorCode::Unavailable,
+                        format!(
+                            "this node cannot tell whether sandbox {id} exists right now ({e}); retry"
+                        ),
+                    ));
+                }
+                caught_up = true;
+            }
+            Route::Foreign { owner } => return foreign(&id, &method, whole, &owner),
+            Route::ServeOwned { epoch } => {
+                return serve_owned(&st, &id, epoch, req, Serve::Api(next)).await
+            }
+            Route::Forward { node, epoch } => {
+                return route_to(&st, &id, node, epoch, req, Serve::Api(next)).await
+            }
+            Route::RefuseStale => return owned_elsewhere(&id),
+            Route::LocalOrAbsent => return local_or_absent(&st, &id, req, next).await,
+            Route::ServeAsSent => return next.run(req).await,
+            Route::Place => {
+                let (req, region, size, replay) = match precheck(req, &id, whole).await {
+                    Ok(x) => x,
+                    Err(r) => return r,
+                };
+                let region = region.unwrap_or_else(|| cl.cfg.region.clone());
+                let new = NewSandbox {
+                    id: &id,
+                    region: &region,
+                    who: &who,
+                    size,
+                    replay,
+                };
+                return place_and_route(&st, new, req, next).await;
+            }
         }
     }
 }
@@ -180,8 +186,21 @@ async fn settled_placement(st: &AppState, id: &str) -> Result<Option<Placement>,
     {
         return Ok(placement);
     }
-    let moved = cl
-        .wait_for(MOVE_WAIT, |s| {
+    await_move(st, id, tokio::time::Instant::now() + MOVE_WAIT).await?;
+    Ok(cl.read(|s| s.placements.get(id).cloned()))
+}
+
+/// Waits until sandbox `id` is not moving between nodes (at the latest until `deadline`).
+async fn await_move(
+    st: &AppState,
+    id: &str,
+    deadline: tokio::time::Instant,
+) -> Result<(), Response> {
+    let wait = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let moved = st
+        .cluster
+        .cluster
+        .wait_for(wait, |s| {
             s.placements
                 .get(id)
                 .is_none_or(|p| p.state != PlacementState::Migrating)
@@ -193,7 +212,7 @@ async fn settled_placement(st: &AppState, id: &str) -> Result<Option<Placement>,
             format!("sandbox {id} is moving between nodes; retry"),
         )));
     }
-    Ok(cl.read(|s| s.placements.get(id).cloned()))
+    Ok(())
 }
 
 /// The placement epoch a peer sent a request under: the one its entry node committed.
@@ -203,37 +222,15 @@ fn peer_epoch(req: &Request) -> Option<u64> {
         .and_then(|v| v.to_str().ok()?.parse().ok())
 }
 
-/// What this node does with a peer's request for a sandbox its applied state places on
-/// `placed_on` under `placed_epoch`.
-#[derive(Debug, PartialEq, Eq)]
-enum PeerRequest {
-    /// Placed here: served here (after the usual lease and placement checks).
-    Serve,
-    /// The sender committed a later placement than this node has applied (a new sandbox
-    /// given up by a node that had no room and placed here, say): wait for it to apply.
-    AwaitEpoch(u64),
-    /// Placed elsewhere, and the sender knows nothing newer: its view is stale (one hop
-    /// only, so it is refused and the sender retries).
-    Refuse,
+fn owned_elsewhere(id: &str) -> Response {
+    err(ApiError::new(
+        ErrorCode::Unavailable,
+        format!("sandbox {id} is owned by another node; retry"),
+    ))
 }
 
-/// Pure: see [`PeerRequest`].
-fn peer_request(
-    me: NodeId,
-    placed_on: NodeId,
-    placed_epoch: u64,
-    sent: Option<u64>,
-) -> PeerRequest {
-    match sent {
-        Some(e) if e > placed_epoch => PeerRequest::AwaitEpoch(e),
-        _ if placed_on == me => PeerRequest::Serve,
-        _ => PeerRequest::Refuse,
-    }
-}
-
-/// Serves here or forwards to the owner; a peer's request is served here, waited for when
-/// its sender committed a newer placement than this node has applied, or refused (one hop
-/// only: a stale entry node sent it).
+/// Routes a request for a sandbox placed (and not moving) by [`placed`]: served here,
+/// forwarded to the owner, or refused when a stale peer sent it.
 async fn route_placed(
     st: &AppState,
     id: &str,
@@ -241,19 +238,18 @@ async fn route_placed(
     req: Request,
     serve: Serve,
 ) -> Response {
-    if req.extensions().get::<FromPeer>().is_some() {
-        match peer_request(st.cluster.cluster.id, p.node, p.epoch, peer_epoch(&req)) {
-            PeerRequest::Serve => {}
-            PeerRequest::AwaitEpoch(e) => return serve_owned(st, id, e, req, serve).await,
-            PeerRequest::Refuse => {
-                return err(ApiError::new(
-                    ErrorCode::Unavailable,
-                    format!("sandbox {id} is owned by another node; retry"),
-                ))
-            }
-        }
+    let from_peer = req.extensions().get::<FromPeer>().is_some();
+    match placed(
+        st.cluster.cluster.id,
+        p.node,
+        p.epoch,
+        from_peer,
+        peer_epoch(&req),
+    ) {
+        Route::ServeOwned { epoch } => serve_owned(st, id, epoch, req, serve).await,
+        Route::Forward { node, epoch } => route_to(st, id, node, epoch, req, serve).await,
+        _ => owned_elsewhere(id),
     }
-    route_to(st, id, p.node, p.epoch, req, serve).await
 }
 
 /// A request for an id placed nowhere yet: what placing it needs.
@@ -825,23 +821,6 @@ mod tests {
             http::StatusCode::OK,
             &body(ErrorCode::CapacityExhausted)
         ));
-    }
-
-    #[test]
-    fn a_peer_that_committed_a_later_placement_is_waited_for_and_a_stale_one_refused() {
-        let (me, other) = (1, 2);
-        // Applied here: placed on another node under epoch 4.
-        assert_eq!(
-            peer_request(me, other, 4, Some(5)),
-            PeerRequest::AwaitEpoch(5)
-        );
-        assert_eq!(peer_request(me, other, 4, Some(4)), PeerRequest::Refuse);
-        assert_eq!(peer_request(me, other, 4, Some(3)), PeerRequest::Refuse);
-        assert_eq!(peer_request(me, other, 4, None), PeerRequest::Refuse);
-        // Placed here.
-        assert_eq!(peer_request(me, me, 4, Some(4)), PeerRequest::Serve);
-        assert_eq!(peer_request(me, me, 4, None), PeerRequest::Serve);
-        assert_eq!(peer_request(me, me, 4, Some(6)), PeerRequest::AwaitEpoch(6));
     }
 
     #[test]
