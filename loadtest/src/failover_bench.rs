@@ -42,7 +42,7 @@ async fn exec(client: &Client, id: &str, script: &str) -> anyhow::Result<(String
 /// Waits until every sandbox of `ids` has a snapshot listed (its first checkpoint), then a
 /// moment for the commit that records it.
 async fn wait_checkpoints(client: &Client, ids: &[String]) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + back_within(ids.len());
     for id in ids {
         loop {
             let v: serde_json::Value = client
@@ -62,9 +62,20 @@ async fn wait_checkpoints(client: &Client, ids: &[String]) -> anyhow::Result<()>
     Ok(())
 }
 
-/// Until `id` answers with its file through `client`: the time since `t0`.
-async fn served_again(client: Client, id: String, t0: Instant) -> anyhow::Result<Duration> {
-    let deadline = t0 + Duration::from_secs(120);
+/// How long `n` sandboxes may take to come back: two minutes, and a second more for each
+/// (restores on two cores run a few per second).
+fn back_within(n: usize) -> Duration {
+    Duration::from_secs(120 + n as u64)
+}
+
+/// Until `id` answers with its file through `client`: the time since `t0` (at most `limit`).
+async fn served_again(
+    client: Client,
+    id: String,
+    t0: Instant,
+    limit: Duration,
+) -> anyhow::Result<Duration> {
+    let deadline = t0 + limit;
     loop {
         match exec(&client, &id, "cat /workspace/f").await {
             Ok((_, out)) if out.trim() == id => return Ok(t0.elapsed()),
@@ -117,7 +128,7 @@ pub async fn failover_time(n: usize, table: &mut Table) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let wakes = futures_util::future::join_all(
         kept.iter()
-            .map(|id| served_again(c.clients[entry].clone(), id.clone(), t0)),
+            .map(|id| served_again(c.clients[entry].clone(), id.clone(), t0, back_within(n))),
     )
     .await
     .into_iter()
@@ -130,7 +141,7 @@ pub async fn failover_time(n: usize, table: &mut Table) -> anyhow::Result<()> {
     let back = futures_util::future::join_all(
         doomed
             .iter()
-            .map(|id| served_again(c.clients[entry].clone(), id.clone(), t0)),
+            .map(|id| served_again(c.clients[entry].clone(), id.clone(), t0, back_within(n))),
     )
     .await
     .into_iter()
