@@ -86,23 +86,10 @@ async fn three_nodes_route_every_request_to_the_owner_and_forward_streams() {
     );
 
     // 100 MiB up through one non-owner and down through the other.
-    const MIB: usize = 1 << 20;
-    let chunk = |i: u64| bytes::Bytes::from(vec![(i % 251) as u8; MIB]);
-    let mut h = Sha256::new();
-    for i in 0..100 {
-        h.update(chunk(i));
-    }
-    let expected = hex::encode(h.finalize());
-    let body =
-        futures_util::stream::iter(0..100u64).map(move |i| Ok::<_, std::io::Error>(chunk(i)));
+    let (body, expected) = super::harness::patterned_upload(100);
     let w = c.nodes[other]
         .client
-        .write_file(
-            &id,
-            "/workspace/big",
-            reqwest::Body::wrap_stream(body),
-            None,
-        )
+        .write_file(&id, "/workspace/big", body, None)
         .await
         .unwrap();
     assert_eq!(w.sha256, expected);

@@ -420,3 +420,18 @@ pub fn first_held_off(statuses: &[u16], refused: u16, allowed: usize) -> usize {
     );
     first
 }
+
+/// A streamed upload of `mib` MiB (chunk `i` repeats byte `i % 251`), and the sha256 hex of
+/// what it sends.
+pub fn patterned_upload(mib: u64) -> (reqwest::Body, String) {
+    use futures_util::StreamExt;
+    use sha2::{Digest, Sha256};
+    const MIB: usize = 1 << 20;
+    let chunk = |i: u64| bytes::Bytes::from(vec![(i % 251) as u8; MIB]);
+    let mut h = Sha256::new();
+    for i in 0..mib {
+        h.update(chunk(i));
+    }
+    let body = futures_util::stream::iter(0..mib).map(move |i| Ok::<_, std::io::Error>(chunk(i)));
+    (reqwest::Body::wrap_stream(body), hex::encode(h.finalize()))
+}

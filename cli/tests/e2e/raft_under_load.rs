@@ -10,9 +10,7 @@
 
 use super::cluster_harness::{ids_on, TestCluster};
 use super::terminals::{read_until, size};
-use futures_util::StreamExt;
 use reqwest::Method;
-use sha2::{Digest, Sha256};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use warren_client::{Client, TerminalEvent};
@@ -198,23 +196,10 @@ async fn raft_heartbeats_stay_on_time_under_100_terminals_and_a_1_gib_upload() {
         stop_sampling.clone(),
     ));
 
-    const MIB: usize = 1 << 20;
-    let chunk = |i: u64| bytes::Bytes::from(vec![(i % 251) as u8; MIB]);
-    let mut h = Sha256::new();
-    for i in 0..UPLOAD_MIB {
-        h.update(chunk(i));
-    }
-    let expected = hex::encode(h.finalize());
-    let body =
-        futures_util::stream::iter(0..UPLOAD_MIB).map(move |i| Ok::<_, std::io::Error>(chunk(i)));
+    let (body, expected) = super::harness::patterned_upload(UPLOAD_MIB);
     let started = Instant::now();
     let written = through
-        .write_file(
-            &id,
-            "/workspace/big",
-            reqwest::Body::wrap_stream(body),
-            None,
-        )
+        .write_file(&id, "/workspace/big", body, None)
         .await
         .unwrap();
     let upload = started.elapsed();
@@ -248,7 +233,7 @@ async fn raft_heartbeats_stay_on_time_under_100_terminals_and_a_1_gib_upload() {
     );
 
     assert_eq!(written.sha256, expected);
-    assert_eq!(written.size, UPLOAD_MIB * MIB as u64);
+    assert_eq!(written.size, UPLOAD_MIB << 20);
     assert!(
         silent.is_empty(),
         "{} terminals no longer answer after the upload: {silent:#?}",
