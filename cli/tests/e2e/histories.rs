@@ -525,3 +525,66 @@ async fn an_owner_cut_off_past_the_failure_timeout_forks_nothing_and_keeps_what_
         },
     );
 }
+
+/// A rolling restart, the way an upgrade goes (docs/operations.md, "Rolling upgrade"): each
+/// node in turn, the leader included, stopped in order (SIGTERM), started again on its data
+/// directory and waited for until the cluster sees every node up, while clients append
+/// through every node. The failure timeout is longer than a restart, so no sandbox is failed
+/// over: nothing acknowledged may be lost, nothing may fork, and only requests that entered
+/// a node while it was down may go unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_of_every_node_loses_nothing_and_forks_nothing() {
+    let mut c = TestCluster::start_with(
+        3,
+        1,
+        "checkpoint_every_s = 1\ndown_after_ms = 15000\nlease_ms = 2000\n",
+    )
+    .await;
+    c.wait_voters_everywhere(3).await;
+    let sandboxes = one_sandbox_per_node(&c).await;
+    let start = Instant::now();
+    let clients = start_clients(&c, &sandboxes, start, Duration::from_secs(45));
+    let all_up = |v: &serde_json::Value| {
+        v["leader"].is_string()
+            && v["nodes"]
+                .as_array()
+                .is_some_and(|a| a.len() == 3 && a.iter().all(|x| x["state"] == "up"))
+    };
+    let mut down = Vec::new();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for i in 0..3 {
+        eprintln!("upgrade: restarting {}", c.nodes[i].name);
+        let from = start.elapsed();
+        c.terminate(i);
+        c.restart(i);
+        assert!(
+            c.wait(Duration::from_secs(60), all_up).await,
+            "{} did not come back up",
+            c.nodes[i].name
+        );
+        down.push((i, from, start.elapsed()));
+        tokio::time::sleep(Duration::from_secs(4)).await;
+    }
+    let last_back = down.last().map(|d| d.2).unwrap_or_default();
+
+    let ops = join_all(clients).await;
+    let files = settled_files(&c, &sandboxes).await;
+    let unanswered = |o: &Op| entry_down(&down, o);
+    judge(
+        &ops,
+        &files,
+        &Allowances {
+            may_lose: &|_| false,
+            may_go_unanswered: &unanswered,
+        },
+    );
+    // Every sandbox took appends again after the last restart.
+    for s in &sandboxes {
+        let after = ops
+            .iter()
+            .filter(|o| &o.sandbox == s && o.sent > last_back)
+            .filter(|o| matches!(o.outcome, Outcome::Acked { .. }))
+            .count();
+        assert!(after > 0, "{s} took no append after the last restart");
+    }
+}
