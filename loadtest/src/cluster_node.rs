@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use warren_cli::wan::{DelayMatrix, WanRelay};
 use warren_client::Client;
 
 pub struct BenchCluster {
@@ -14,6 +15,15 @@ pub struct BenchCluster {
     pub names: Vec<String>,
     pub clients: Vec<Client>,
     dir: PathBuf,
+    /// Between the nodes' QUIC endpoints when they are in regions apart (`start_wan`).
+    wan: Option<Wan>,
+}
+
+/// Nodes spread over regions (`r1`, `r2`, …) whose datagrams pass a relay that delays them
+/// by the regions' round trip.
+struct Wan {
+    relay: WanRelay,
+    regions: usize,
 }
 
 fn free_port(udp: bool) -> u16 {
@@ -45,6 +55,25 @@ impl BenchCluster {
     /// Like [`start`](Self::start), with more settings (TOML lines) for node `i` from
     /// `extra(i)`.
     pub async fn start_each(n: usize, extra: impl Fn(usize) -> String) -> anyhow::Result<Self> {
+        Self::start_inner(n, extra, None).await
+    }
+
+    /// `n` nodes on default timing, node `i` in region `r{i % regions + 1}`, with the round
+    /// trips of `delays` between the regions (the user-space relay `warren local-cluster
+    /// --wan` uses). Call from a multi-threaded runtime: the relay runs on it.
+    pub async fn start_wan(n: usize, regions: usize, delays: DelayMatrix) -> anyhow::Result<Self> {
+        let wan = Wan {
+            relay: WanRelay::new(delays, 0.0),
+            regions: regions.max(1),
+        };
+        Self::start_inner(n, |_| String::new(), Some(wan)).await
+    }
+
+    async fn start_inner(
+        n: usize,
+        extra: impl Fn(usize) -> String,
+        wan: Option<Wan>,
+    ) -> anyhow::Result<Self> {
         let warren = std::env::current_exe()?.with_file_name("warren");
         let tag = hex::encode(rand::random::<[u8; 3]>());
         let dir = PathBuf::from(format!("/tmp/wbc-{tag}"));
@@ -56,6 +85,7 @@ impl BenchCluster {
             names: Vec::new(),
             clients: Vec::new(),
             dir: dir.clone(),
+            wan,
         };
         for i in 0..n {
             let name = format!("bc{tag}n{i}");
@@ -65,15 +95,27 @@ impl BenchCluster {
                 .map(|c| format!("join = \"{}\"\n", c.base_url()))
                 .unwrap_or_default();
             let cfg = dir.join(format!("{name}.toml"));
+            let peer_port = free_port(true);
+            let placed = match &me.wan {
+                Some(wan) => {
+                    let region = format!("r{}", i % wan.regions + 1);
+                    let real = std::net::SocketAddr::from(([127, 0, 0, 1], peer_port));
+                    let front = wan
+                        .relay
+                        .add_node([127, 0, 0, 1].into(), real, &region)
+                        .context("a relay address")?;
+                    format!("region = \"{region}\"\nadvertise_peer = \"{front}\"\n")
+                }
+                None => String::new(),
+            };
             std::fs::write(
                 &cfg,
                 format!(
-                    "name = \"{name}\"\ndata_dir = \"{}\"\nlisten = \"127.0.0.1:{}\"\npeer_listen = \"127.0.0.1:{}\"\n\
+                    "name = \"{name}\"\ndata_dir = \"{}\"\nlisten = \"127.0.0.1:{}\"\npeer_listen = \"127.0.0.1:{peer_port}\"\n\
                      {join}join_token = \"wj_{tag}\"\napi_key_file = \"{}\"\nspare_networks = 1\nwarm_max = 0\nrate_limit_per_s = 0\n\
-                     object_store = \"{}\"\n{}\n",
+                     {placed}object_store = \"{}\"\n{}\n",
                     dir.join(&name).display(),
                     free_port(false),
-                    free_port(true),
                     dir.join("api-key").display(),
                     dir.join("objects").display(),
                     extra(i),
@@ -103,7 +145,7 @@ impl BenchCluster {
             me.names.push(name);
             me.children.push(child);
         }
-        // Wait for every node to be a voter.
+        // Wait for every node to be up, and for the voters the cluster wants (an odd number).
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let v: serde_json::Value = me.clients[0]
@@ -116,7 +158,10 @@ impl BenchCluster {
                 .as_array()
                 .map(|a| a.iter().filter(|n| n["voter"] == true).count())
                 .unwrap_or(0);
-            if voters == n.min(5) - (1 - n.min(5) % 2) {
+            let all_up = v["nodes"]
+                .as_array()
+                .is_some_and(|a| a.len() == n && a.iter().all(|x| x["state"] == "up"));
+            if all_up && voters == n.min(5) - (1 - n.min(5) % 2) {
                 break;
             }
             anyhow::ensure!(Instant::now() < deadline, "cluster did not form: {v}");

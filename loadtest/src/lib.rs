@@ -26,3 +26,4 @@ pub mod snapshot_bench;
 pub mod start_path_bench;
 pub mod surface_bench;
 pub mod userns_bench;
+pub mod wan_exec_bench;

@@ -16,13 +16,15 @@
 //! WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`,
 //! `snapshots`, `watch`, `interpreter`, `userns`, `hostwork`, `cluster`, `failover`,
 //! `commits`, `wan`, `checkpoints`, `placement`, `egress`, `metering`, `burst`, `sessions`,
-//! `startpath`, `clusterburst`, `churn`; default all),
+//! `startpath`, `clusterburst`, `churn`, `wanexec`; default all),
 //! WARREN_BENCH_CHURN_WORKERS and WARREN_BENCH_CHURN_ROUNDS (agents at once and rounds each
 //! in the `churn` scenario, default 4 and 5),
 //! WARREN_BENCH_CLUSTER_BURST (new sessions at once in the `clusterburst` scenario,
 //! default 60),
 //! WARREN_BENCH_START_N (starts per variant in the `startpath` scenario, default 10),
 //! WARREN_BENCH_WAN (placement commits per region latency in the `wan` scenario, default 100),
+//! WARREN_BENCH_WAN_EXEC (forwarded execs per region latency in the `wanexec` scenario,
+//! default 100),
 //! WARREN_BENCH_BURST_SESSIONS (new sessions per burst in the `burst` scenario, default 200),
 //! WARREN_BENCH_SESSION_RATE and WARREN_BENCH_SESSION_SECS (arrivals per second and for how
 //! long in the `sessions` scenario, default 5 and 30),
@@ -35,7 +37,7 @@ use warren_loadtest::{
     burst_bench, checkpoint_bench, churn_bench, cluster_burst_bench, cluster_node, commit_bench,
     egress_bench, failover_bench, host_work_bench, html_report, interpreter_bench, metering_bench,
     node::BenchNode, placement_bench, report::Table, scenarios, snapshot_bench, start_path_bench,
-    surface_bench, userns_bench,
+    surface_bench, userns_bench, wan_exec_bench,
 };
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -62,6 +64,7 @@ async fn main() -> anyhow::Result<()> {
     let meter_window = env_usize("WARREN_BENCH_METER_WINDOW_S", 60).clamp(10, 600);
     let sim_ids = env_usize("WARREN_BENCH_SIM_IDS", 1_000_000).clamp(1000, 5_000_000);
     let wan_n = env_usize("WARREN_BENCH_WAN", 100).clamp(10, 2000);
+    let wan_exec_n = env_usize("WARREN_BENCH_WAN_EXEC", 100).clamp(10, 1000);
     let only = std::env::var("WARREN_BENCH_ONLY").unwrap_or_default();
     let run = |part: &str| only.is_empty() || only.split(',').any(|p| p.trim() == part);
     let mut table = Table::default();
@@ -154,6 +157,10 @@ async fn main() -> anyhow::Result<()> {
     if run("wan") {
         eprintln!("bench: placement commits across regions (user-space WAN relay)");
         commit_bench::wan_commit_latency(wan_n, &mut table).await?;
+    }
+    if run("wanexec") {
+        eprintln!("bench: forwarded exec across regions (user-space WAN relay)");
+        wan_exec_bench::forwarded_exec_across_regions(wan_exec_n, &mut table).await?;
     }
     if run("egress") {
         egress_bench::proxy_cost(egress_n, &mut table).await?;
