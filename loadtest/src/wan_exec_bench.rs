@@ -4,10 +4,10 @@
 //! request pays one round trip between the regions and nothing more (the entry node reads
 //! the owner from its applied state, and the pooled connection needs no handshake).
 
-use crate::cluster_node::BenchCluster;
+use crate::cluster_node::{interleaved_execs, BenchCluster};
 use crate::report::{percentiles, Table};
 use anyhow::Context;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use warren_cli::wan::DelayMatrix;
 
 /// The round trips between the two regions, in turn.
@@ -41,24 +41,7 @@ pub async fn forwarded_exec_across_regions(n: usize, table: &mut Table) -> anyho
             .context("the sandbox's node")?
             .to_string();
         anyhow::ensure!(owner == c.names[0], "placed on {owner}, not in r1");
-        // Warm-up: connections, the guest.
-        for _ in 0..10 {
-            c.clients[0].sh(&id, "true").await?;
-            c.clients[1].sh(&id, "true").await?;
-        }
-        let (mut direct, mut forwarded) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        let deadline = Instant::now() + Duration::from_secs(120);
-        for _ in 0..n {
-            if Instant::now() > deadline {
-                break;
-            }
-            let t = Instant::now();
-            c.clients[0].sh(&id, "true").await?;
-            direct.push(t.elapsed());
-            let t = Instant::now();
-            c.clients[1].sh(&id, "true").await?;
-            forwarded.push(t.elapsed());
-        }
+        let (direct, forwarded) = interleaved_execs(&c.clients[0], &c.clients[1], &id, n).await?;
         let (d50, _) = percentiles(&direct);
         let (f50, _) = percentiles(&forwarded);
         let added = f50 - d50;

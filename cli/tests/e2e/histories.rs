@@ -251,6 +251,24 @@ pub(super) fn entry_down(windows: &[(usize, Duration, Duration)], op: &Op) -> bo
         .any(|&(node, from, to)| node == op.entry && op.sent < to && from < op.ended)
 }
 
+/// Judges a history in which nothing acknowledged may be lost: only requests that entered a
+/// node while it was down (`down`: node, from, to) may go unanswered.
+fn judge_nothing_lost(
+    ops: &[Op],
+    files: &BTreeMap<String, Vec<String>>,
+    down: &[(usize, Duration, Duration)],
+) {
+    let unanswered = |o: &Op| entry_down(down, o);
+    judge(
+        ops,
+        files,
+        &Allowances {
+            may_lose: &|_| false,
+            may_go_unanswered: &unanswered,
+        },
+    );
+}
+
 /// Partitions and pauses shorter than the failure timeout: an owner cut off from the rest, the
 /// leader paused, a one-way loss from the leader to a follower, the leader cut off from both
 /// followers, an owner paused. Nothing may be lost and nothing may fork; every request is answered (one that
@@ -311,15 +329,7 @@ async fn under_short_partitions_and_pauses_no_acknowledged_append_is_lost_or_for
 
     let ops = join_all(clients).await;
     let files = settled_files(&c, &sandboxes).await;
-    let unanswered = |o: &Op| entry_down(&down, o);
-    judge(
-        &ops,
-        &files,
-        &Allowances {
-            may_lose: &|_| false,
-            may_go_unanswered: &unanswered,
-        },
-    );
+    judge_nothing_lost(&ops, &files, &down);
 }
 
 /// An owner killed with SIGKILL while clients write, failed over, then started again: what it
@@ -431,15 +441,7 @@ async fn an_entry_node_that_owns_nothing_killed_loses_nothing_and_forks_nothing(
     let ops = join_all(clients).await;
     let files = settled_files(&c, &sandboxes).await;
     let down = [(victim, kill.signalled, kill.back)];
-    let unanswered = |o: &Op| entry_down(&down, o);
-    judge(
-        &ops,
-        &files,
-        &Allowances {
-            may_lose: &|_| false,
-            may_go_unanswered: &unanswered,
-        },
-    );
+    judge_nothing_lost(&ops, &files, &down);
     // Requests through the other nodes kept being acknowledged while it was dead.
     let acked_meanwhile = ops
         .iter()
@@ -569,15 +571,7 @@ async fn a_rolling_restart_of_every_node_loses_nothing_and_forks_nothing() {
 
     let ops = join_all(clients).await;
     let files = settled_files(&c, &sandboxes).await;
-    let unanswered = |o: &Op| entry_down(&down, o);
-    judge(
-        &ops,
-        &files,
-        &Allowances {
-            may_lose: &|_| false,
-            may_go_unanswered: &unanswered,
-        },
-    );
+    judge_nothing_lost(&ops, &files, &down);
     // Every sandbox took appends again after the last restart.
     for s in &sandboxes {
         let after = ops
