@@ -1,7 +1,7 @@
 //! A three-node cluster of `warren serve` processes from this build, for forwarding
 //! benchmarks; removed afterwards.
 
-use crate::report::{percentiles, Row, Table};
+use crate::report::{percentiles, Table};
 use anyhow::Context;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -246,14 +246,13 @@ pub async fn forwarding_overhead(
         interleaved_execs(&c.clients[owner], &c.clients[other], id, n).await?;
     let (d50, _) = percentiles(&direct);
     let (f50, _) = percentiles(&forwarded);
-    table.add(Row {
-        name: "exec `true` entering a non-owner".into(),
-        n: forwarded.len(),
-        ours: percentiles(&forwarded),
-        baseline_name: "same, entering the owner".into(),
-        baseline: percentiles(&direct),
-        target: format!("+{:.2} ms at p50 (target <= +1 ms)", f50 - d50),
-    });
+    table.add_sampled(
+        "exec `true` entering a non-owner",
+        &forwarded,
+        "same, entering the owner",
+        &direct,
+        &format!("+{:.2} ms at p50 (target <= +1 ms)", f50 - d50),
+    );
     Ok(owner)
 }
 

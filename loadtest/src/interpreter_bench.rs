@@ -3,7 +3,7 @@
 //! what an agent without contexts would pay).
 
 use crate::node::BenchNode;
-use crate::report::{percentiles, Row, Table};
+use crate::report::{percentiles, Table};
 use anyhow::Context;
 use std::time::{Duration, Instant};
 use warren_api::exec::ExecRequest;
@@ -57,14 +57,13 @@ pub async fn round_trip(node: &BenchNode, n: usize, table: &mut Table) -> anyhow
     }
     let (i50, _) = percentiles(&interp);
     let (b50, _) = percentiles(&baseline);
-    table.add(Row {
-        name: "interpreter run `1+1`, warm".into(),
-        n: interp.len(),
-        ours: percentiles(&interp),
-        baseline_name: "exec `python3 -c '1+1'`".into(),
-        baseline: percentiles(&baseline),
-        target: format!("{:.1}x faster than a new interpreter at p50", b50 / i50),
-    });
+    table.add_sampled(
+        "interpreter run `1+1`, warm",
+        &interp,
+        "exec `python3 -c '1+1'`",
+        &baseline,
+        &format!("{:.1}x faster than a new interpreter at p50", b50 / i50),
+    );
     let _ = c.delete_context(id, &ctx.id).await;
     Ok(())
 }

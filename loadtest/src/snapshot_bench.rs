@@ -251,14 +251,13 @@ async fn wake(node: &BenchNode, n: usize, table: &mut Table) -> anyhow::Result<(
         cold_t.push(t.elapsed());
         c.delete_sandbox(&cold).await?;
     }
-    table.add(Row {
-        name: "wake from sleep + first exec".into(),
-        n: wake_t.len(),
-        ours: percentiles(&wake_t),
-        baseline_name: "create + first exec".into(),
-        baseline: percentiles(&cold_t),
-        target: "report".into(),
-    });
+    table.add_sampled(
+        "wake from sleep + first exec",
+        &wake_t,
+        "create + first exec",
+        &cold_t,
+        "report",
+    );
     c.delete_sandbox(id).await?;
     Ok(())
 }

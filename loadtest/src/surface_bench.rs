@@ -3,7 +3,7 @@
 
 use crate::cluster_node::BenchCluster;
 use crate::node::BenchNode;
-use crate::report::{percentiles, Row, Table};
+use crate::report::{percentiles, Table};
 use anyhow::Context;
 use futures_util::StreamExt;
 use std::time::{Duration, Instant};
@@ -81,14 +81,13 @@ pub async fn terminal_echo(
     }
     let (d50, _) = percentiles(&direct);
     let (f50, _) = percentiles(&forwarded);
-    table.add(Row {
-        name: "terminal keystroke echo, non-owner".into(),
-        n: forwarded.len(),
-        ours: percentiles(&forwarded),
-        baseline_name: "same, entering the owner".into(),
-        baseline: percentiles(&direct),
-        target: format!("+{:.2} ms at p50 through the forwarder", f50 - d50),
-    });
+    table.add_sampled(
+        "terminal keystroke echo, non-owner",
+        &forwarded,
+        "same, entering the owner",
+        &direct,
+        &format!("+{:.2} ms at p50 through the forwarder", f50 - d50),
+    );
     Ok(())
 }
 
@@ -125,13 +124,12 @@ pub async fn watch_latency(node: &BenchNode, n: usize, table: &mut Table) -> any
         }
     }
     let (s50, _) = percentiles(&seen);
-    table.add(Row {
-        name: "watch event after touch".into(),
-        n: seen.len(),
-        ours: percentiles(&seen),
-        baseline_name: "the touch's exec call alone".into(),
-        baseline: percentiles(&exec),
-        target: format!("event {s50:.1} ms after the touch began (target <= 100 ms)"),
-    });
+    table.add_sampled(
+        "watch event after touch",
+        &seen,
+        "the touch's exec call alone",
+        &exec,
+        &format!("event {s50:.1} ms after the touch began (target <= 100 ms)"),
+    );
     Ok(())
 }

@@ -11,7 +11,7 @@
 //! cached root filesystem tarball (`deploy/image/build-local.sh`).
 
 use crate::node::BenchNode;
-use crate::report::{percentiles, Row, Table};
+use crate::report::Table;
 use anyhow::Context;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -172,14 +172,13 @@ async fn measure(
         host_root.client.sh(id, "true").await?;
         theirs.push(t.elapsed());
     }
-    table.add(Row {
-        name: "warm exec, user namespaces".into(),
-        n: ours.len(),
-        ours: percentiles(&ours),
-        baseline_name: "the same without (host root)".into(),
-        baseline: percentiles(&theirs),
-        target: "p50 <= 1.1x".into(),
-    });
+    table.add_sampled(
+        "warm exec, user namespaces",
+        &ours,
+        "the same without (host root)",
+        &theirs,
+        "p50 <= 1.1x",
+    );
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     let deadline = Instant::now() + Duration::from_secs(300);
     for i in 0..n_create {
@@ -197,13 +196,12 @@ async fn measure(
             node.client.delete_sandbox(&id).await?;
         }
     }
-    table.add(Row {
-        name: "create + first exec, user namespaces (warm container)".into(),
-        n: ours.len(),
-        ours: percentiles(&ours),
-        baseline_name: "the same without (host root)".into(),
-        baseline: percentiles(&theirs),
-        target: "p50 <= 1.2x".into(),
-    });
+    table.add_sampled(
+        "create + first exec, user namespaces (warm container)",
+        &ours,
+        "the same without (host root)",
+        &theirs,
+        "p50 <= 1.2x",
+    );
     Ok(())
 }
