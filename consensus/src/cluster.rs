@@ -111,7 +111,7 @@ pub struct Cluster {
     view: StateView,
     peers: Arc<Peers>,
     epoch: Instant,
-    /// When the leader's last AppendEntries (a heartbeat or entries) was accepted here, in
+    /// When the leader's last AppendEntries (a heartbeat or entries) was answered here, in
     /// milliseconds after `epoch` plus one (0: never).
     leader_contact: AtomicU64,
     /// This node's lease, as a follower (`lease`).
@@ -595,7 +595,10 @@ impl Cluster {
         match req {
             Request::AppendEntries(r) => {
                 let reply = self.raft.append_entries(r).await;
-                if reply.is_ok() {
+                // Refused for a higher vote: a deposed leader's call, not the leader's.
+                if reply.as_ref().is_ok_and(|r| {
+                    !matches!(r, openraft::raft::AppendEntriesResponse::HigherVote(_))
+                }) {
                     let ms = self.epoch.elapsed().as_millis() as u64 + 1;
                     self.leader_contact.store(ms, Ordering::Relaxed);
                 }
