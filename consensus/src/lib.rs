@@ -41,6 +41,7 @@ pub mod rpc;
 pub mod secrets;
 pub mod snapshot_frame;
 pub mod state;
+pub mod state_codec;
 pub mod store;
 pub mod timing;
 pub mod types;

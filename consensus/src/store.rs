@@ -12,9 +12,9 @@
 // here return it unboxed because every caller hands it straight back to openraft.
 #![allow(clippy::result_large_err)]
 
-use crate::snapshot_frame;
 use crate::state::{ClusterState, CommandResult};
 use crate::types::{LogId, StoredMembership, TypeConfig};
+use crate::{snapshot_frame, state_codec};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage, RaftStateMachine, Snapshot};
 use openraft::{
     AnyError, Entry, EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftLogReader,
@@ -218,7 +218,7 @@ impl StateMachine {
         let mut data = SmData::default();
         if let Some(bytes) = db.get_snapshot().map_err(|e| e.to_string())? {
             let (_, state) = snapshot_frame::decode(&bytes).map_err(|e| e.to_string())?;
-            data = serde_json::from_slice(&state).map_err(|e| format!("snapshot data: {e}"))?;
+            data = state_codec::decode(&state).map_err(|e| e.to_string())?;
         }
         let index = data.last_applied.map(|l| l.index).unwrap_or(0);
         let (tx, _) = watch::channel(index);
@@ -274,7 +274,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             if let Some(hook) = hook {
                 hook();
             }
-            let data = serde_json::to_vec(&copy).map_err(|e| sm_err(ErrorVerb::Read, e))?;
+            let data = state_codec::encode(&copy).map_err(|e| sm_err(ErrorVerb::Read, e))?;
             drop(copy);
             persist(&db, &stored, &data)?;
             Ok(data)
@@ -348,8 +348,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let data = snapshot.into_inner();
         let (db, meta) = (self.db.clone(), meta.clone());
         let new = blocking(move || {
-            let new: SmData =
-                serde_json::from_slice(&data).map_err(|e| sm_err(ErrorVerb::Read, e))?;
+            let new: SmData = state_codec::decode(&data).map_err(|e| sm_err(ErrorVerb::Read, e))?;
             persist(&db, &meta, &data)?;
             Ok(new)
         })
@@ -461,7 +460,7 @@ mod tests {
         assert!(applied.is_ok(), "the applier waited for the snapshot");
         assert!(readable, "a reader did not see the entry applied meanwhile");
         assert_eq!(snap.meta.last_log_id.map(|l| l.index), Some(2));
-        let data: SmData = serde_json::from_slice(snap.snapshot.get_ref()).unwrap();
+        let data: SmData = state_codec::decode(snap.snapshot.get_ref()).unwrap();
         assert!(data.state.placements.contains_key("before"));
         assert!(
             !data.state.placements.contains_key("during"),
@@ -471,6 +470,44 @@ mod tests {
         drop(sm);
         let again = StateMachine::open(db).unwrap();
         assert!(again.view().read(|s| s.placements.contains_key("before")));
+    }
+
+    /// A snapshot an older node stored or sent (its state as plain JSON, not compressed) is
+    /// still loaded after an upgrade in place, and still installed from an older leader.
+    #[tokio::test]
+    async fn a_snapshot_with_the_state_as_plain_json_loads_and_installs() {
+        let mut old = SmData::default();
+        old.state.placements.insert(
+            "old".into(),
+            serde_json::from_value(serde_json::json!({"sandbox": "old", "node": 1, "epoch": 4}))
+                .unwrap(),
+        );
+        let json = serde_json::to_vec(&old).unwrap();
+        let meta = SnapshotMeta::default();
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(RaftDb::open(dir.path()).unwrap());
+        db.put_snapshot(&snapshot_frame::encode(&meta, &json))
+            .unwrap();
+        let mut sm = StateMachine::open(db.clone()).unwrap();
+        assert!(sm.view().read(|s| s.placements.contains_key("old")));
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut fresh = StateMachine::open(Arc::new(RaftDb::open(dir.path()).unwrap())).unwrap();
+        fresh
+            .install_snapshot(&meta, Box::new(Cursor::new(json)))
+            .await
+            .unwrap();
+        assert!(fresh.view().read(|s| s.placements.contains_key("old")));
+        // What this node stores and sends from now on is compressed.
+        let snap = sm
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        assert!(snap.snapshot.get_ref().starts_with(b"WRSZ"));
+        let stored = sm.get_current_snapshot().await.unwrap().unwrap();
+        assert!(stored.snapshot.get_ref().starts_with(b"WRSZ"));
     }
 
     /// openraft's own conformance suite for storage implementations.
