@@ -455,14 +455,14 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
     // Adopted sandboxes stay frozen until this node knows they are still its own, and the
     // guests of every container stop their sandboxes when this process stops vouching for
     // them (it died, or lost its lease).
-    warren_router::cluster::fence::fence_until_leased(&cluster, &safety, &fence_file);
+    warren_control::fence::fence_until_leased(&cluster, &safety, &fence_file);
     let mgr = SandboxManager::start(
         cfg.clone(),
         Arc::new(docker.clone()),
         metrics,
         safety.clone(),
         host_work.clone(),
-        warren_router::cluster::recovery::ClusterRecoveryPoints::new(cluster.clone()),
+        warren_control::recovery::ClusterRecoveryPoints::new(cluster.clone()),
     )
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -533,10 +533,10 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
         tasks.clone(),
     )?;
     let peer_server = warren_router::serve_peers(&state);
-    let migrator = warren_router::cluster::migrate::spawn(state.clone(), tasks.clone());
+    let migrator = warren_control::migrate::spawn(state.control(), tasks.clone());
     // The fence runs until the process ends: it vouches for the sandboxes as long as this
     // process lives, so that a quick restart does not stop them.
-    warren_router::cluster::fence::spawn(state.clone());
+    warren_control::fence::spawn(state.control());
     let resealer = warren_router::cluster::reseal::spawn(state.clone(), tasks.clone());
     let key_uses = warren_router::auth::last_used::spawn(state.clone(), tasks.clone());
     if let Some(ca) = bootstrap_ca {

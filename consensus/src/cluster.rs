@@ -104,6 +104,23 @@ pub enum ClusterError {
     Fatal(String),
 }
 
+/// What a client is answered when the cluster could not do what its request needed.
+impl From<ClusterError> for warren_api::ApiError {
+    fn from(e: ClusterError) -> Self {
+        use warren_api::{ApiError, ErrorCode};
+        match e {
+            ClusterError::NoQuorum(m) => ApiError::new(
+                ErrorCode::Unavailable,
+                format!(
+                    "the cluster cannot commit right now (no quorum or an election in progress): {m}"
+                ),
+            ),
+            ClusterError::Rejected(m) => ApiError::new(ErrorCode::Conflict, m),
+            ClusterError::Storage(m) | ClusterError::Fatal(m) => ApiError::internal(m),
+        }
+    }
+}
+
 pub struct Cluster {
     pub raft: Raft,
     pub id: NodeId,

@@ -248,7 +248,7 @@ impl Sim {
     }
 
     /// The leader's round: liveness, lease grants, failover (as `consensus::cluster` and
-    /// `router::cluster::migrate` run them, through the same decision functions).
+    /// `warren_control::migrate` run them, through the same decision functions).
     fn leader_round(&mut self) {
         let Some(l) = self.leader.filter(|l| self.reaches_majority(*l)) else {
             return;

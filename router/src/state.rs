@@ -30,6 +30,15 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// What the cluster's controller (`warren_control`) works with on this node.
+    pub fn control(&self) -> warren_control::Control {
+        warren_control::Control {
+            cluster: self.cluster.cluster.clone(),
+            mgr: self.mgr.clone(),
+            fence_file: self.cluster.fence_file.clone(),
+        }
+    }
+
     pub fn new(
         mgr: Arc<SandboxManager>,
         cluster: Arc<ClusterCtx>,

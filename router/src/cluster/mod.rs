@@ -1,24 +1,22 @@
-//! The cluster side of the API: which node owns a sandbox, forwarding to it over QUIC, the
-//! peer server that receives forwarded requests, the `/v1/cluster` and join endpoints,
-//! moves and failover (`migrate`), recovery points and egress policies as cluster state
-//! (`recovery`, `policy`), whether a local copy is the owner's (`copies`), secrets resealed after a key rotation (`reseal`), and the fence that freezes this node's sandboxes while it holds no lease (`fence`).
+//! The cluster side of the API: which node owns a sandbox (`route_decision`, `route`),
+//! forwarding to it over QUIC, the peer server that receives forwarded requests, the
+//! `/v1/cluster` and join endpoints, egress policies as cluster state (`policy`), and
+//! secrets resealed after a key rotation (`reseal`). What keeps this node's sandboxes and
+//! the placements in agreement — moves, failover, checkpoints, recovery points and the
+//! fence — is the controller, `warren_control`.
 
 pub mod api;
-pub mod copies;
-pub mod fence;
 pub mod forward;
 pub mod gather;
 pub mod join;
-pub mod migrate;
 pub mod peer_server;
 pub mod policy;
-pub mod recovery;
 pub mod reseal;
 pub mod route;
 mod route_decision;
 
 use std::sync::Arc;
-use warren_api::{ApiError, ErrorCode};
+use warren_api::ApiError;
 use warren_consensus::{Cluster, ClusterError};
 
 /// Cluster context of a node's API.
@@ -42,14 +40,5 @@ pub struct FromPeer {
 pub const HEADER_EPOCH: &str = "x-warren-placement-epoch";
 
 pub fn cluster_error(e: ClusterError) -> ApiError {
-    match e {
-        ClusterError::NoQuorum(m) => ApiError::new(
-            ErrorCode::Unavailable,
-            format!(
-                "the cluster cannot commit right now (no quorum or an election in progress): {m}"
-            ),
-        ),
-        ClusterError::Rejected(m) => ApiError::new(ErrorCode::Conflict, m),
-        ClusterError::Storage(m) | ClusterError::Fatal(m) => ApiError::internal(m),
-    }
+    e.into()
 }

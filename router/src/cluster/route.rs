@@ -8,7 +8,6 @@
 //! take the same path (waiting for a move, lease, placement checks) with the preview proxy
 //! in place of the API router.
 
-use super::copies::LocalCopy;
 use super::forward::{try_forward, Forwarded};
 use super::route_decision::{decide, placed, Route, RouteInput};
 use super::{cluster_error, FromPeer, HEADER_EPOCH};
@@ -27,6 +26,9 @@ use warren_api::{ApiError, ErrorCode};
 use warren_consensus::placement::{choose_owner_excluding, choose_owner_for_new};
 use warren_consensus::state::{Size, QUOTA_EXCEEDED};
 use warren_consensus::{Command, CommandResult, NodeId, NodeState, Placement, PlacementState};
+use warren_control::copies::LocalCopy;
+use warren_control::handoff::handoff_of;
+use warren_control::{fence, migrate};
 use warren_node::safety::Guarantee;
 
 /// What serves a request once it reached the sandbox's owner.
@@ -614,8 +616,9 @@ async fn serve_local(st: &AppState, id: &str, req: Request, serve: Serve) -> Res
     // A copy left from an earlier time this node owned the sandbox: the cluster's recovery
     // point is newer. It is set aside (saved as a conflict snapshot) before anything is
     // served; while that cannot be done, nothing is.
-    if super::fence::judge_copy(st, id) == LocalCopy::Stale
-        && !super::fence::discard_taken_over(st, id).await
+    let control = st.control();
+    if fence::judge_copy(&control, id) == LocalCopy::Stale
+        && !fence::discard_taken_over(&control, id).await
     {
         return err(ApiError::new(
             ErrorCode::Unavailable,
@@ -627,7 +630,7 @@ async fn serve_local(st: &AppState, id: &str, req: Request, serve: Serve) -> Res
             s.placements
                 .get(id)
                 .filter(|p| p.node == cl.id)
-                .and_then(|p| super::policy::handoff_of(p).map(|h| (h, p.owner_since)))
+                .and_then(|p| handoff_of(p).map(|h| (h, p.owner_since)))
         });
         if let Some((h, since)) = handoff {
             if let Err(e) = st.mgr.take_over(id, &h, since).await {
@@ -652,9 +655,9 @@ async fn serve_local(st: &AppState, id: &str, req: Request, serve: Serve) -> Res
     let resp = serve.run(st, req).await;
     drop(in_flight);
     if api && !delete && resp.status().is_success() {
-        super::migrate::stamp_new_copy(st, id).await;
+        migrate::stamp_new_copy(&control, id).await;
         // A sandbox created by this request is recoverable elsewhere before it is answered.
-        super::migrate::publish_first_handoff(st, id).await;
+        migrate::publish_first_handoff(&control, id).await;
     }
     if delete && resp.status().is_success() {
         // Deleted here; answered as deleted only once the cluster forgot it too (or its

@@ -18,8 +18,8 @@
 //! * **Leftovers.** A copy here of a sandbox another node owns (after a failover this node
 //!   missed) is removed, what it held saved as a conflict snapshot (`fence`).
 
-use super::copies::LocalCopy;
-use crate::state::AppState;
+use crate::copies::LocalCopy;
+use crate::Control;
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -53,7 +53,7 @@ fn to_raft(h: HandoffData) -> Handoff {
 
 /// Runs the loop until `stop` is cancelled (a tick under way, a move included, ends first:
 /// the node's shutdown waits for it within its deadline).
-pub fn spawn(st: AppState, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+pub fn spawn(st: Control, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut checkpoints: HashMap<String, (Instant, u64)> = HashMap::new();
         loop {
@@ -66,8 +66,8 @@ pub fn spawn(st: AppState, stop: CancellationToken) -> tokio::task::JoinHandle<(
     })
 }
 
-async fn applied(st: &AppState, cmd: Command) -> Option<Placement> {
-    match st.cluster.cluster.propose(cmd).await {
+async fn applied(st: &Control, cmd: Command) -> Option<Placement> {
+    match st.cluster.propose(cmd).await {
         Ok(CommandResult::Placement {
             placement,
             applied: true,
@@ -80,8 +80,8 @@ async fn applied(st: &AppState, cmd: Command) -> Option<Placement> {
     }
 }
 
-async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) {
-    let cl = &st.cluster.cluster;
+async fn tick(st: &Control, checkpoints: &mut HashMap<String, (Instant, u64)>) {
+    let cl = &st.cluster;
     // Every decision below needs this node's view to be current (caught up and in touch).
     if !cl.has_lease() {
         return;
@@ -96,9 +96,9 @@ async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) 
     // ownership (the cluster's recovery point is newer).
     for id in &local {
         let epoch = st.mgr.copy_epoch(id).flatten();
-        match super::copies::judge(state.placements.get(id), me, epoch) {
+        match crate::copies::judge(state.placements.get(id), me, epoch) {
             c if c.set_aside() => {
-                super::fence::discard_taken_over(st, id).await;
+                crate::fence::discard_taken_over(st, id).await;
             }
             LocalCopy::Current if epoch.is_none() => stamp_new_copy(st, id).await,
             _ => {}
@@ -109,7 +109,7 @@ async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) 
     for p in state.placements.on_node(me) {
         let id = &p.sandbox;
         if p.state == PlacementState::Active && !local.contains(id) {
-            if let Some(h) = super::policy::handoff_of(p) {
+            if let Some(h) = crate::handoff::handoff_of(p) {
                 if let Err(e) = st.mgr.take_over(id, &h, p.owner_since).await {
                     tracing::warn!(sandbox_id = %id, error = %e, "cannot take over a sandbox");
                 }
@@ -126,7 +126,7 @@ async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) 
         // Only the owner's copy is moved or checkpointed: never one another node owns, nor
         // a stale one not set aside yet (its conflict snapshot could not be written).
         let epoch = st.mgr.copy_epoch(id).flatten();
-        if super::copies::judge(Some(p), me, epoch) != LocalCopy::Current {
+        if crate::copies::judge(Some(p), me, epoch) != LocalCopy::Current {
             continue;
         }
         if p.state == PlacementState::Migrating {
@@ -171,8 +171,8 @@ async fn tick(st: &AppState, checkpoints: &mut HashMap<String, (Instant, u64)>) 
 }
 
 /// Moves one sandbox of this node to `target`.
-async fn move_out(st: &AppState, id: &str, p: &Placement, target: NodeId, draining: bool) {
-    let me = st.cluster.cluster.id;
+async fn move_out(st: &Control, id: &str, p: &Placement, target: NodeId, draining: bool) {
+    let me = st.cluster.id;
     let Some(moving) = applied(
         st,
         Command::BeginMove {
@@ -196,7 +196,6 @@ async fn move_out(st: &AppState, id: &str, p: &Placement, target: NodeId, draini
     // flight finish (a drain must go on after a bound; a rebalance found the sandbox quiet
     // and keeps it so).
     st.cluster
-        .cluster
         .wait_for(Duration::from_secs(5), |s| {
             s.placements
                 .get(id)
@@ -242,8 +241,8 @@ async fn move_out(st: &AppState, id: &str, p: &Placement, target: NodeId, draini
 /// Leader: placements on nodes that are down, draining but silent, or removed go to
 /// survivors, with their last handoff, once no lease of that node can still be running (it
 /// stopped serving them by then). One batch per tick, its commits concurrent.
-async fn fail_over(st: &AppState, state: &ClusterState) {
-    let cl = &st.cluster.cluster;
+async fn fail_over(st: &Control, state: &ClusterState) {
+    let cl = &st.cluster;
     let silent = cl.silent_nodes();
     let plan = plan_failover(
         state,
@@ -293,8 +292,8 @@ async fn fail_over(st: &AppState, state: &ClusterState) {
 /// Tells the cluster this node's sandbox limit, and whether it is full (it would refuse to
 /// start a sandbox of the default size now), when either differs from what the state says:
 /// new placements, failover and rebalancing pass over a full node.
-async fn announce_limits(st: &AppState) {
-    let cl = &st.cluster.cluster;
+async fn announce_limits(st: &Control) {
+    let cl = &st.cluster;
     let max = st.mgr.config().max_sandboxes as u64;
     let full = st.mgr.is_full();
     let said = cl.read(|s| s.nodes.get(&cl.id).map(|n| (n.max_sandboxes, n.full)));
@@ -313,13 +312,13 @@ async fn announce_limits(st: &AppState) {
 /// Publishes a first handoff at once, then a snapshot every `checkpoint_every` while the
 /// sandbox is active.
 async fn checkpoint(
-    st: &AppState,
+    st: &Control,
     id: &str,
     p: &Placement,
     checkpoints: &mut HashMap<String, (Instant, u64)>,
 ) {
     // Alone, no node could take the sandbox over: local sleep and recovery suffice.
-    if st.cluster.cluster.read(|s| s.nodes.len()) < 2 {
+    if st.cluster.read(|s| s.nodes.len()) < 2 {
         return;
     }
     if p.handoff.is_none() {
@@ -361,11 +360,11 @@ async fn checkpoint(
 /// A copy made here before its epoch was known (by the request that created it, or before
 /// epochs were recorded): recorded as the owner's from the epoch the placement gave this
 /// node (`copies`).
-pub(crate) async fn stamp_new_copy(st: &AppState, id: &str) {
+pub async fn stamp_new_copy(st: &Control, id: &str) {
     if st.mgr.copy_epoch(id) != Some(None) {
         return;
     }
-    let cl = &st.cluster.cluster;
+    let cl = &st.cluster;
     let since = cl.read(|s| {
         s.placements
             .get(id)
@@ -382,8 +381,8 @@ pub(crate) async fn stamp_new_copy(st: &AppState, id: &str) {
 /// Publishes the record of a sandbox of this node that has no recovery point in the cluster
 /// yet (it was just created), so that survivors can bring it back with its settings if this
 /// node fails. Costs one commit per sandbox; nothing once published, or in a one-node cluster.
-pub(crate) async fn publish_first_handoff(st: &AppState, id: &str) {
-    let cl = &st.cluster.cluster;
+pub async fn publish_first_handoff(st: &Control, id: &str) {
+    let cl = &st.cluster;
     let epoch = cl.read(|s| {
         if s.nodes.len() < 2 {
             return None;
@@ -399,7 +398,7 @@ pub(crate) async fn publish_first_handoff(st: &AppState, id: &str) {
 }
 
 /// Commits `h` as the sandbox's recovery point; whether it was recorded.
-async fn record_handoff(st: &AppState, id: &str, epoch: u64, h: HandoffData) -> bool {
+async fn record_handoff(st: &Control, id: &str, epoch: u64, h: HandoffData) -> bool {
     let cmd = Command::Checkpoint {
         sandbox: id.to_string(),
         epoch,

@@ -2,8 +2,7 @@
 //! committed placement names it (`Command::Checkpoint`), and a snapshot any placement names
 //! is never deleted (`warren_node::sandbox::recovery`).
 
-use super::cluster_error;
-use super::copies::{self, LocalCopy};
+use crate::copies::{self, LocalCopy};
 use async_trait::async_trait;
 use std::sync::Arc;
 use warren_api::{ApiError, ErrorCode};
@@ -77,7 +76,7 @@ impl RecoveryPoints for ClusterRecoveryPoints {
                 resume: h.resume,
             },
         };
-        match cl.propose(cmd).await.map_err(cluster_error)? {
+        match cl.propose(cmd).await.map_err(ApiError::from)? {
             CommandResult::Placement { applied: true, .. } => Ok(()),
             other => Err(ApiError::new(
                 ErrorCode::Unavailable,
@@ -126,7 +125,7 @@ impl RecoveryPoints for ClusterRecoveryPoints {
             sandbox: id.to_string(),
             epoch,
         };
-        cl.propose(cmd).await.map_err(cluster_error)?;
+        cl.propose(cmd).await.map_err(ApiError::from)?;
         tracing::info!(sandbox_id = %id, epoch, "a create was refused for want of room: its placement is given up");
         Ok(())
     }

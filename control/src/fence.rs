@@ -13,8 +13,8 @@
 //! renewal. The file is renewed only after the copies taken over meanwhile are settled, so a
 //! copy that is about to go never runs on.
 
-use super::copies::{self, LocalCopy};
-use crate::state::AppState;
+use crate::copies::{self, LocalCopy};
+use crate::Control;
 use std::time::Duration;
 use warren_consensus::Cluster;
 use warren_node::runtime::fence_file::FenceFile;
@@ -39,7 +39,7 @@ pub fn fence_until_leased(cluster: &Cluster, safety: &Safety, file: &FenceFile) 
 }
 
 /// Runs the fence until the process ends.
-pub fn spawn(st: AppState) -> tokio::task::JoinHandle<()> {
+pub fn spawn(st: Control) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
             look(&st).await;
@@ -48,8 +48,8 @@ pub fn spawn(st: AppState) -> tokio::task::JoinHandle<()> {
     })
 }
 
-async fn look(st: &AppState) {
-    let cl = &st.cluster.cluster;
+async fn look(st: &Control) {
+    let cl = &st.cluster;
     let safety = st.mgr.safety();
     let alone = cl.read(|s| s.nodes.len()) < 2;
     let fenced = !safety.holds(Guarantee::Lease);
@@ -63,7 +63,7 @@ async fn look(st: &AppState) {
     }
     // Asked again after the settling, which can take seconds: what the guests may run is
     // never more than the lease that is left now.
-    let file = &st.cluster.fence_file;
+    let file = &st.fence_file;
     match file_says(alone, cl.lease_left()) {
         FileSays::Off => file.off(),
         FileSays::RunFor(left) => file.hold_for(left),
@@ -92,7 +92,7 @@ fn file_says(alone: bool, lease_left: Option<Duration>) -> FileSays {
 
 /// Every local copy of a sandbox that another node owns now, or that is older than this
 /// node's latest ownership of it (`copies::judge`): settled (`discard_taken_over`).
-async fn settle_taken_over(st: &AppState) {
+async fn settle_taken_over(st: &Control) {
     for id in st.mgr.local_ids() {
         if judge_copy(st, &id).set_aside() {
             discard_taken_over(st, &id).await;
@@ -101,13 +101,13 @@ async fn settle_taken_over(st: &AppState) {
 }
 
 /// This node's copy of `id` against the committed placement.
-pub(crate) fn judge_copy(st: &AppState, id: &str) -> LocalCopy {
+pub fn judge_copy(st: &Control, id: &str) -> LocalCopy {
     judge_epoch(st, id, st.mgr.copy_epoch(id).flatten())
 }
 
 /// A copy of `id` that carries `epoch`, against the committed placement.
-fn judge_epoch(st: &AppState, id: &str, epoch: Option<u64>) -> LocalCopy {
-    let cl = &st.cluster.cluster;
+fn judge_epoch(st: &Control, id: &str, epoch: Option<u64>) -> LocalCopy {
+    let cl = &st.cluster;
     cl.read(|s| copies::judge(s.placements.get(id), cl.id, epoch))
 }
 
@@ -117,7 +117,7 @@ fn judge_epoch(st: &AppState, id: &str, epoch: Option<u64>) -> LocalCopy {
 /// `conflict` snapshot, logged and listed under the sandbox, so its owner can recover them.
 /// If that snapshot cannot be written, the copy is kept (and tried again next time). True
 /// when no such copy is left (removed, or replaced meanwhile by a take-over).
-pub(crate) async fn discard_taken_over(st: &AppState, id: &str) -> bool {
+pub async fn discard_taken_over(st: &Control, id: &str) -> bool {
     match st.mgr.save_conflict(id).await {
         Ok(Some(snapshot)) => {
             tracing::warn!(sandbox_id = %id, %snapshot, "another node took this sandbox over; what this copy held is kept as a conflict snapshot")
