@@ -525,6 +525,11 @@ pub struct NodeArgs {
     /// How long a burst of requests keeps the warm pool above --warm-containers, seconds.
     #[arg(long, default_value_t = crate::settings::default_warm_horizon_s())]
     pub warm_horizon_s: u64,
+    /// An image besides the default whose sandboxes also take warm containers, in a pool of
+    /// its own that follows its recent demand from none, within --warm-max and
+    /// --warm-memory-mb; repeatable. It must be present on this host.
+    #[arg(long = "warm-image", env = "WARREN_WARM_IMAGES", value_delimiter = ',')]
+    pub warm_images: Vec<String>,
     /// File of the cluster's secrets keys (made at bootstrap, received when joining).
     /// Default: DATA_DIR/cluster/secrets.key.
     #[arg(long)]
@@ -712,6 +717,7 @@ impl NodeArgs {
             warm_memory_mb: self.warm_memory_mb,
             warm_idle_reserve: self.warm_idle_reserve,
             warm_horizon_s: self.warm_horizon_s,
+            warm_images: self.warm_images.clone(),
             secrets_key_file: self.secrets_key_file.clone(),
             ca_file: self.ca_file.clone(),
             cert_lifetime_s: self.cert_lifetime_s,
@@ -919,6 +925,7 @@ mod tests {
             ("docker_host", "DOCKER_HOST"),
             ("join_token", "WARREN_JOIN_TOKEN"),
             ("egress_allow_nets", "WARREN_EGRESS_ALLOW_NETS"),
+            ("warm_images", "WARREN_WARM_IMAGES"),
             ("oci_runtime", "WARREN_OCI_RUNTIME"),
         ];
         let differ: Vec<String> = a

@@ -482,7 +482,7 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
                 horizon: std::time::Duration::from_secs(s.warm_horizon_s),
                 memory_reserve_mb: cfg.capacity.memory_reserve_mb,
                 idle_reserve: s.warm_idle_reserve,
-                image: cfg.default_image.clone(),
+                images: warm_images(&cfg.default_image, &s.warm_images)?,
                 resources: warren_api::sandbox::instance_type(
                     warren_api::sandbox::DEFAULT_INSTANCE_TYPE,
                 )?,
@@ -772,4 +772,18 @@ async fn shutdown_signal() {
         _ = term.recv() => {}
         _ = int.recv() => {}
     }
+}
+
+/// The images of the warm pools: the default image first (it keeps the floor), then the
+/// others named, each once.
+fn warm_images(default: &str, more: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut images = vec![default.to_string()];
+    for image in more {
+        warren_api::sandbox::validate_image(image)
+            .map_err(|e| anyhow::anyhow!("warm_images: {}", e.message))?;
+        if !images.contains(image) {
+            images.push(image.clone());
+        }
+    }
+    Ok(images)
 }

@@ -172,6 +172,12 @@ pub struct Settings {
     /// How long a burst of requests keeps the warm pool above `warm_containers`, seconds.
     #[serde(default = "default_warm_horizon_s")]
     pub warm_horizon_s: u64,
+    /// Images besides the default whose sandboxes also take warm containers: each gets a
+    /// pool of its own that follows its recent demand from none (no floor), within the same
+    /// `warm_max` and `warm_memory_mb` as the default image's. The images must be present
+    /// on this host.
+    #[serde(default)]
+    pub warm_images: Vec<String>,
     /// The cluster CA's certificate and private key (PEM), on the nodes that sign node
     /// certificates (default DATA_DIR/cluster/ca.pem; the first node writes it). Copy it
     /// to another node to make that one a signer too.

@@ -296,3 +296,82 @@ async fn a_node_stopped_while_its_pool_fills_leaves_no_warm_container() {
         );
     }
 }
+
+/// The image of a container, as Docker names it.
+fn image_of(container: &str) -> String {
+    let out = std::process::Command::new("docker")
+        .args(["inspect", "--format", "{{.Config.Image}}", container])
+        .output()
+        .expect("docker inspect");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// An image named in `--warm-image` gets a pool of its own, which follows that image's
+/// demand from none: a burst of its sandboxes (cold, the first time) makes the node keep
+/// containers of that image ready, the next sandbox of it takes one, and the default
+/// image's pool (floor 0 here) stays empty meanwhile. Before, only the default image had
+/// warm containers and every sandbox of another image started cold.
+#[tokio::test]
+async fn a_second_image_gets_a_pool_that_follows_its_own_demand() {
+    let second = "warren/sandbox:warm-second";
+    let tagged = std::process::Command::new("docker")
+        .args(["tag", warren_node::config::DEFAULT_IMAGE, second])
+        .status()
+        .expect("docker tag");
+    assert!(tagged.success());
+    let node = Node::start_with(
+        "127.0.0.1:0",
+        &[
+            "--warm-containers",
+            "0",
+            "--warm-max",
+            "3",
+            "--warm-image",
+            second,
+            "--warm-idle-reserve",
+            "0",
+        ],
+    )
+    .await;
+    let c = &node.client;
+    assert_eq!(node.metric("warren_warm_target").await, 0);
+
+    // Two sandboxes of the second image: both start cold, and are its demand.
+    let of_second = create(serde_json::json!({"image": second}));
+    let ids: Vec<String> = (0..2).map(|i| format!("second{i}-{}", unique())).collect();
+    let made =
+        futures_util::future::join_all(ids.iter().map(|id| c.put_sandbox(id, &of_second))).await;
+    assert!(made.iter().all(|r| r.is_ok()), "{made:?}");
+    assert_eq!(taken(&node, "cold").await, 2);
+    wait_target(&node, 2).await;
+    wait_warm(&node, 2).await;
+    for w in node.warm_containers() {
+        assert_eq!(
+            image_of(&w),
+            second,
+            "{w} is not of the image that was asked for"
+        );
+    }
+
+    // The next one of that image takes a ready container and runs as its own.
+    let next = format!("second-next-{}", unique());
+    c.put_sandbox(&next, &of_second).await.unwrap();
+    assert_eq!(taken(&node, "taken").await, 1);
+    assert_eq!(sh(c, &next, "echo ok").await.trim(), "ok");
+    assert_eq!(image_of(&format!("wrn-{}-{next}", node.node_id)), second);
+
+    // One of the default image finds no warm container of its own (none was asked for)
+    // and starts cold; the second image's pool is not given to it.
+    let plain = format!("plain-{}", unique());
+    c.put_sandbox(&plain, &create(serde_json::json!({})))
+        .await
+        .unwrap();
+    assert_eq!(taken(&node, "cold").await, 3);
+    assert_eq!(
+        image_of(&format!("wrn-{}-{plain}", node.node_id)),
+        warren_node::config::DEFAULT_IMAGE
+    );
+    for id in ids.iter().chain([&next, &plain]) {
+        c.delete_sandbox(id).await.unwrap();
+    }
+}

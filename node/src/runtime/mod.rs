@@ -123,8 +123,10 @@ pub struct WarmPoolConfig {
     /// The pool starts another container only when at least this fraction of the host's
     /// CPU time was idle just before (0: whatever the load).
     pub idle_reserve: f64,
-    /// The only image they are of (sandboxes of other images start cold).
-    pub image: String,
+    /// The images they are of, one pool each: the first is the node's default image, kept
+    /// at least at the floor; the others (`warm_images`) are kept warm only as their own
+    /// recent demand asks. Sandboxes of any other image start cold.
+    pub images: Vec<String>,
     /// Their limits until taken (a taken one gets its sandbox's, except the disk size).
     pub resources: Resources,
     pub guest_binary: PathBuf,

@@ -91,17 +91,47 @@ pub enum Step {
     Start,
     /// Remove one ready container (the pool holds more than it needs).
     Shrink,
-    /// Nothing now.
-    Hold,
 }
 
-/// The next step towards `target` with `ready` containers waiting.
-pub fn next_step(ready: usize, target: usize) -> Step {
-    match ready.cmp(&target) {
-        std::cmp::Ordering::Less => Step::Start,
-        std::cmp::Ordering::Greater => Step::Shrink,
-        std::cmp::Ordering::Equal => Step::Hold,
+/// How many each image's pool aims at, the pools sharing one bound (`Sizing::most`): each
+/// gets its floor (`floors[i]`: the default image's is the operator's floor, other images'
+/// 0), then the room left is shared so that no pool gets more than it wants (its recent
+/// peak) and none that wants more gets less than an equal share (max-min fair): one image's
+/// burst cannot push the others' pools out, and a lone burst may use all the room.
+pub fn targets(sizing: &Sizing, floors: &[usize], peaks: &[usize]) -> Vec<usize> {
+    let mut out: Vec<usize> = floors.to_vec();
+    let mut room = sizing.most().saturating_sub(floors.iter().sum());
+    let wants: Vec<usize> = floors
+        .iter()
+        .zip(peaks)
+        .map(|(f, p)| p.saturating_sub(*f))
+        .collect();
+    let mut order: Vec<usize> = (0..floors.len()).collect();
+    order.sort_by_key(|i| wants[*i]);
+    for (k, i) in order.iter().enumerate() {
+        let share = room / (order.len() - k);
+        let give = wants[*i].min(share);
+        out[*i] += give;
+        room -= give;
     }
+    out
+}
+
+/// The next change across the pools (`ready[i]` containers of image `i` waiting, aiming at
+/// `targets[i]`), among the images that may start one now (`may_start[i]`): first a pool
+/// above its target gives one back (the one furthest above: its memory is another pool's
+/// room), then the pool furthest below its target starts one. None: nothing to do now.
+pub fn next_move(ready: &[usize], targets: &[usize], may_start: &[bool]) -> Option<(usize, Step)> {
+    let over = (0..ready.len())
+        .filter(|i| ready[*i] > targets[*i])
+        .max_by_key(|i| (ready[*i] - targets[*i], std::cmp::Reverse(*i)));
+    if let Some(i) = over {
+        return Some((i, Step::Shrink));
+    }
+    (0..ready.len())
+        .filter(|i| ready[*i] < targets[*i] && may_start[*i])
+        .max_by_key(|i| (targets[*i] - ready[*i], std::cmp::Reverse(*i)))
+        .map(|i| (i, Step::Start))
 }
 
 /// Whether a refill may start now: the sandboxes left at least `idle_reserve` of the
@@ -168,17 +198,89 @@ mod tests {
     }
 
     #[test]
-    fn refilling_waits_for_an_idle_host_and_shrinking_past_the_target() {
-        assert_eq!(next_step(2, 10), Step::Start);
-        assert_eq!(next_step(10, 10), Step::Hold);
-        assert_eq!(next_step(12, 10), Step::Shrink);
+    fn refilling_waits_for_an_idle_host() {
         assert!(may_refill(Some(0.9), 0.5));
         assert!(!may_refill(Some(0.2), 0.5));
         assert!(may_refill(None, 0.5));
         assert!(may_refill(Some(0.0), 0.0));
     }
 
+    #[test]
+    fn pools_share_the_room_fairly_and_keep_their_floors() {
+        let s = sizing(4, 20);
+        // The default image (floor 4) and two others; room for 20 in all.
+        assert_eq!(targets(&s, &[4, 0, 0], &[0, 0, 0]), vec![4, 0, 0]);
+        assert_eq!(targets(&s, &[4, 0, 0], &[10, 3, 0]), vec![10, 3, 0]);
+        // A lone burst may use all the room.
+        assert_eq!(targets(&s, &[4, 0, 0], &[0, 100, 0]), vec![4, 16, 0]);
+        // Two bursts share it; the small want is met in full.
+        assert_eq!(targets(&s, &[4, 0, 0], &[100, 100, 2]), vec![11, 7, 2]);
+        // Moves: shrink the one over its target first, then fill the furthest below.
+        assert_eq!(
+            next_move(&[5, 0, 0], &[4, 3, 0], &[true; 3]),
+            Some((0, Step::Shrink))
+        );
+        assert_eq!(
+            next_move(&[4, 0, 1], &[4, 3, 2], &[true; 3]),
+            Some((1, Step::Start))
+        );
+        assert_eq!(
+            next_move(&[4, 0, 1], &[4, 3, 2], &[true, false, true]),
+            Some((2, Step::Start)),
+            "an image waiting out a failure does not hold up the others"
+        );
+        assert_eq!(next_move(&[4, 3, 2], &[4, 3, 2], &[true; 3]), None);
+    }
+
     proptest! {
+        #[test]
+        fn pool_targets_keep_floors_bounds_and_fairness(
+            floor in 0usize..10, ceiling in 0usize..60,
+            peaks in proptest::collection::vec(0usize..80, 1..6),
+        ) {
+            let s = Sizing { floor, ceiling, memory_budget_mb: 1 << 20, idle_mb: 8 };
+            let mut floors = vec![0; peaks.len()];
+            floors[0] = floor;
+            let t = targets(&s, &floors, &peaks);
+            prop_assert!(t.iter().sum::<usize>() <= s.most());
+            for i in 0..t.len() {
+                prop_assert!(t[i] >= floors[i]);
+                prop_assert!(t[i] <= floors[i].max(peaks[i]));
+            }
+            // Max-min fair: a pool short of its want has at least what any other pool
+            // got above its floor, less one (integer shares).
+            for i in 0..t.len() {
+                if t[i] < floors[i].max(peaks[i]) {
+                    for j in 0..t.len() {
+                        prop_assert!(t[i] - floors[i] + 1 >= t[j] - floors[j]);
+                    }
+                }
+            }
+            // Everyone's want met when it fits.
+            let wanted: usize = floors.iter().zip(&peaks).map(|(f, p)| *f.max(p)).sum();
+            if wanted <= s.most() {
+                let want: Vec<usize> = floors.iter().zip(&peaks).map(|(f, p)| *f.max(p)).collect();
+                prop_assert_eq!(t, want);
+            }
+        }
+
+        #[test]
+        fn a_move_heads_for_the_targets(
+            pools in proptest::collection::vec((0usize..10, 0usize..10, any::<bool>()), 1..6),
+        ) {
+            let ready: Vec<usize> = pools.iter().map(|p| p.0).collect();
+            let targets: Vec<usize> = pools.iter().map(|p| p.1).collect();
+            let may: Vec<bool> = pools.iter().map(|p| p.2).collect();
+            match next_move(&ready, &targets, &may) {
+                Some((i, Step::Shrink)) => prop_assert!(ready[i] > targets[i]),
+                Some((i, Step::Start)) => {
+                    prop_assert!(ready[i] < targets[i] && may[i]);
+                    prop_assert!(ready.iter().zip(&targets).all(|(r, t)| r <= t), "shrinks come first");
+                }
+                None => prop_assert!((0..ready.len()).all(|i| ready[i] == targets[i] || (ready[i] < targets[i] && !may[i]))),
+            }
+        }
+
         /// The peak is the brute-force count over every window that starts at an arrival.
         #[test]
         fn peak_is_the_largest_window(gaps in proptest::collection::vec(0u64..40_000, 0..200)) {

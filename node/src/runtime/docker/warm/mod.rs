@@ -1,5 +1,5 @@
-//! Warm containers: a few containers of the default image, started (network, runc, guest)
-//! before anyone asks, so that a create, restore, wake or fork takes one and skips Docker's
+//! Warm containers: containers started (network, runc, guest) before anyone asks — of the
+//! default image, and of the images named in `WarmPoolConfig::images` after it — so that a create, restore, wake or fork takes one and skips Docker's
 //! start (about 0.3–0.45 s and 0.3–0.46 CPU-seconds each on the machines measured; see
 //! docs/benchmarks.md).
 //!
@@ -18,9 +18,11 @@
 //! disk size. The sandbox's `env` reaches the guest from the manager (`PUT /config`), as it
 //! does after every start of any container.
 //!
-//! How many are kept follows demand (`demand`): between a floor and a ceiling, as many as
-//! the most requests that came within a minute of the last horizon (ten minutes by
-//! default). The pool refills one
+//! How many are kept follows demand (`demand`), one pool per image: each as many as the most
+//! requests for its image that came within a minute of the last horizon (ten minutes by
+//! default); the default image's never below the floor, the others' from none; all of them
+//! together within one ceiling and memory budget, shared max-min fairly
+//! (`demand::targets`). The pools refill one
 //! container at a time, once no container for a sandbox (taken or started) has been under
 //! way for `QUIET`, and only while the host's CPU was at least `idle_reserve` idle just
 //! before: refilling competes neither with the work that emptied it, nor with a burst of
@@ -73,26 +75,46 @@ impl Warm {
     }
 }
 
+/// The warm containers of one image.
+#[derive(Default)]
+pub(super) struct ImagePool {
+    ready: Vec<Warm>,
+    /// Recent requests for a container of this image.
+    demand: Demand,
+    failures: u32,
+    /// After a failure to start one of this image, no new try before this (the other
+    /// images' pools go on).
+    retry_at: Option<Instant>,
+}
+
 #[derive(Default)]
 pub(super) struct WarmState {
-    ready: Vec<Warm>,
-    /// A task is filling the pool.
+    /// One per image of `WarmPoolConfig::images`, in its order (empty until started).
+    pools: Vec<ImagePool>,
+    /// A task is filling the pools.
     filling: bool,
     /// When the last container for a sandbox was ready (taken and written, or started).
     last_taken: Option<Instant>,
     /// Containers for sandboxes being made ready now (taken or started): the pool does not
     /// refill meanwhile.
     busy: usize,
-    failures: u32,
-    /// After a failure, no new try before this.
-    retry_at: Option<Instant>,
-    /// Recent requests for a container the pool could serve.
-    demand: Demand,
     /// Cancelled when the node stops: no container is taken or started any more, and the
     /// fill task wakes from its waits.
     stop: CancellationToken,
     /// The fill task, awaited when the node stops (it removes the container it was starting).
     task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl WarmSetup {
+    /// Each image's floor: the default image (the first) keeps the operator's, the others
+    /// none.
+    fn floors(&self) -> Vec<usize> {
+        let mut floors = vec![0; self.cfg.images.len()];
+        if let Some(f) = floors.first_mut() {
+            *f = self.cfg.sizing.floor;
+        }
+        floors
+    }
 }
 
 /// How long a stopping node waits for the fill task to finish the start it has under way.
@@ -103,6 +125,12 @@ async fn pause(stop: &CancellationToken, d: Duration) {
     tokio::select! {
         _ = tokio::time::sleep(d) => {}
         _ = stop.cancelled() => {}
+    }
+}
+
+impl WarmState {
+    fn ready_total(&self) -> usize {
+        self.pools.iter().map(|p| p.ready.len()).sum()
     }
 }
 
@@ -152,6 +180,8 @@ impl DockerRuntime {
         self.remove_warm_leftovers().await?;
         let floor = cfg.sizing.floor;
         target.set(floor as i64);
+        self.warm.lock().expect("warm lock").pools =
+            cfg.images.iter().map(|_| ImagePool::default()).collect();
         let setup = WarmSetup {
             cfg,
             ready,
@@ -183,7 +213,13 @@ impl DockerRuntime {
                 tracing::warn!("the warm pool's fill task did not stop in time");
             }
         }
-        let ready = std::mem::take(&mut self.warm.lock().expect("warm lock").ready);
+        let ready: Vec<Warm> = {
+            let mut st = self.warm.lock().expect("warm lock");
+            st.pools
+                .iter_mut()
+                .flat_map(|p| std::mem::take(&mut p.ready))
+                .collect()
+        };
         for w in ready {
             if let Err(e) = self.remove_named(&w.name).await {
                 tracing::warn!(container = %w.name, error = %e, "cannot remove a warm container");
@@ -222,44 +258,71 @@ impl DockerRuntime {
             let Some(setup) = me.warm_setup.get() else {
                 return;
             };
+            let floors = setup.floors();
             loop {
-                let (wait, step) = {
+                let (wait, next) = {
                     let mut st = me.warm.lock().expect("warm lock");
                     if st.stop.is_cancelled() {
                         st.filling = false;
                         return;
                     }
-                    let peak = st.demand.peak(Instant::now(), setup.cfg.horizon);
-                    let target = setup.cfg.sizing.target(peak);
-                    setup.target.set(target as i64);
-                    let step = demand::next_step(st.ready.len(), target);
+                    let now = Instant::now();
+                    let peaks: Vec<usize> = st
+                        .pools
+                        .iter_mut()
+                        .map(|p| p.demand.peak(now, setup.cfg.horizon))
+                        .collect();
+                    let targets = demand::targets(&setup.cfg.sizing, &floors, &peaks);
+                    setup.target.set(targets.iter().sum::<usize>() as i64);
+                    let ready: Vec<usize> = st.pools.iter().map(|p| p.ready.len()).collect();
+                    let may_start: Vec<bool> = st
+                        .pools
+                        .iter()
+                        .map(|p| p.retry_at.is_none_or(|t| t <= now))
+                        .collect();
                     let quiet_at = match st.busy {
                         0 => st.last_taken.map(|t| t + QUIET),
-                        _ => Some(Instant::now() + QUIET),
+                        _ => Some(now + QUIET),
                     };
-                    let due = quiet_at.into_iter().chain(st.retry_at).max();
-                    let wait = due
-                        .filter(|d| *d > Instant::now())
-                        .map(|d| d - Instant::now());
-                    if wait.is_none() && step == Step::Hold && target <= setup.cfg.sizing.floor {
-                        // At the floor, which only an arrival raises: done until the next
-                        // take calls again.
-                        st.filling = false;
-                        return;
+                    match (
+                        quiet_at.filter(|q| *q > now),
+                        demand::next_move(&ready, &targets, &may_start),
+                    ) {
+                        (Some(q), _) => (Some(q - now), None),
+                        (None, Some(m)) => (None, Some(m)),
+                        (None, None) => {
+                            // Short only where an image waits out a failure: until its retry.
+                            let retry = st
+                                .pools
+                                .iter()
+                                .zip(&targets)
+                                .filter(|(p, t)| p.ready.len() < **t)
+                                .filter_map(|(p, _)| p.retry_at)
+                                .min();
+                            match retry {
+                                Some(r) => (Some(r.saturating_duration_since(now)), None),
+                                // Every pool at its floor, which only an arrival raises:
+                                // done until the next take calls again.
+                                None if targets == floors => {
+                                    st.filling = false;
+                                    return;
+                                }
+                                // Holding above the floor: look again as arrivals age out.
+                                None => (Some(RECHECK), None),
+                            }
+                        }
                     }
-                    // Holding above the floor: look again as arrivals age out.
-                    let wait = wait.or((step == Step::Hold).then_some(RECHECK));
-                    (wait, step)
                 };
-                if let Some(wait) = wait {
-                    pause(&stop, wait).await;
+                let Some((pool, step)) = next else {
+                    pause(&stop, wait.unwrap_or(RECHECK)).await;
                     continue;
-                }
+                };
                 if step == Step::Shrink {
                     let extra = {
                         let mut st = me.warm.lock().expect("warm lock");
-                        let w = (!st.ready.is_empty()).then(|| st.ready.remove(0));
-                        setup.ready.set(st.ready.len() as i64);
+                        let ready = &mut st.pools[pool].ready;
+                        let w = (!ready.is_empty()).then(|| ready.remove(0));
+                        setup.ready.set(st.ready_total() as i64);
                         w
                     };
                     if let Some(w) = extra {
@@ -291,7 +354,8 @@ impl DockerRuntime {
                     }
                 }
                 let t = Instant::now();
-                match me.start_warm(&setup.cfg).await {
+                let image = &setup.cfg.images[pool];
+                match me.start_warm(&setup.cfg, image).await {
                     Ok(w) => {
                         tracing::debug!(container = %w.name, ms = t.elapsed().as_millis() as u64, "warm container ready");
                         let unwanted = {
@@ -299,10 +363,11 @@ impl DockerRuntime {
                             if st.stop.is_cancelled() {
                                 Some(w)
                             } else {
-                                st.failures = 0;
-                                st.retry_at = None;
-                                st.ready.push(w);
-                                setup.ready.set(st.ready.len() as i64);
+                                let p = &mut st.pools[pool];
+                                p.failures = 0;
+                                p.retry_at = None;
+                                p.ready.push(w);
+                                setup.ready.set(st.ready_total() as i64);
                                 None
                             }
                         };
@@ -311,12 +376,13 @@ impl DockerRuntime {
                         }
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "cannot start a warm container");
+                        tracing::warn!(image = %image, error = %e, "cannot start a warm container");
                         let mut st = me.warm.lock().expect("warm lock");
-                        st.failures += 1;
+                        let p = &mut st.pools[pool];
+                        p.failures += 1;
                         // 2 s, 4 s, … up to a minute between tries.
-                        let backoff = Duration::from_secs(1 << st.failures.min(6));
-                        st.retry_at = Some(Instant::now() + backoff.min(Duration::from_secs(60)));
+                        let backoff = Duration::from_secs(1 << p.failures.min(6));
+                        p.retry_at = Some(Instant::now() + backoff.min(Duration::from_secs(60)));
                     }
                 }
             }
@@ -324,12 +390,16 @@ impl DockerRuntime {
     }
 
     /// Creates and starts one warm container and waits for its guest.
-    async fn start_warm(self: &Arc<Self>, cfg: &WarmPoolConfig) -> Result<Warm, RuntimeError> {
+    async fn start_warm(
+        self: &Arc<Self>,
+        cfg: &WarmPoolConfig,
+        image: &str,
+    ) -> Result<Warm, RuntimeError> {
         let token = hex::encode(rand::random::<[u8; 4]>());
         let name = format!("wrn-{}{WARM}{token}", self.node_id);
         let spec = ContainerSpec {
             sandbox_id: format!("warm-{token}"),
-            image: cfg.image.clone(),
+            image: image.to_string(),
             resources: cfg.resources,
             env: BTreeMap::new(),
             guest_binary: cfg.guest_binary.clone(),
@@ -379,35 +449,39 @@ impl DockerRuntime {
             return None;
         }
         let cfg = &setup.cfg;
-        let fits = spec.image == cfg.image
-            && (!self.disk_limits.load(Ordering::Relaxed)
-                || spec.resources.disk_mb == cfg.resources.disk_mb);
+        let pool = cfg
+            .images
+            .iter()
+            .position(|i| *i == spec.image)
+            .filter(|_| {
+                !self.disk_limits.load(Ordering::Relaxed)
+                    || spec.resources.disk_mb == cfg.resources.disk_mb
+            });
         let mut dead = Vec::new();
-        let taken = fits
-            .then(|| {
-                let mut st = self.warm.lock().expect("warm lock");
-                if st.stop.is_cancelled() {
-                    return None;
-                }
-                let now = Instant::now();
-                st.last_taken = Some(now);
-                st.demand.record(now);
-                // One whose guest is gone (killed, out of memory) goes, not to a sandbox.
-                let (alive, gone): (Vec<Warm>, Vec<Warm>) = std::mem::take(&mut st.ready)
-                    .into_iter()
-                    .partition(Warm::alive);
-                st.ready = alive;
-                dead = gone;
-                // A fork's files go through the mount: only where this process sees it.
-                let i = st
-                    .ready
-                    .iter()
-                    .rposition(|w| spec.seed.is_none() || w.merged.is_some());
-                let w = i.map(|i| st.ready.remove(i));
-                setup.ready.set(st.ready.len() as i64);
-                w
-            })
-            .flatten();
+        let taken = pool.and_then(|pool| {
+            let mut st = self.warm.lock().expect("warm lock");
+            if st.stop.is_cancelled() {
+                return None;
+            }
+            let now = Instant::now();
+            st.last_taken = Some(now);
+            let p = &mut st.pools[pool];
+            p.demand.record(now);
+            // One whose guest is gone (killed, out of memory) goes, not to a sandbox.
+            let (alive, gone): (Vec<Warm>, Vec<Warm>) = std::mem::take(&mut p.ready)
+                .into_iter()
+                .partition(Warm::alive);
+            p.ready = alive;
+            dead = gone;
+            // A fork's files go through the mount: only where this process sees it.
+            let i = p
+                .ready
+                .iter()
+                .rposition(|w| spec.seed.is_none() || w.merged.is_some());
+            let w = i.map(|i| p.ready.remove(i));
+            setup.ready.set(st.ready_total() as i64);
+            w
+        });
         if !dead.is_empty() {
             let me = self.clone();
             tokio::spawn(async move {
