@@ -366,15 +366,15 @@ pub struct NodeArgs {
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// Address of the public API.
-    #[arg(long, default_value_t = crate::settings::default_listen())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_listen())]
     pub listen: String,
     /// This node's name (a DNS label), unique in its cluster.
     #[arg(long = "node-id", alias = "name", default_value = "dev")]
     pub node_id: String,
-    #[arg(long, default_value_t = crate::settings::default_region())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_region())]
     pub region: String,
     /// UDP address of the QUIC endpoint that peers use.
-    #[arg(long, default_value_t = crate::settings::default_peer_listen())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_peer_listen())]
     pub peer_listen: String,
     /// Address other nodes and clients use for this node's API (default: the bound one).
     #[arg(long)]
@@ -401,24 +401,24 @@ pub struct NodeArgs {
     #[arg(long, env = "DOCKER_HOST")]
     pub docker_host: Option<String>,
     /// IPv4 range for sandbox networks.
-    #[arg(long, default_value_t = crate::settings::default_subnet_pool())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_subnet_pool())]
     pub subnet_pool: String,
     /// Sandbox networks kept ready.
-    #[arg(long, default_value_t = crate::settings::default_spare())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_spare())]
     pub spare_networks: usize,
     /// The OCI runtime of sandbox containers: `default` (the engine's), or the name of a
     /// runtime the engine has registered (`crun`).
-    #[arg(long, env = "WARREN_OCI_RUNTIME", default_value_t = crate::settings::default_oci_runtime())]
+    #[arg(long, env = "WARREN_OCI_RUNTIME", default_value_t = warren_daemon::settings::default_oci_runtime())]
     pub oci_runtime: String,
     /// Do not install the host firewall rules that isolate sandboxes (their traffic then
     /// reaches this host and every network it reaches). Never where untrusted code runs.
     #[arg(long)]
     pub no_firewall: bool,
     /// The iptables program the firewall rules are installed with (its `-restore` beside).
-    #[arg(long, default_value_os_t = crate::settings::default_iptables())]
+    #[arg(long, default_value_os_t = warren_daemon::settings::default_iptables())]
     pub iptables: PathBuf,
     /// The ip6tables program (IPv6 rules; skipped on hosts without IPv6).
-    #[arg(long, default_value_os_t = crate::settings::default_ip6tables())]
+    #[arg(long, default_value_os_t = warren_daemon::settings::default_ip6tables())]
     pub ip6tables: PathBuf,
     /// Start sandboxes even when Docker gives them no user namespace (no `userns-remap`):
     /// root in a sandbox is then root on this host. For development machines only.
@@ -426,7 +426,7 @@ pub struct NodeArgs {
     pub allow_host_root: bool,
     /// Size of each sandbox's guest run directory (a tmpfs: its socket, sessions and
     /// process logs, counted in the sandbox's memory), MiB.
-    #[arg(long, default_value_t = crate::settings::default_run_dir_mb())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_run_dir_mb())]
     pub run_dir_mb: u64,
     /// CPUs' worth of time the node's host work (snapshot archiving and unpacking, chunk
     /// hashing and compression, fork copies) may use, in a cgroup of its own; 0: no quota.
@@ -440,10 +440,10 @@ pub struct NodeArgs {
     /// How often running sandboxes' writable layers are measured against their `disk_mb`
     /// where Docker enforces no quota (ext4), ms; one over its limit has its processes
     /// killed. 0: never.
-    #[arg(long, default_value_t = crate::settings::default_disk_check_ms())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_disk_check_ms())]
     pub disk_check_ms: u64,
     /// How often this node's usage ledger is copied to the object store, ms; 0: never.
-    #[arg(long, default_value_t = crate::settings::default_usage_export_ms())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_usage_export_ms())]
     pub usage_export_ms: u64,
     /// Usage records older than this many days are deleted (here and in the object store);
     /// 0: kept for ever.
@@ -451,9 +451,9 @@ pub struct NodeArgs {
     pub usage_retention_days: u64,
     /// How often running sandboxes' usage is sampled, ms (1000 to 10000); 0: only when a
     /// container goes.
-    #[arg(long, default_value_t = crate::settings::default_usage_sample_ms())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_usage_sample_ms())]
     pub usage_sample_ms: u64,
-    #[arg(long, default_value_t = crate::settings::default_max())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_max())]
     pub max_sandboxes: usize,
     /// CPUs the limits of this node's running sandboxes may add up to (0: no bound).
     #[arg(long, default_value_t = 0.0)]
@@ -466,34 +466,34 @@ pub struct NodeArgs {
     #[arg(long)]
     pub memory_reserve_mb: Option<u64>,
     /// Relative placement weight of this node.
-    #[arg(long, default_value_t = crate::settings::default_capacity())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_capacity())]
     pub capacity: u32,
-    #[arg(long, default_value_t = crate::settings::default_heartbeat())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_heartbeat())]
     pub heartbeat_ms: u64,
-    #[arg(long, default_value_t = crate::settings::default_down_after())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_down_after())]
     pub down_after_ms: u64,
-    #[arg(long, default_value_t = crate::settings::default_lease())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_lease())]
     pub lease_ms: u64,
     /// Snapshot store shared by the cluster's nodes (directory; default DATA_DIR/objects).
     #[arg(long)]
     pub object_store: Option<String>,
-    #[arg(long, default_value_t = crate::settings::default_chunk_cache_mb())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_chunk_cache_mb())]
     pub chunk_cache_mb: u64,
     /// Unreferenced snapshot chunks younger than this are kept.
-    #[arg(long, default_value_t = crate::settings::default_gc_grace())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_gc_grace())]
     pub snapshot_gc_grace_s: u64,
     /// Domain of preview URLs (`{port}-{id}-{token}.DOMAIN`).
-    #[arg(long, default_value_t = crate::settings::default_preview_domain())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_preview_domain())]
     pub preview_domain: String,
     /// Scheme of preview URLs (https when a TLS proxy fronts the nodes).
-    #[arg(long, default_value_t = crate::settings::default_preview_scheme())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_preview_scheme())]
     pub preview_scheme: String,
     /// Port written in preview URLs (default: the API listener's; 0: none).
     #[arg(long)]
     pub preview_port: Option<u16>,
     /// Snapshot running, active sandboxes this often (their recovery point if this node
     /// fails; what its death can lose: `loss_window_s` in `GET /v1/cluster`); 0: never.
-    #[arg(long, default_value_t = crate::settings::default_checkpoint_every())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_checkpoint_every())]
     pub checkpoint_every_s: u64,
     /// Let the guest archive and unpack snapshots inside the sandbox (counted as the
     /// sandbox's CPU use) instead of the node entering the container's mount namespace
@@ -507,12 +507,12 @@ pub struct NodeArgs {
     pub restore_after_start: bool,
     /// Containers of the default image kept started and ready, so that a create, restore,
     /// wake or fork takes one instead of waiting for Docker to start one (0: none).
-    #[arg(long, default_value_t = crate::settings::default_warm())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_warm())]
     pub warm_containers: usize,
     /// Warm containers kept at most when demand is high: as many as the most requests for
     /// one within a minute of the last ten, between --warm-containers and this (at or below
     /// --warm-containers: a fixed pool).
-    #[arg(long, env = "WARREN_WARM_MAX", default_value_t = crate::settings::default_warm_max())]
+    #[arg(long, env = "WARREN_WARM_MAX", default_value_t = warren_daemon::settings::default_warm_max())]
     pub warm_max: usize,
     /// Memory the warm containers may hold together, MiB (0: an eighth of this host's
     /// memory, at most 2048).
@@ -520,10 +520,10 @@ pub struct NodeArgs {
     pub warm_memory_mb: u64,
     /// Start another warm container only when at least this fraction of the host's CPU
     /// time was idle just before (0: whatever the load).
-    #[arg(long, default_value_t = crate::settings::default_warm_idle_reserve())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_warm_idle_reserve())]
     pub warm_idle_reserve: f64,
     /// How long a burst of requests keeps the warm pool above --warm-containers, seconds.
-    #[arg(long, default_value_t = crate::settings::default_warm_horizon_s())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_warm_horizon_s())]
     pub warm_horizon_s: u64,
     /// An image besides the default whose sandboxes also take warm containers, in a pool of
     /// its own that follows its recent demand from none, within --warm-max and
@@ -539,7 +539,7 @@ pub struct NodeArgs {
     #[arg(long)]
     pub ca_file: Option<PathBuf>,
     /// How long node certificates live, seconds; each node renews its own at half of it.
-    #[arg(long, default_value_t = crate::settings::default_cert_lifetime_s())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_cert_lifetime_s())]
     pub cert_lifetime_s: u64,
     /// A network the egress proxy may connect to although it is not the public internet
     /// (private, loopback, link-local, ...), as a CIDR; repeatable. The node's own API,
@@ -566,7 +566,7 @@ pub struct NodeArgs {
     #[arg(long, requires = "tls_cert_file")]
     pub tls_key_file: Option<PathBuf>,
     /// How often the TLS files are checked for a change, ms.
-    #[arg(long, default_value_t = crate::settings::default_tls_reload_check_ms())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_tls_reload_check_ms())]
     pub tls_reload_check_ms: u64,
     /// PEM file of the CA trusted for the seed's HTTPS API when joining (a seed whose
     /// certificate is not from a public CA).
@@ -574,13 +574,13 @@ pub struct NodeArgs {
     pub join_ca_file: Option<PathBuf>,
     /// Time a client has to send a request's header (also the longest a connection may
     /// sit idle between requests), ms.
-    #[arg(long, default_value_t = crate::settings::default_header_read_timeout_ms())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_header_read_timeout_ms())]
     pub header_read_timeout_ms: u64,
     /// Connections to the public API served at once (more wait in the kernel's backlog).
-    #[arg(long, default_value_t = crate::settings::default_max_connections())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_max_connections())]
     pub max_connections: usize,
     /// On shutdown, how long requests in progress may finish before they are cut, ms.
-    #[arg(long, default_value_t = crate::settings::default_drain_timeout_ms())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_drain_timeout_ms())]
     pub drain_timeout_ms: u64,
     /// File holding the token `GET /metrics` asks for (as a bearer token; an admin key is
     /// taken too). Without it, `/metrics` is open.
@@ -588,21 +588,21 @@ pub struct NodeArgs {
     pub metrics_token_file: Option<PathBuf>,
     /// Wrong API keys (or tickets) a client address may present per minute before it is
     /// refused everything for a while (0: no limit).
-    #[arg(long, default_value_t = crate::settings::default_auth_failures_per_min())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_auth_failures_per_min())]
     pub auth_failures_per_min: u32,
     /// Wrong preview tokens a client address may send per minute before its previews are
     /// refused for a while (0: no limit).
-    #[arg(long, default_value_t = crate::settings::default_preview_guesses_per_min())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_preview_guesses_per_min())]
     pub preview_guesses_per_min: u32,
     /// How long a request body may go without a byte before it is cut, ms.
-    #[arg(long, default_value_t = crate::settings::default_body_read_timeout_ms())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_body_read_timeout_ms())]
     pub body_read_timeout_ms: u64,
     /// Requests per second each API key may make through this node on average (0: no
     /// limit); over it, 429 RATE_LIMITED with retry-after.
-    #[arg(long, default_value_t = crate::settings::default_rate_limit_per_s())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_rate_limit_per_s())]
     pub rate_limit_per_s: u32,
     /// Requests a key may make at once above its average rate.
-    #[arg(long, default_value_t = crate::settings::default_rate_limit_burst())]
+    #[arg(long, default_value_t = warren_daemon::settings::default_rate_limit_burst())]
     pub rate_limit_burst: u32,
 }
 
@@ -651,7 +651,7 @@ fn given_flags(m: &clap::ArgMatches) -> Vec<String> {
 
 impl NodeArgs {
     /// The settings these flags describe, or those of `--config`.
-    pub fn settings(&self) -> anyhow::Result<crate::settings::Settings> {
+    pub fn settings(&self) -> anyhow::Result<warren_daemon::settings::Settings> {
         if let Some(path) = &self.config {
             let ignored: Vec<String> = self
                 .given
@@ -665,9 +665,9 @@ impl NodeArgs {
                 ignored.join(", "),
                 path.display()
             );
-            return crate::settings::Settings::load(path);
+            return warren_daemon::settings::Settings::load(path);
         }
-        let s = crate::settings::Settings {
+        let s = warren_daemon::settings::Settings {
             name: self.node_id.clone(),
             region: self.region.clone(),
             data_dir: self.data_dir.clone(),
@@ -914,7 +914,7 @@ mod tests {
         let file = dir.path().join("node.toml");
         let by_flags = serve(&["--node-id", "n1"]).settings().unwrap();
         std::fs::write(&file, "name = \"n1\"\n").unwrap();
-        let by_file = crate::settings::Settings::load(&file).unwrap();
+        let by_file = warren_daemon::settings::Settings::load(&file).unwrap();
         let (a, b) = (
             serde_json::to_value(&by_flags).unwrap(),
             serde_json::to_value(&by_file).unwrap(),

@@ -4,9 +4,7 @@
 
 pub mod args;
 pub mod commands;
-pub mod daemon;
 pub mod output;
-pub mod settings;
 pub mod setup;
 pub mod sudo_user;
 pub mod wan;

@@ -38,7 +38,8 @@ pub fn fence_until_leased(cluster: &Cluster, safety: &Safety, file: &FenceFile) 
     }
 }
 
-/// Runs the fence until the process ends.
+/// Runs the fence until its task is aborted: the node does so last when it stops, and the
+/// fence file then says what it said last, as when the process ends.
 pub fn spawn(st: Control) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {

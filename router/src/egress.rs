@@ -45,12 +45,16 @@ impl EgressContext for NodeContext {
 }
 
 /// What the proxy counted, for the meter: bytes both ways.
-struct ProxyCounts(Arc<Proxy>);
+/// Weak: the proxy holds the node's state, which holds the meter that holds this; a strong
+/// reference would keep all of them alive after the node stopped.
+struct ProxyCounts(std::sync::Weak<Proxy>);
 
 impl warren_node::usage::EgressCounts for ProxyCounts {
     fn bytes(&self, sandbox: &str) -> u64 {
-        let u = self.0.usage.get(sandbox);
-        u.bytes_up + u.bytes_down
+        self.0.upgrade().map_or(0, |p| {
+            let u = p.usage.get(sandbox);
+            u.bytes_up + u.bytes_down
+        })
     }
 }
 
@@ -115,7 +119,7 @@ pub fn spawn(
     state
         .mgr
         .meter()
-        .count_egress_with(Arc::new(ProxyCounts(proxy.clone())));
+        .count_egress_with(Arc::new(ProxyCounts(Arc::downgrade(&proxy))));
     let server = proxy.spawn(listeners.tcp, cancel.clone());
     let dns = proxy.spawn_dns(listeners.udp, cancel.clone());
     let (p, st) = (proxy.clone(), state.clone());

@@ -30,7 +30,11 @@ use std::future::Future;
 /// The whole API as an axum router.
 pub fn app(state: AppState) -> Router {
     let app = routes::router(state.clone());
-    let _ = state.self_app.set(app.clone());
+    state
+        .self_app
+        .write()
+        .expect("self app lock")
+        .get_or_insert_with(|| app.clone());
     app
 }
 
@@ -53,5 +57,10 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let metrics = listener::ListenerMetrics::new(&state.registry);
-    listener::serve(listener, tls, app(state), limits, metrics, shutdown).await
+    let self_app = state.self_app.clone();
+    let served = listener::serve(listener, tls, app(state), limits, metrics, shutdown).await;
+    // Served: the router no longer needs to call itself, and letting go of it ends the
+    // cycle through which it and the state would outlive the node.
+    self_app.write().expect("self app lock").take();
+    served
 }

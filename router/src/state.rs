@@ -25,7 +25,9 @@ pub struct AppState {
     pub registry: prometheus::Registry,
     pub metrics: crate::metrics::RouterMetrics,
     /// This node's own router, for calls that must be routed like a client's (fork).
-    pub self_app: Arc<std::sync::OnceLock<axum::Router>>,
+    /// Emptied when the API stops serving: the router holds this state, so until then they
+    /// keep each other (and the node's manager, cluster and stores) alive.
+    pub self_app: Arc<std::sync::RwLock<Option<axum::Router>>>,
     pub tickets: Arc<crate::tickets::Tickets>,
 }
 
@@ -65,7 +67,7 @@ impl AppState {
             )),
             registry,
             metrics,
-            self_app: Arc::new(std::sync::OnceLock::new()),
+            self_app: Arc::default(),
         })
     }
 }

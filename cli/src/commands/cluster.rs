@@ -4,11 +4,11 @@
 //! it by the round trip between the two nodes' regions (`crate::wan`).
 
 use crate::args::LocalClusterArgs;
-use crate::daemon::load_or_create_secret;
 use anyhow::{bail, Context};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use warren_daemon::load_or_create_secret;
 
 pub async fn local_cluster(a: LocalClusterArgs) -> anyhow::Result<i32> {
     if !(1..=50).contains(&a.nodes) || !(1..=a.nodes).contains(&a.regions) {

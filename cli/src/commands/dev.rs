@@ -1,7 +1,7 @@
 //! `warren dev` and `warren serve`.
 
 use crate::args::{DevArgs, NodeArgs};
-use crate::daemon::{data_dir_of, run_node, Ready};
+use warren_daemon::{data_dir_of, run_node, Ready};
 
 /// What is logged when `WARREN_LOG` is not set: warren's own lines (every target that
 /// starts with `warren`) from `info`, its dependencies' (openraft's every election and

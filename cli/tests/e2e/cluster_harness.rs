@@ -106,7 +106,7 @@ impl TestNode {
             .args(["serve", "--config"])
             .arg(&self.config)
             // Stops with this test process, however it ends.
-            .env(warren_cli::daemon::EXIT_WITH_PARENT_ENV, "1")
+            .env(warren_daemon::EXIT_WITH_PARENT_ENV, "1")
             .env("WARREN_RUN_ID", super::harness::run_id())
             // WARREN_TEST_LOG widens the nodes' logs when a test needs investigating.
             .env(

@@ -117,7 +117,7 @@ fn the_kubernetes_manifests_validate_strictly_and_hold_settings_the_node_takes()
     for seed in [false, true] {
         let path = dir.path().join(format!("node-{seed}.toml"));
         std::fs::write(&path, node_toml(seed)).unwrap();
-        let s = warren_cli::settings::Settings::load(&path)
+        let s = warren_daemon::settings::Settings::load(&path)
             .unwrap_or_else(|e| panic!("{}: {e:#}", node_toml(seed)));
         assert_eq!((s.name.as_str(), s.join.is_some()), ("machine-1", !seed));
         assert_eq!(s.advertise_peer.as_deref(), Some("10.0.0.7:7400"));

@@ -186,7 +186,7 @@ impl Node {
             .arg(guest_bin())
             .args(&self.extra)
             // Stops with this test process, however it ends.
-            .env(warren_cli::daemon::EXIT_WITH_PARENT_ENV, "1")
+            .env(warren_daemon::EXIT_WITH_PARENT_ENV, "1")
             .env("WARREN_RUN_ID", &self.run)
             // A fixed pool of --warm-containers, unless a test asks for one that follows
             // demand (--warm-max): tests count containers.
@@ -396,7 +396,7 @@ pub async fn refused_start(args: &[&str], data_dir: &std::path::Path) -> String 
         .args(args)
         .arg("--data-dir")
         .arg(data_dir)
-        .env(warren_cli::daemon::EXIT_WITH_PARENT_ENV, "1")
+        .env(warren_daemon::EXIT_WITH_PARENT_ENV, "1")
         .output();
     let out = tokio::time::timeout(std::time::Duration::from_secs(60), out)
         .await

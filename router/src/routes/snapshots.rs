@@ -217,8 +217,9 @@ async fn call_self(
 ) -> Result<Bytes, ApiError> {
     let app = state
         .self_app
-        .get()
-        .cloned()
+        .read()
+        .expect("self app lock")
+        .clone()
         .ok_or_else(|| ApiError::internal("the router is not ready"))?;
     let mut req = http::Request::builder()
         .method(method)

@@ -249,120 +249,120 @@ pub struct Settings {
     pub rate_limit_burst: u32,
 }
 
-pub(crate) fn default_auth_failures_per_min() -> u32 {
+pub fn default_auth_failures_per_min() -> u32 {
     120
 }
-pub(crate) fn default_preview_guesses_per_min() -> u32 {
+pub fn default_preview_guesses_per_min() -> u32 {
     30
 }
-pub(crate) fn default_body_read_timeout_ms() -> u64 {
+pub fn default_body_read_timeout_ms() -> u64 {
     30_000
 }
-pub(crate) fn default_rate_limit_per_s() -> u32 {
+pub fn default_rate_limit_per_s() -> u32 {
     1000
 }
-pub(crate) fn default_rate_limit_burst() -> u32 {
+pub fn default_rate_limit_burst() -> u32 {
     2000
 }
 
-pub(crate) fn default_region() -> String {
+pub fn default_region() -> String {
     "local".into()
 }
-pub(crate) fn default_listen() -> String {
+pub fn default_listen() -> String {
     "127.0.0.1:7070".into()
 }
-pub(crate) fn default_peer_listen() -> String {
+pub fn default_peer_listen() -> String {
     "127.0.0.1:0".into()
 }
-pub(crate) fn default_subnet_pool() -> String {
+pub fn default_subnet_pool() -> String {
     "10.200.0.0/16".into()
 }
-pub(crate) fn default_spare() -> usize {
+pub fn default_spare() -> usize {
     4
 }
-pub(crate) fn default_oci_runtime() -> String {
+pub fn default_oci_runtime() -> String {
     "default".into()
 }
-pub(crate) fn default_warm() -> usize {
+pub fn default_warm() -> usize {
     4
 }
-pub(crate) fn default_warm_max() -> usize {
+pub fn default_warm_max() -> usize {
     256
 }
-pub(crate) fn default_warm_idle_reserve() -> f64 {
+pub fn default_warm_idle_reserve() -> f64 {
     0.5
 }
-pub(crate) fn default_warm_horizon_s() -> u64 {
+pub fn default_warm_horizon_s() -> u64 {
     600
 }
-pub(crate) fn default_true() -> bool {
+pub fn default_true() -> bool {
     true
 }
-pub(crate) fn default_iptables() -> PathBuf {
+pub fn default_iptables() -> PathBuf {
     "iptables".into()
 }
-pub(crate) fn default_ip6tables() -> PathBuf {
+pub fn default_ip6tables() -> PathBuf {
     "ip6tables".into()
 }
-pub(crate) fn default_disk_check_ms() -> u64 {
+pub fn default_disk_check_ms() -> u64 {
     2000
 }
-pub(crate) fn default_usage_export_ms() -> u64 {
+pub fn default_usage_export_ms() -> u64 {
     60_000
 }
-pub(crate) fn default_usage_sample_ms() -> u64 {
+pub fn default_usage_sample_ms() -> u64 {
     10_000
 }
-pub(crate) fn default_run_dir_mb() -> u64 {
+pub fn default_run_dir_mb() -> u64 {
     256
 }
-pub(crate) fn default_max() -> usize {
+pub fn default_max() -> usize {
     2000
 }
-pub(crate) fn default_capacity() -> u32 {
+pub fn default_capacity() -> u32 {
     1
 }
-pub(crate) fn default_heartbeat() -> u64 {
+pub fn default_heartbeat() -> u64 {
     warren_consensus::timing::DEFAULT_HEARTBEAT.as_millis() as u64
 }
-pub(crate) fn default_down_after() -> u64 {
+pub fn default_down_after() -> u64 {
     8000
 }
 /// What the leader adds to a lease before it hands a silent node's sandboxes on (clock rates
 /// differ between machines): `lease_ms + LEASE_MARGIN_MS < down_after_ms`.
 pub const LEASE_MARGIN_MS: u64 = 500;
 
-pub(crate) fn default_lease() -> u64 {
+pub fn default_lease() -> u64 {
     4000
 }
-pub(crate) fn default_cert_lifetime_s() -> u64 {
+pub fn default_cert_lifetime_s() -> u64 {
     warren_consensus::cluster::DEFAULT_CERT_LIFETIME.as_secs()
 }
-pub(crate) fn default_chunk_cache_mb() -> u64 {
+pub fn default_chunk_cache_mb() -> u64 {
     10 * 1024
 }
-pub(crate) fn default_gc_grace() -> u64 {
+pub fn default_gc_grace() -> u64 {
     3600
 }
-pub(crate) fn default_checkpoint_every() -> u64 {
+pub fn default_checkpoint_every() -> u64 {
     60
 }
-pub(crate) fn default_preview_domain() -> String {
+pub fn default_preview_domain() -> String {
     "localhost".into()
 }
-pub(crate) fn default_preview_scheme() -> String {
+pub fn default_preview_scheme() -> String {
     "http".into()
 }
-pub(crate) fn default_tls_reload_check_ms() -> u64 {
+pub fn default_tls_reload_check_ms() -> u64 {
     2000
 }
-pub(crate) fn default_header_read_timeout_ms() -> u64 {
+pub fn default_header_read_timeout_ms() -> u64 {
     10_000
 }
-pub(crate) fn default_max_connections() -> usize {
+pub fn default_max_connections() -> usize {
     4096
 }
-pub(crate) fn default_drain_timeout_ms() -> u64 {
+pub fn default_drain_timeout_ms() -> u64 {
     10_000
 }
 

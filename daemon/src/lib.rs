@@ -1,0 +1,488 @@
+//! Assembling and running one node: the host's boundary (firewall, user namespaces), the
+//! Docker runtime and its warm pools, the cluster identity (restart, join or bootstrap),
+//! Raft over the peer endpoint, the sandbox manager, the controller's loops, the egress
+//! proxy and the HTTP API — and stopping them again in order.
+//!
+//! `start` brings a node up and gives back a `RunningNode` (what a caller is told is in
+//! `Ready`); `RunningNode::serve_until` serves the API until a future resolves and then
+//! stops every loop it started, in order, each within a deadline. `run_node` is both, until
+//! SIGTERM or SIGINT, as `warren serve` and `warren dev` run it.
+
+pub mod settings;
+
+mod egress;
+mod files;
+mod host;
+mod identity;
+mod parent;
+mod stop;
+
+pub use files::{data_dir_of, load_or_create_secret};
+pub use parent::EXIT_WITH_PARENT_ENV;
+
+use anyhow::Context;
+use identity::{IdentityPaths, StoredIdentity, IDENTITY_FORMAT};
+use settings::Settings;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use stop::{stop_within, LOOPS_STOP_WITHIN};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use warren_consensus::{Cluster, ClusterConfig};
+use warren_node::runtime::docker::DockerRuntime;
+use warren_node::runtime::host_work::{self, HostWork, HostWorkConfig};
+use warren_node::runtime::oci_runtime::OciRuntimeSetting;
+use warren_node::runtime::subnets::SubnetPool;
+use warren_node::runtime::{firewall, ContainerRuntime};
+use warren_node::safety::{Guarantee, Safety};
+use warren_node::{NodeConfig, SandboxManager};
+use warren_transport::{tls, Peers};
+
+/// What a started node tells its caller.
+pub struct Ready {
+    pub url: String,
+    pub api_key: String,
+    pub api_key_file: PathBuf,
+    pub data_dir: PathBuf,
+    pub node_id: String,
+    pub peer_addr: String,
+    pub join_token: String,
+}
+
+/// A node that is up: its loops run and its API listens; `serve_until` serves it and then
+/// stops it.
+pub struct RunningNode {
+    ready: Ready,
+    cfg: NodeConfig,
+    listener: tokio::net::TcpListener,
+    state: warren_router::AppState,
+    tls: Option<Arc<warren_router::listener::tls::ReloadingCert>>,
+    limits: warren_router::listener::ListenerLimits,
+    /// Cancelled when the node stops: every loop below ends on it.
+    tasks: CancellationToken,
+    /// The loops `tasks` stops, awaited in this order (each within `LOOPS_STOP_WITHIN`).
+    loops: Vec<(&'static str, JoinHandle<()>)>,
+    firewall_kept: bool,
+    mgr: Arc<SandboxManager>,
+    docker: Arc<DockerRuntime>,
+    host_work: Arc<HostWork>,
+    cluster: Arc<Cluster>,
+    peers: Arc<Peers>,
+    peer_server: JoinHandle<()>,
+    /// Ended last, once nothing else of the node runs (`warren_control::fence`).
+    fence: JoinHandle<()>,
+}
+
+/// Runs the node until SIGINT or SIGTERM. Sandboxes keep running when it stops and are
+/// re-adopted by the next start.
+pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Result<()> {
+    let node = start(s).await?;
+    on_ready(node.ready());
+    node.serve_until(stop::shutdown_signal()).await
+}
+
+/// Brings a node up from its settings: everything but serving the API, which
+/// `RunningNode::serve_until` does. An error leaves the loops started so far to end with
+/// the process (as a failed start of `warren serve` does).
+pub async fn start(s: &Settings) -> anyhow::Result<RunningNode> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    if std::env::var_os(EXIT_WITH_PARENT_ENV).is_some() {
+        parent::exit_with_parent()?;
+    }
+    let data_dir = data_dir_of(s);
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&data_dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    let data_dir = data_dir.canonicalize()?;
+    let key_file = s
+        .api_key_file
+        .clone()
+        .unwrap_or_else(|| warren_client::api_key_path(&data_dir));
+    // Every node of a cluster serves the same bootstrap key (and derives its tickets' key
+    // from it): one that joins must be given it, not make up its own.
+    if let Some(seed) = &s.join {
+        let has_key = std::fs::read_to_string(&key_file).is_ok_and(|k| !k.trim().is_empty());
+        anyhow::ensure!(
+            has_key,
+            "this node joins {seed} but has no API key at {}: copy the cluster's key file there (or point api_key_file at it)",
+            key_file.display()
+        );
+    }
+    let api_key = load_or_create_secret(&key_file, "wk_")?;
+    let guest =
+        warren_node::guest::binary::locate(s.guest_bin.as_deref()).map_err(anyhow::Error::msg)?;
+    let (mut cfg, pool, host_memory_mb) = host::node_config(s, &data_dir, guest)?;
+
+    let subnets = SubnetPool {
+        pool,
+        block_prefix: cfg.subnet_prefix,
+    };
+    let docker = DockerRuntime::connect(
+        cfg.docker_host.as_deref(),
+        &cfg.node_id,
+        subnets,
+        cfg.spare_networks,
+    )
+    .await
+    .context("cannot use Docker")?;
+    let oci = OciRuntimeSetting::parse(&s.oci_runtime).map_err(anyhow::Error::msg)?;
+    docker
+        .use_oci_runtime(&oci)
+        .context("cannot choose the sandboxes' OCI runtime")?;
+    // Every container this node makes sees its fence file (`fence_file`), warm ones too.
+    let fence_file = Arc::new(
+        warren_node::runtime::fence_file::FenceFile::open(&data_dir.join("fence"))
+            .context("cannot make the fence directory")?,
+    );
+    docker.use_fence_dir(fence_file.dir());
+    // Snapshot archiving and unpacking, chunk work and fork copies: bounded, in a cgroup of
+    // their own, on the disks of the data dir and of Docker's data root.
+    let host_work = {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut hw = HostWorkConfig::for_cpus(cpus);
+        if let Some(c) = s.host_work_cpus {
+            hw.limits.cpus = c;
+            hw.threads = host_work::threads_for(c);
+        }
+        if let Some(m) = s.host_work_io_mbps {
+            hw.limits.io_bps = m << 20;
+        }
+        let mut disks: Vec<&Path> = vec![data_dir.as_path()];
+        disks.extend(docker.data_root());
+        HostWork::start(&data_dir, &disks, hw)
+    };
+    docker.use_host_work(host_work.pool());
+    // The boundary before any container: firewall rules in place, user namespaces on. What
+    // does not hold keeps this node from starting sandboxes (and says so in /healthz).
+    let safety = Arc::new(Safety::default());
+    let tasks = CancellationToken::new();
+    // The egress proxy's port joins the rules once it is bound (below).
+    let (firewall_opts, firewall_rx) = tokio::sync::watch::channel(firewall::Options {
+        node_id: cfg.node_id.clone(),
+        egress_port: None,
+    });
+    let firewall_keeper = if cfg.firewall {
+        let (task, first) = firewall::keep(
+            cfg.firewall_tools.clone(),
+            firewall_rx,
+            safety.clone(),
+            tasks.clone(),
+        )
+        .await;
+        if first.is_ok() {
+            tracing::info!("sandbox firewall rules are in place");
+        }
+        Some(task)
+    } else {
+        tracing::warn!("the sandbox firewall is off (--no-firewall): sandboxes reach this host and every network it reaches");
+        None
+    };
+    if docker.id_shift().is_none() {
+        if cfg.allow_host_root {
+            tracing::warn!("--allow-host-root: sandboxes run without user namespaces; their root is this host's root");
+        } else {
+            safety.set(
+                Guarantee::UserNamespaces,
+                Some("Docker runs containers without user namespaces; start dockerd with --userns-remap=default (or run the node with --allow-host-root on a development machine)".into()),
+            );
+        }
+    }
+    if docker.id_shift().is_some() {
+        // Every sandbox's namespace counts against the host root's inotify budget too, and
+        // every sandbox's session keyring against one user's key quota.
+        match warren_node::runtime::userns_limits::ensure_host_budget(cfg.max_sandboxes as u64) {
+            Ok(changed) if !changed.is_empty() => {
+                tracing::info!(changed = %changed.join(", "), "raised the host's per-user limits so that every sandbox's budget fits")
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot raise the host's per-user limits (inotify, keys): sandboxes together may use them up")
+            }
+        }
+    }
+    docker.replenish();
+
+    let listener = tokio::net::TcpListener::bind(&s.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", s.listen))?;
+    // A certificate that cannot be used stops the start: never plain HTTP by mistake.
+    let tls = match s.tls_files() {
+        Some(files) => Some(
+            warren_router::listener::tls::ReloadingCert::start(files, tasks.clone())
+                .context("the API's TLS certificate")?,
+        ),
+        None => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    cfg.preview.public_port = match s.preview_port {
+        Some(0) => None,
+        Some(p) => Some(p),
+        None => Some(listener.local_addr()?.port()),
+    };
+    let api_addr = s
+        .advertise_api
+        .clone()
+        .unwrap_or(listener.local_addr()?.to_string());
+
+    // Cluster identity: restart, join, or bootstrap.
+    let cluster_dir = data_dir.join("cluster");
+    std::fs::create_dir_all(&cluster_dir)?;
+    let paths = IdentityPaths::of(s, &cluster_dir);
+    let (stored, bootstrap_ca) = identity::establish(s, &cluster_dir, &paths, &api_addr).await?;
+
+    // Made at bootstrap, received when joining, read back on a restart.
+    let secrets_key = warren_consensus::secrets::SecretsKey::load_or_create(&paths.secrets_key)
+        .with_context(|| format!("secrets key {}", paths.secrets_key.display()))?;
+    // The egress proxy's port is fixed before any container is made.
+    let (egress_listener, egress_port) = egress::listen(s, &data_dir).await?;
+    docker.use_egress_port(egress_port);
+    firewall_opts.send_modify(|o| o.egress_port = Some(egress_port));
+    let egress_ca_seed = secrets_key.derive("egress-ca");
+    cfg.egress_ca_seed = Some(egress_ca_seed);
+    let egress_tls = egress::proxy_tls(s, egress_ca_seed)?;
+    let egress_nets = egress::allowed_nets(s)?;
+
+    let peers = Peers::bind(
+        s.peer_listen
+            .parse()
+            .context("peer_listen must be ip:port")?,
+        &stored.identity,
+    )?;
+    let peer_addr = s
+        .advertise_peer
+        .clone()
+        .unwrap_or(peers.local_addr()?.to_string());
+    let mut ccfg = ClusterConfig::new(&s.name, &s.region, &api_addr, &peer_addr);
+    ccfg.capacity = s.capacity;
+    ccfg.key_id = tls::key_id_of_cert(&stored.identity.cert_pem)?;
+    ccfg.heartbeat = s.heartbeat();
+    ccfg.down_after = std::time::Duration::from_millis(s.down_after_ms);
+    ccfg.lease = std::time::Duration::from_millis(s.lease_ms);
+    ccfg.lease_margin = std::time::Duration::from_millis(settings::LEASE_MARGIN_MS);
+    ccfg.cert_lifetime = std::time::Duration::from_secs(s.cert_lifetime_s);
+    ccfg.ca = identity::read_ca_file(&paths.ca, bootstrap_ca.as_ref())?;
+    identity::warn_if_expired(&stored.identity);
+    let cluster = Cluster::open(
+        &cluster_dir.join("raft"),
+        stored.node_id,
+        ccfg,
+        peers.clone(),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+
+    let registry = prometheus::Registry::new();
+    let metrics = warren_node::metrics::NodeMetrics::register(&registry)?;
+    // The node process's own CPU, memory, open files and threads (`process_*`).
+    registry.register(Box::new(
+        prometheus::process_collector::ProcessCollector::for_self(),
+    ))?;
+    warren_consensus::metrics::register(&cluster, &registry)?;
+    peers.register_metrics(&registry)?;
+    // Adopted sandboxes stay frozen until this node knows they are still its own, and the
+    // guests of every container stop their sandboxes when this process stops vouching for
+    // them (it died, or lost its lease).
+    warren_control::fence::fence_until_leased(&cluster, &safety, &fence_file);
+    let mgr = SandboxManager::start(
+        cfg.clone(),
+        Arc::new(docker.clone()),
+        metrics,
+        safety.clone(),
+        host_work.clone(),
+        warren_control::recovery::ClusterRecoveryPoints::new(cluster.clone()),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    // After the manager adopted this node's sandboxes: the pool's leftovers are not theirs.
+    let warm = host::warm_pool_config(
+        s,
+        &cfg,
+        host_memory_mb,
+        mgr.guest_binary().to_path_buf(),
+        safety.clone(),
+    )?;
+    docker
+        .start_warm_pool(warm, &registry)
+        .await
+        .context("cannot start the warm containers")?;
+    let join_token = stored.join_token.clone();
+    let (stored_node_id, stored_join_token) = (stored.node_id, stored.join_token.clone());
+    let ctx = Arc::new(warren_router::cluster::ClusterCtx {
+        cluster: cluster.clone(),
+        join_token: join_token.clone(),
+        secrets_key,
+        fence_file,
+    });
+    let own_ports = vec![listener.local_addr()?.port(), peers.local_addr()?.port()];
+    let meter_owner = mgr.clone();
+    let mut state = warren_router::AppState::new(mgr, ctx, &api_key, registry.clone())?;
+    state.rate = Arc::new(warren_router::auth::rate::KeyLimiter::new(s.key_rate()));
+    state.preview_guesses = Arc::new(warren_router::auth::rate::GuessLimiter::new(
+        s.preview_guesses_per_min,
+    ));
+    state.key_guesses = Arc::new(warren_router::auth::rate::GuessLimiter::new(
+        s.auth_failures_per_min,
+    ));
+    if let Some(f) = &s.metrics_token_file {
+        let token = std::fs::read_to_string(f)
+            .with_context(|| format!("metrics_token_file {}", f.display()))?;
+        let token = token.trim();
+        anyhow::ensure!(
+            token.len() >= 16,
+            "metrics_token_file {}: the token must be at least 16 characters",
+            f.display()
+        );
+        state.metrics_token = Some(token.into());
+    }
+    let (_proxy, egress_task) = warren_router::egress::spawn(
+        &state,
+        egress_listener,
+        own_ports,
+        egress_nets,
+        egress_tls,
+        &registry,
+        tasks.clone(),
+    )?;
+    let peer_server = warren_router::serve_peers(&state);
+    let migrator = warren_control::migrate::spawn(state.control(), tasks.clone());
+    // The fence runs until the node has stopped everything else: it vouches for the
+    // sandboxes as long as this node lives, so that a quick restart does not stop them.
+    let fence = warren_control::fence::spawn(state.control());
+    let resealer = warren_router::cluster::reseal::spawn(state.clone(), tasks.clone());
+    let key_uses = warren_router::auth::last_used::spawn(state.clone(), tasks.clone());
+    if let Some(ca) = bootstrap_ca {
+        cluster
+            .bootstrap(ca)
+            .await
+            .map_err(|e| anyhow::anyhow!("bootstrap: {e}"))?;
+        let done = StoredIdentity {
+            bootstrap_ca: None,
+            ..stored
+        };
+        identity::store(&paths.identity, &done)?;
+        tracing::info!(node = %s.name, "bootstrapped a new cluster");
+    }
+    cluster.start_supervisor();
+    {
+        let id_path = paths.identity.clone();
+        cluster.start_cert_renewal(Box::new(move |identity| {
+            let renewed = StoredIdentity {
+                format: IDENTITY_FORMAT,
+                node_id: stored_node_id,
+                identity: identity.clone(),
+                join_token: stored_join_token.clone(),
+                bootstrap_ca: None,
+            };
+            identity::store(&id_path, &renewed)
+                .map_err(|e| format!("cannot store the renewed certificate: {e}"))
+        }));
+    }
+
+    let ready = Ready {
+        url: format!("{scheme}://{}", listener.local_addr()?),
+        api_key,
+        api_key_file: key_file,
+        data_dir,
+        node_id: cfg.node_id.clone(),
+        peer_addr,
+        join_token,
+    };
+    let mut loops = Vec::new();
+    let firewall_kept = firewall_keeper.is_some();
+    if let Some(t) = firewall_keeper {
+        loops.push(("firewall keeper", t));
+    }
+    loops.extend([
+        ("egress proxy", egress_task),
+        ("resealer", resealer),
+        ("key use recorder", key_uses),
+        ("migration loop", migrator),
+    ]);
+    Ok(RunningNode {
+        ready,
+        cfg,
+        listener,
+        state,
+        tls,
+        limits: s.listener_limits(),
+        tasks,
+        loops,
+        firewall_kept,
+        mgr: meter_owner,
+        docker,
+        host_work,
+        cluster,
+        peers,
+        peer_server,
+        fence,
+    })
+}
+
+impl RunningNode {
+    pub fn ready(&self) -> &Ready {
+        &self.ready
+    }
+
+    /// Serves the API until `stop` resolves (and the connections drain, within the
+    /// listener's drain timeout), then stops the node in order: its loops (each within a
+    /// deadline, then aborted), the firewall's redirect to the proxy, the last usage export,
+    /// the warm pools, host work, Raft, the peer endpoint, the fence. Sandboxes keep running.
+    pub async fn serve_until(
+        self,
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let RunningNode {
+            cfg,
+            listener,
+            state,
+            tls,
+            limits,
+            tasks,
+            loops,
+            firewall_kept,
+            mgr,
+            docker,
+            host_work,
+            cluster,
+            peers,
+            peer_server,
+            fence,
+            ..
+        } = self;
+        let served = warren_router::serve(listener, state, tls, limits, stop).await;
+        tasks.cancel();
+        for (what, t) in loops {
+            stop_within(what, t, LOOPS_STOP_WITHIN).await;
+        }
+        if firewall_kept {
+            // The proxy is gone: what was redirected to it is dropped until the next start.
+            let (iptables, node) = (cfg.firewall_tools.iptables.clone(), cfg.node_id.clone());
+            let _ = tokio::task::spawn_blocking(move || {
+                firewall::remove_egress_chain(&iptables, &node)
+            })
+            .await;
+        }
+        stop::export_usage_at_exit(&mgr, cfg.usage_export_every).await;
+        docker.stop_warm_pool().await;
+        host_work.shutdown().await;
+        cluster.shutdown().await;
+        peers.close();
+        stop_within("peer server", peer_server, LOOPS_STOP_WITHIN).await;
+        // What the fence file says now stands, as when the process ends.
+        fence.abort();
+        let _ = fence.await;
+        // Nothing of the node runs now: its manager and cluster, and the stores they hold
+        // open, are the caller's to drop, so that they close as this returns and a node
+        // started again in this process can open them.
+        stop::released("sandbox manager", &mgr).await;
+        // The manager holds the cluster (its recovery points are cluster state).
+        drop(mgr);
+        stop::released("cluster", &cluster).await;
+        tracing::info!("stopped; sandboxes keep running and are re-adopted on the next start");
+        served.map_err(anyhow::Error::from)
+    }
+}

@@ -1,0 +1,91 @@
+//! A node run as a library, in this test's own process: started with `start`, serving until
+//! its caller's future resolves (no signal), stopped in order by `serve_until`, and started
+//! again in the same process with its sandbox re-adopted. Needs Docker, as every node does.
+
+use std::time::{Duration, Instant};
+use warren_daemon::settings::Settings;
+
+fn settings(data_dir: &std::path::Path) -> Settings {
+    let guest = std::env::var("WARREN_GUEST_BIN").unwrap_or_else(|_| {
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../target/x86_64-unknown-linux-musl/debug/warren-guest"
+        )
+        .to_string()
+    });
+    let name = format!("embed{}", std::process::id());
+    let file = data_dir.join("node.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = {name:?}\ndata_dir = {:?}\nlisten = \"127.0.0.1:0\"\npeer_listen = \"127.0.0.1:0\"\n\
+             guest_bin = {guest:?}\nspare_networks = 1\nwarm_containers = 0\nwarm_max = 0\n",
+            data_dir.join("data").display().to_string(),
+        ),
+    )
+    .unwrap();
+    Settings::load(&file).unwrap()
+}
+
+/// Starts a node, runs `work` against it, stops it through the future `serve_until` was
+/// given, and says how long the stop took.
+async fn run_once<F, Fut>(s: &Settings, work: F) -> Duration
+where
+    F: FnOnce(warren_client::Client) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let node = warren_daemon::start(s).await.expect("the node starts");
+    let client =
+        warren_client::Client::new(&node.ready().url, &node.ready().api_key).expect("client");
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(node.serve_until(async move {
+        let _ = stop_rx.await;
+    }));
+    work(client).await;
+    let asked = Instant::now();
+    stop_tx.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(60), serving)
+        .await
+        .expect("the node stops within a minute")
+        .expect("its task ends")
+        .expect("it stops cleanly");
+    asked.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_embedded_as_a_library_serves_stops_on_its_callers_signal_and_starts_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = settings(dir.path());
+    let id = format!("embedded-{}", std::process::id());
+    let url = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+
+    let seen = url.clone();
+    let stopped_in = run_once(&s, |c| {
+        let id = id.clone();
+        async move {
+            c.health().await.expect("healthz");
+            *seen.lock().unwrap() = c.base_url().to_string();
+            c.put_sandbox(&id, &Default::default())
+                .await
+                .expect("create");
+            let r = c.sh(&id, "echo kept > /tmp/kept; echo ok").await.unwrap();
+            assert_eq!(r.stdout.trim(), "ok");
+        }
+    })
+    .await;
+    println!("stopped in {stopped_in:?}");
+    // Stopped: the API no longer answers.
+    let gone = warren_client::Client::new(&url.lock().unwrap(), "x").unwrap();
+    assert!(gone.health().await.is_err(), "the API still answers");
+
+    // Started again in the same process: the sandbox is adopted with its files.
+    run_once(&s, |c| {
+        let id = id.clone();
+        async move {
+            let r = c.sh(&id, "cat /tmp/kept").await.unwrap();
+            assert_eq!(r.stdout.trim(), "kept");
+            c.delete_sandbox(&id).await.expect("delete");
+        }
+    })
+    .await;
+}
