@@ -70,6 +70,9 @@ pub struct RunningNode {
     cluster: Arc<Cluster>,
     peers: Arc<Peers>,
     peer_server: JoinHandle<()>,
+    /// The egress proxy: it counts what each sandbox sent through it until the last usage
+    /// export at the stop has read it.
+    proxy: Arc<warren_egress::Proxy>,
     /// Ended last, once nothing else of the node runs (`warren_control::fence`).
     fence: JoinHandle<()>,
 }
@@ -79,7 +82,8 @@ pub struct RunningNode {
 pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Result<()> {
     let node = start(s).await?;
     on_ready(node.ready());
-    node.serve_until(stop::shutdown_signal()).await
+    // The process ends next: what it still holds goes with it.
+    node.serve_until(stop::shutdown_signal()).await.map(drop)
 }
 
 /// Brings a node up from its settings: everything but serving the API, which
@@ -338,7 +342,7 @@ pub async fn start(s: &Settings) -> anyhow::Result<RunningNode> {
         );
         state.metrics_token = Some(token.into());
     }
-    let (_proxy, egress_task) = warren_router::egress::spawn(
+    let (proxy, egress_task) = warren_router::egress::spawn(
         &state,
         egress_listener,
         own_ports,
@@ -418,6 +422,7 @@ pub async fn start(s: &Settings) -> anyhow::Result<RunningNode> {
         cluster,
         peers,
         peer_server,
+        proxy,
         fence,
     })
 }
@@ -434,7 +439,7 @@ impl RunningNode {
     pub async fn serve_until(
         self,
         stop: impl Future<Output = ()> + Send + 'static,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<StoppedNode> {
         let RunningNode {
             cfg,
             listener,
@@ -450,6 +455,7 @@ impl RunningNode {
             cluster,
             peers,
             peer_server,
+            proxy,
             fence,
             ..
         } = self;
@@ -467,6 +473,7 @@ impl RunningNode {
             .await;
         }
         stop::export_usage_at_exit(&mgr, cfg.usage_export_every).await;
+        drop(proxy);
         docker.stop_warm_pool().await;
         host_work.shutdown().await;
         cluster.shutdown().await;
@@ -475,14 +482,29 @@ impl RunningNode {
         // What the fence file says now stands, as when the process ends.
         fence.abort();
         let _ = fence.await;
-        // Nothing of the node runs now: its manager and cluster, and the stores they hold
-        // open, are the caller's to drop, so that they close as this returns and a node
-        // started again in this process can open them.
-        stop::released("sandbox manager", &mgr).await;
+        tracing::info!("stopped; sandboxes keep running and are re-adopted on the next start");
+        served?;
+        Ok(StoppedNode { mgr, cluster })
+    }
+}
+
+/// A node that has stopped, holding what it last held: its manager and cluster, and the
+/// stores they keep open.
+pub struct StoppedNode {
+    mgr: Arc<SandboxManager>,
+    cluster: Arc<Cluster>,
+}
+
+impl StoppedNode {
+    /// Waits (each part at most `within`) until nothing but this holds the node's manager
+    /// and cluster — requests and tasks that outlived the stop have let go — and lets go of
+    /// them, so that their stores close and a node can start again in this process with the
+    /// same data dir. False: something still held one after `within` (it is said which).
+    pub async fn released(self, within: std::time::Duration) -> bool {
+        let StoppedNode { mgr, cluster } = self;
+        let manager_free = stop::released("sandbox manager", &mgr, within).await;
         // The manager holds the cluster (its recovery points are cluster state).
         drop(mgr);
-        stop::released("cluster", &cluster).await;
-        tracing::info!("stopped; sandboxes keep running and are re-adopted on the next start");
-        served.map_err(anyhow::Error::from)
+        manager_free && stop::released("cluster", &cluster, within).await
     }
 }

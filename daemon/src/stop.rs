@@ -55,13 +55,14 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// How long a stopping node waits for the last other holder of a part of it to let go.
-const RELEASE_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Waits (bounded) until `part` is held only here; says so when something still holds it
-/// (a task that outlived the stop would keep its stores open).
-pub async fn released<T>(what: &str, part: &std::sync::Arc<T>) {
-    let deadline = tokio::time::Instant::now() + RELEASE_WITHIN;
+/// Waits (at most `within`) until `part` is held only here; says so when something still
+/// holds it (a task that outlived the stop would keep its stores open).
+pub async fn released<T>(
+    what: &str,
+    part: &std::sync::Arc<T>,
+    within: std::time::Duration,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
     while std::sync::Arc::strong_count(part) > 1 {
         if tokio::time::Instant::now() >= deadline {
             tracing::warn!(
@@ -69,8 +70,9 @@ pub async fn released<T>(what: &str, part: &std::sync::Arc<T>) {
                 holders = std::sync::Arc::strong_count(part) - 1,
                 "still held after the node stopped"
             );
-            return;
+            return false;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    true
 }

@@ -44,12 +44,17 @@ where
     work(client).await;
     let asked = Instant::now();
     stop_tx.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(60), serving)
+    let stopped = tokio::time::timeout(Duration::from_secs(60), serving)
         .await
         .expect("the node stops within a minute")
         .expect("its task ends")
         .expect("it stops cleanly");
-    asked.elapsed()
+    let took = asked.elapsed();
+    assert!(
+        stopped.released(Duration::from_secs(30)).await,
+        "something of the stopped node is still held (its stores stay open)"
+    );
+    took
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

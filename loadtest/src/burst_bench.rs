@@ -303,3 +303,95 @@ pub async fn sustained(rate: f64, secs: u64, table: &mut Table) -> anyhow::Resul
     ));
     Ok(())
 }
+
+/// Two bursts of `n` new sessions of an image besides the default (a tag of it here: no
+/// registry), named in `--warm-image`: the first finds that image's pool empty (it starts
+/// from none) and is as fast as Docker lets it be; the second finds the pool grown to the
+/// first burst, as the default image's does. Docker's baseline: `n` concurrent `docker run`
+/// of that image, same run.
+pub async fn second_image_bursts(n: usize, table: &mut Table) -> anyhow::Result<()> {
+    let base = warren_node::config::DEFAULT_IMAGE;
+    let second = "warren/sandbox:bench-second";
+    let tagged = tokio::process::Command::new("docker")
+        .args(["tag", base, second])
+        .status()
+        .await?;
+    anyhow::ensure!(tagged.success(), "cannot tag {base} as {second}");
+    // Room for the default image's floor and the whole burst.
+    let ceiling = (n + 4).to_string();
+    let node = BenchNode::start_with(4, &["--warm-max", &ceiling, "--warm-image", second]).await?;
+    node.wait_warm().await?;
+    let req = warren_api::sandbox::CreateSandboxRequest {
+        image: Some(second.to_string()),
+        ..Default::default()
+    };
+    let burst = |what: &'static str, ids: Vec<String>| {
+        let (c, req) = (&node.client, &req);
+        async move {
+            all_at_once(
+                what,
+                ids.into_iter().map(|id| async move {
+                    c.put_sandbox(&id, req).await.map_err(|e| e.to_string())?;
+                    first_exec(c, &id).await
+                }),
+            )
+            .await
+        }
+    };
+
+    eprintln!("bench second image: {n} x docker run --rm {second} at once");
+    let docker = docker_burst(second, n).await?;
+    eprintln!("bench second image: {n} new sessions at once, its pool empty");
+    let first_ids: Vec<String> = (0..n).map(|i| format!("bench-second1-{i}")).collect();
+    let first = burst("second image, pool empty", first_ids.clone()).await?;
+    delete_all(std::slice::from_ref(&node.client), &first_ids).await;
+
+    eprintln!("bench second image: waiting for its pool to grow to {n}");
+    let t = Instant::now();
+    let deadline = t + Duration::from_secs(900);
+    let mut ready = warm_ready(&node).await?;
+    while ready < n + node.warm && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        ready = warm_ready(&node).await?;
+    }
+    let refill = t.elapsed();
+    eprintln!("bench second image: {n} new sessions at once, its pool grown");
+    let second_ids: Vec<String> = (0..n).map(|i| format!("bench-second2-{i}")).collect();
+    let grown = burst("second image, pool grown", second_ids.clone()).await?;
+    delete_all(std::slice::from_ref(&node.client), &second_ids).await;
+    let taken = node
+        .metric("warren_warm_takes_total{outcome=\"taken\"} ")
+        .await?;
+
+    add_row(
+        table,
+        &format!("burst of {n}, second image, pool empty"),
+        &first,
+        &docker,
+        "0 failures",
+    );
+    add_row(
+        table,
+        &format!("burst of {n}, second image, pool grown"),
+        &grown,
+        &docker,
+        "p50 <= 2 s, p99 <= 5 s",
+    );
+    for (name, b) in [("pool empty", &first), ("pool grown", &grown)] {
+        table.note(format!(
+            "burst of {n} of a second image ({name}): {} ok, {} failed, wall {:.1} s = {:.3}x of {n} x docker run at once ({:.1} s)",
+            b.ok.len(),
+            b.failed.len(),
+            b.wall.as_secs_f64(),
+            b.wall.as_secs_f64() / docker.wall.as_secs_f64(),
+            docker.wall.as_secs_f64(),
+        ));
+    }
+    table.note(format!(
+        "second image's pool: grew to {} ready in all (default image's floor {} included) in {:.1} s after the first burst; containers taken warm over both bursts: {taken}",
+        ready,
+        node.warm,
+        refill.as_secs_f64(),
+    ));
+    Ok(())
+}

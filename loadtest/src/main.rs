@@ -15,8 +15,8 @@
 //! seconds measured in the checkpoint-cost scenario, default 50 and 60),
 //! WARREN_BENCH_ONLY (a comma-separated subset of `exec`, `create`,
 //! `snapshots`, `watch`, `interpreter`, `userns`, `hostwork`, `cluster`, `failover`,
-//! `commits`, `wan`, `checkpoints`, `placement`, `egress`, `metering`, `burst`, `sessions`,
-//! `startpath`, `clusterburst`, `churn`, `wanexec`; default all),
+//! `commits`, `wan`, `checkpoints`, `placement`, `egress`, `metering`, `burst`,
+//! `second-image`, `sessions`, `startpath`, `clusterburst`, `churn`, `wanexec`; default all),
 //! WARREN_BENCH_CHURN_WORKERS and WARREN_BENCH_CHURN_ROUNDS (agents at once and rounds each
 //! in the `churn` scenario, default 4 and 5),
 //! WARREN_BENCH_CLUSTER_BURST (new sessions at once in the `clusterburst` scenario,
@@ -26,6 +26,8 @@
 //! WARREN_BENCH_WAN_EXEC (forwarded execs per region latency in the `wanexec` scenario,
 //! default 100),
 //! WARREN_BENCH_BURST_SESSIONS (new sessions per burst in the `burst` scenario, default 200),
+//! WARREN_BENCH_SECOND_IMAGE_SESSIONS (new sessions per burst in the `second-image`
+//! scenario, default 50),
 //! WARREN_BENCH_SESSION_RATE and WARREN_BENCH_SESSION_SECS (arrivals per second and for how
 //! long in the `sessions` scenario, default 5 and 30),
 //! WARREN_BENCH_WORKDIR (where the snapshot baselines write, default /tmp),
@@ -98,6 +100,11 @@ async fn main() -> anyhow::Result<()> {
         let n = env_usize("WARREN_BENCH_BURST_SESSIONS", 200).clamp(10, 1000);
         eprintln!("bench: bursts of {n} new sessions (warm pool that follows demand)");
         burst_bench::bursts(n, &mut table).await?;
+    }
+    if run("second-image") {
+        let n = env_usize("WARREN_BENCH_SECOND_IMAGE_SESSIONS", 50).clamp(5, 500);
+        eprintln!("bench: bursts of {n} new sessions of a second image (its own warm pool)");
+        burst_bench::second_image_bursts(n, &mut table).await?;
     }
     if run("sessions") {
         let rate = std::env::var("WARREN_BENCH_SESSION_RATE")

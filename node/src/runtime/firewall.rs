@@ -24,7 +24,8 @@ pub const CHECK_EVERY: Duration = Duration::from_secs(10);
 /// Installs the rules now (recording the outcome in `safety`), then checks them every
 /// `CHECK_EVERY` until `cancel`, putting back what went missing (another program flushed
 /// a chain, Docker reordered `DOCKER-USER`) or installing them when the first try failed,
-/// and installs them again at once whenever `opts` changes (the proxy's port).
+/// and installs them again at once whenever `opts` changes (the proxy's port). It keeps
+/// checking after the sender of `opts` is dropped.
 /// Returns the checking task and the first installation's outcome.
 pub async fn keep(
     tools: Tools,
@@ -38,15 +39,16 @@ pub async fn keep(
         first.as_ref().err().map(ToString::to_string),
     );
     let task = tokio::spawn(async move {
+        // Once whoever set the options is gone they no longer change, but the rules are
+        // still checked: only `cancel` ends the keeper.
+        let mut may_change = true;
         loop {
             let changed = tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = tokio::time::sleep(CHECK_EVERY) => false,
-                r = opts.changed() => {
-                    if r.is_err() {
-                        return;
-                    }
-                    true
+                r = opts.changed(), if may_change => {
+                    may_change = r.is_ok();
+                    may_change
                 }
             };
             let current = opts.borrow_and_update().clone();
