@@ -1,6 +1,5 @@
 //! `GET /v1/cluster`, `POST /v1/cluster/nodes/{node}/drain`, `DELETE /v1/cluster/nodes/{node}`.
 
-use super::cluster_error;
 use crate::error::ApiResult;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
@@ -145,7 +144,7 @@ pub async fn drain(
             state: NodeState::Draining,
         })
         .await
-        .map_err(cluster_error)?;
+        .map_err(ApiError::from)?;
     refused_as_conflict(result)?;
     Ok(Json(serde_json::json!({"id": n.name, "state": "draining"})).into_response())
 }
@@ -188,7 +187,7 @@ pub async fn remove(
     let result = cl
         .propose(Command::RemoveNode { node: n.id })
         .await
-        .map_err(cluster_error)?;
+        .map_err(ApiError::from)?;
     refused_as_conflict(result)?;
     Ok(http::StatusCode::NO_CONTENT.into_response())
 }

@@ -46,6 +46,6 @@ pub async fn join(State(st): State<AppState>, body: Bytes) -> ApiResult<Json<Joi
             Err(ApiError::new(ErrorCode::Unavailable, e.to_string()).into())
         }
         Err(e @ JoinError::Sign(_)) => Err(ApiError::invalid(e.to_string()).into()),
-        Err(JoinError::Cluster(e)) => Err(super::cluster_error(e).into()),
+        Err(JoinError::Cluster(e)) => Err(ApiError::from(e).into()),
     }
 }

@@ -16,8 +16,7 @@ pub mod route;
 mod route_decision;
 
 use std::sync::Arc;
-use warren_api::ApiError;
-use warren_consensus::{Cluster, ClusterError};
+use warren_consensus::Cluster;
 
 /// Cluster context of a node's API.
 pub struct ClusterCtx {
@@ -38,7 +37,3 @@ pub struct FromPeer {
 
 /// Header with the placement epoch the entry node routed by.
 pub const HEADER_EPOCH: &str = "x-warren-placement-epoch";
-
-pub fn cluster_error(e: ClusterError) -> ApiError {
-    e.into()
-}

@@ -31,7 +31,7 @@ pub async fn replicate(st: &AppState, id: &str, policy: &EgressPolicy) -> Result
         epoch,
         policy: serde_json::to_string(policy).expect("policies serialize"),
     };
-    match cl.propose(cmd).await.map_err(super::cluster_error)? {
+    match cl.propose(cmd).await.map_err(ApiError::from)? {
         CommandResult::Placement { applied: true, .. } => Ok(()),
         _ => Err(moved()),
     }

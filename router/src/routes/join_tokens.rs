@@ -5,7 +5,6 @@
 //! `GET|PUT /v1/cluster/join-policy`: whether the cluster's own token admits nodes too.
 
 use crate::auth::Principal;
-use crate::cluster::cluster_error;
 use crate::error::ApiResult;
 use crate::state::AppState;
 use axum::extract::{Path, State};
@@ -59,7 +58,7 @@ pub async fn create(
         .cluster
         .propose(cmd)
         .await
-        .map_err(cluster_error)?;
+        .map_err(ApiError::from)?;
     if let warren_consensus::CommandResult::Rejected { reason } = result {
         return Err(ApiError::new(ErrorCode::Conflict, reason).into());
     }
@@ -103,7 +102,7 @@ pub async fn delete(
         .cluster
         .propose(Command::RevokeJoinToken { id: id.clone() })
         .await
-        .map_err(cluster_error)?;
+        .map_err(ApiError::from)?;
     tracing::info!(token = %id, by = %who.key_id, "join token revoked");
     Ok(http::StatusCode::NO_CONTENT.into_response())
 }
@@ -134,13 +133,13 @@ pub async fn put_policy(
             allowed: req.cluster_token,
         })
         .await
-        .map_err(cluster_error)?;
+        .map_err(ApiError::from)?;
     // Applied here before it answers, so that this node's GET reads it back.
     st.cluster
         .cluster
         .read_barrier(Duration::from_secs(5))
         .await
-        .map_err(cluster_error)?;
+        .map_err(ApiError::from)?;
     tracing::warn!(cluster_token = req.cluster_token, by = %who.key_id, "join policy changed");
     Ok(Json(req))
 }

@@ -4,7 +4,7 @@
 
 use crate::auth::{keys, Principal};
 use crate::cluster::gather::from_other_nodes;
-use crate::cluster::{cluster_error, FromPeer};
+use crate::cluster::FromPeer;
 use crate::error::ApiResult;
 use crate::state::AppState;
 use axum::extract::{Path, State};
@@ -54,7 +54,7 @@ pub async fn create(
         .cluster
         .propose(cmd)
         .await
-        .map_err(cluster_error)?;
+        .map_err(ApiError::from)?;
     if let warren_consensus::CommandResult::Rejected { reason } = result {
         return Err(ApiError::new(ErrorCode::Conflict, reason).into());
     }
@@ -71,7 +71,7 @@ pub async fn list(
     let cl = &st.cluster.cluster;
     // A peer asks after a revocation: answered once this node applied it.
     if req.extensions().get::<FromPeer>().is_some() {
-        cl.read_barrier(CATCH_UP).await.map_err(cluster_error)?;
+        cl.read_barrier(CATCH_UP).await.map_err(ApiError::from)?;
     }
     let keys = cl.read(|s| {
         s.keys
@@ -108,7 +108,7 @@ pub async fn delete(
     let cl = &st.cluster.cluster;
     cl.propose(Command::RevokeKey { id: id.clone() })
         .await
-        .map_err(cluster_error)?;
+        .map_err(ApiError::from)?;
     // This node too: a follower's proposal is committed by the leader's quorum, which need
     // not have included this node (its replication may be backing off).
     if let Err(e) = cl.read_barrier(CATCH_UP).await {

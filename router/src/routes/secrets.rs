@@ -5,7 +5,6 @@
 //! rules open only its tenant's.
 
 use crate::auth::Principal;
-use crate::cluster::cluster_error;
 use crate::error::ApiResult;
 use crate::state::AppState;
 use axum::extract::{Path, State};
@@ -48,7 +47,7 @@ pub async fn put(
         .cluster
         .propose(cmd)
         .await
-        .map_err(cluster_error)?;
+        .map_err(ApiError::from)?;
     tracing::info!(secret = %name, tenant = %who.tenant, "secret set");
     Ok(http::StatusCode::NO_CONTENT.into_response())
 }
@@ -96,7 +95,7 @@ pub async fn delete(
         .cluster
         .propose(cmd)
         .await
-        .map_err(cluster_error)?;
+        .map_err(ApiError::from)?;
     tracing::info!(secret = %name, tenant = %who.tenant, "secret deleted");
     Ok(http::StatusCode::NO_CONTENT.into_response())
 }

@@ -6,7 +6,6 @@
 
 use super::snapshot_quota::kept_by_tenant;
 use crate::auth::Principal;
-use crate::cluster::cluster_error;
 use crate::error::ApiResult;
 use crate::state::AppState;
 use axum::extract::{Path, State};
@@ -61,7 +60,7 @@ pub async fn put(
         quota,
     })
     .await
-    .map_err(cluster_error)?;
+    .map_err(ApiError::from)?;
     tracing::info!(%tenant, by = %who.key_id, "tenant quota set");
     let kept = kept_by_tenant(&st).await?;
     Ok(Json(cl.read(|s| view(s, &tenant, &kept))))

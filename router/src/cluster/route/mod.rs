@@ -18,7 +18,7 @@ use to_owner::*;
 
 use super::forward::{try_forward, Forwarded};
 use super::route_decision::{decide, placed, Route, RouteInput};
-use super::{cluster_error, FromPeer, HEADER_EPOCH};
+use super::{FromPeer, HEADER_EPOCH};
 use crate::auth::Principal;
 use crate::error::ApiErrorResponse;
 use crate::state::AppState;

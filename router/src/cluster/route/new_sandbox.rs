@@ -114,7 +114,7 @@ pub(super) async fn place_and_route(
                     "placement of {id} gave {other:?}"
                 )))
             }
-            Err(e) => return err(cluster_error(e)),
+            Err(e) => return err(ApiError::from(e)),
         };
         let answer = if p.node == cl.id {
             serve_owned(st, id, p.epoch, req, Serve::Api(next.clone())).await
