@@ -131,23 +131,8 @@ impl SecretsKey {
 
     /// Writes the key file (mode 0600, replaced atomically).
     pub fn write(&self, path: &Path) -> Result<(), SecretsError> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let io = |e: std::io::Error| SecretsError::Io(format!("{}: {e}", path.display()));
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
-        let tmp = path.with_extension("tmp");
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io)?;
-        f.write_all(self.to_file().as_bytes()).map_err(io)?;
-        f.sync_all().map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(io)
+        warren_storage::private_file::write(path, self.to_file().as_bytes())
+            .map_err(|e| SecretsError::Io(format!("{}: {e}", path.display())))
     }
 
     /// The id of the key that seals.

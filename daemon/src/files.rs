@@ -17,24 +17,10 @@ pub fn load_or_create_secret(path: &Path, prefix: &str) -> anyhow::Result<String
     Ok(value)
 }
 
-/// Writes `content` to `path` atomically (a synced temporary file renamed over it), mode 0600.
+/// Writes `content` to `path` atomically, mode 0600 (`warren_storage::private_file`).
 pub fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(content.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
+    warren_storage::private_file::write(path, content.as_bytes())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
 /// The node's data dir: the setting, or the development default.

@@ -11,12 +11,14 @@
 //!   `usage_export`: its copy in the object store.
 //! - `blocking`: the threads its CPU-heavy work runs on, chosen by the caller.
 //! - `metered`: the object store wrapped to count its requests and bytes.
+//! - `private_file`: files only this node's user may read, replaced atomically.
 //!
 //! It must not depend on the other warren crates.
 
 mod blocking;
 pub mod ledger;
 pub mod metered;
+pub mod private_file;
 mod raftdb;
 pub mod snapshots;
 pub mod usage_export;
