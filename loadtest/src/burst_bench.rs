@@ -107,6 +107,19 @@ async fn warm_ready(node: &BenchNode) -> anyhow::Result<usize> {
     node.metric("warren_warm_containers ").await
 }
 
+/// Waits (at most 900 s) until the node holds `at_least` warm containers ready: how many it
+/// holds then, and how long that took.
+async fn wait_ready(node: &BenchNode, at_least: usize) -> anyhow::Result<(usize, Duration)> {
+    let t = Instant::now();
+    let deadline = t + Duration::from_secs(900);
+    let mut ready = warm_ready(node).await?;
+    while ready < at_least && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        ready = warm_ready(node).await?;
+    }
+    Ok((ready, t.elapsed()))
+}
+
 fn mem_available_mb() -> u64 {
     warren_node::runtime::host_load::memory_available_mb().unwrap_or(0)
 }
@@ -142,14 +155,7 @@ pub async fn bursts(n: usize, table: &mut Table) -> anyhow::Result<()> {
     eprintln!("bench burst: waiting for the pool to refill to {n}");
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (ready_before, mem_before) = (warm_ready(&node).await?, mem_available_mb());
-    let t = Instant::now();
-    let deadline = t + Duration::from_secs(900);
-    let mut ready = ready_before;
-    while ready < n && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        ready = warm_ready(&node).await?;
-    }
-    let refill = t.elapsed();
+    let (ready, refill) = wait_ready(&node, n).await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let mem_after = mem_available_mb();
     let grown = ready.saturating_sub(ready_before);
@@ -347,14 +353,7 @@ pub async fn second_image_bursts(n: usize, table: &mut Table) -> anyhow::Result<
     delete_all(std::slice::from_ref(&node.client), &first_ids).await;
 
     eprintln!("bench second image: waiting for its pool to grow to {n}");
-    let t = Instant::now();
-    let deadline = t + Duration::from_secs(900);
-    let mut ready = warm_ready(&node).await?;
-    while ready < n + node.warm && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        ready = warm_ready(&node).await?;
-    }
-    let refill = t.elapsed();
+    let (ready, refill) = wait_ready(&node, n + node.warm).await?;
     eprintln!("bench second image: {n} new sessions at once, its pool grown");
     let second_ids: Vec<String> = (0..n).map(|i| format!("bench-second2-{i}")).collect();
     let grown = burst("second image, pool grown", second_ids.clone()).await?;
