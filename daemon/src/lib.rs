@@ -16,6 +16,7 @@ mod host;
 mod identity;
 mod parent;
 mod stop;
+mod unwind;
 
 pub use files::{data_dir_of, load_or_create_secret};
 pub use parent::EXIT_WITH_PARENT_ENV;
@@ -87,9 +88,22 @@ pub async fn run_node(s: &Settings, on_ready: impl FnOnce(&Ready)) -> anyhow::Re
 }
 
 /// Brings a node up from its settings: everything but serving the API, which
-/// `RunningNode::serve_until` does. An error leaves the loops started so far to end with
-/// the process (as a failed start of `warren serve` does).
+/// `RunningNode::serve_until` does. On an error, what was started so far is stopped again
+/// (`unwind`) before the error is returned: the same data dir can be started again in this
+/// process.
 pub async fn start(s: &Settings) -> anyhow::Result<RunningNode> {
+    let mut started = unwind::Started::default();
+    match assemble(s, &mut started).await {
+        Ok(node) => Ok(node),
+        Err(e) => {
+            tracing::warn!(error = %e, "the node did not start; stopping what it had started");
+            started.stop().await;
+            Err(e)
+        }
+    }
+}
+
+async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result<RunningNode> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     if std::env::var_os(EXIT_WITH_PARENT_ENV).is_some() {
         parent::exit_with_parent()?;
@@ -159,17 +173,20 @@ pub async fn start(s: &Settings) -> anyhow::Result<RunningNode> {
         disks.extend(docker.data_root());
         HostWork::start(&data_dir, &disks, hw)
     };
+    started.host_work = Some(host_work.clone());
+    started.docker = Some(docker.clone());
     docker.use_host_work(host_work.pool());
     // The boundary before any container: firewall rules in place, user namespaces on. What
     // does not hold keeps this node from starting sandboxes (and says so in /healthz).
     let safety = Arc::new(Safety::default());
     let tasks = CancellationToken::new();
+    started.tasks = Some(tasks.clone());
     // The egress proxy's port joins the rules once it is bound (below).
     let (firewall_opts, firewall_rx) = tokio::sync::watch::channel(firewall::Options {
         node_id: cfg.node_id.clone(),
         egress_port: None,
     });
-    let firewall_keeper = if cfg.firewall {
+    let firewall_kept = if cfg.firewall {
         let (task, first) = firewall::keep(
             cfg.firewall_tools.clone(),
             firewall_rx,
@@ -180,10 +197,12 @@ pub async fn start(s: &Settings) -> anyhow::Result<RunningNode> {
         if first.is_ok() {
             tracing::info!("sandbox firewall rules are in place");
         }
-        Some(task)
+        started.loops.push(("firewall keeper", task));
+        started.egress_redirect = Some(cfg.clone());
+        true
     } else {
         tracing::warn!("the sandbox firewall is off (--no-firewall): sandboxes reach this host and every network it reaches");
-        None
+        false
     };
     if docker.id_shift().is_none() {
         if cfg.allow_host_root {
@@ -256,6 +275,7 @@ pub async fn start(s: &Settings) -> anyhow::Result<RunningNode> {
             .context("peer_listen must be ip:port")?,
         &stored.identity,
     )?;
+    started.peers = Some(peers.clone());
     let peer_addr = s
         .advertise_peer
         .clone()
@@ -278,6 +298,7 @@ pub async fn start(s: &Settings) -> anyhow::Result<RunningNode> {
     )
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;
+    started.cluster = Some(cluster.clone());
 
     let registry = prometheus::Registry::new();
     let metrics = warren_node::metrics::NodeMetrics::register(&registry)?;
@@ -309,6 +330,7 @@ pub async fn start(s: &Settings) -> anyhow::Result<RunningNode> {
         mgr.guest_binary().to_path_buf(),
         safety.clone(),
     )?;
+    started.warm_pool = true;
     docker
         .start_warm_pool(warm, &registry)
         .await
@@ -324,6 +346,7 @@ pub async fn start(s: &Settings) -> anyhow::Result<RunningNode> {
     let own_ports = vec![listener.local_addr()?.port(), peers.local_addr()?.port()];
     let meter_owner = mgr.clone();
     let mut state = warren_router::AppState::new(mgr, ctx, &api_key, registry.clone())?;
+    started.state = Some(state.clone());
     state.rate = Arc::new(warren_router::auth::rate::KeyLimiter::new(s.key_rate()));
     state.preview_guesses = Arc::new(warren_router::auth::rate::GuessLimiter::new(
         s.preview_guesses_per_min,
@@ -351,13 +374,23 @@ pub async fn start(s: &Settings) -> anyhow::Result<RunningNode> {
         &registry,
         tasks.clone(),
     )?;
-    let peer_server = warren_router::serve_peers(&state);
-    let migrator = warren_control::migrate::spawn(state.control(), tasks.clone());
+    started.loops.push(("egress proxy", egress_task));
+    started.peer_server = Some(warren_router::serve_peers(&state));
+    started.loops.push((
+        "migration loop",
+        warren_control::migrate::spawn(state.control(), tasks.clone()),
+    ));
     // The fence runs until the node has stopped everything else: it vouches for the
     // sandboxes as long as this node lives, so that a quick restart does not stop them.
-    let fence = warren_control::fence::spawn(state.control());
-    let resealer = warren_router::cluster::reseal::spawn(state.clone(), tasks.clone());
-    let key_uses = warren_router::auth::last_used::spawn(state.clone(), tasks.clone());
+    started.fence = Some(warren_control::fence::spawn(state.control()));
+    started.loops.push((
+        "resealer",
+        warren_router::cluster::reseal::spawn(state.clone(), tasks.clone()),
+    ));
+    started.loops.push((
+        "key use recorder",
+        warren_router::auth::last_used::spawn(state.clone(), tasks.clone()),
+    ));
     if let Some(ca) = bootstrap_ca {
         cluster
             .bootstrap(ca)
@@ -395,17 +428,9 @@ pub async fn start(s: &Settings) -> anyhow::Result<RunningNode> {
         peer_addr,
         join_token,
     };
-    let mut loops = Vec::new();
-    let firewall_kept = firewall_keeper.is_some();
-    if let Some(t) = firewall_keeper {
-        loops.push(("firewall keeper", t));
-    }
-    loops.extend([
-        ("egress proxy", egress_task),
-        ("resealer", resealer),
-        ("key use recorder", key_uses),
-        ("migration loop", migrator),
-    ]);
+    // Up: from here on what was started is the running node's to stop.
+    let peer_server = started.peer_server.take().expect("the peer server started above");
+    let fence = started.fence.take().expect("the fence started above");
     Ok(RunningNode {
         ready,
         cfg,
@@ -414,7 +439,7 @@ pub async fn start(s: &Settings) -> anyhow::Result<RunningNode> {
         tls,
         limits: s.listener_limits(),
         tasks,
-        loops,
+        loops: std::mem::take(&mut started.loops),
         firewall_kept,
         mgr: meter_owner,
         docker,
@@ -465,12 +490,7 @@ impl RunningNode {
             stop_within(what, t, LOOPS_STOP_WITHIN).await;
         }
         if firewall_kept {
-            // The proxy is gone: what was redirected to it is dropped until the next start.
-            let (iptables, node) = (cfg.firewall_tools.iptables.clone(), cfg.node_id.clone());
-            let _ = tokio::task::spawn_blocking(move || {
-                firewall::remove_egress_chain(&iptables, &node)
-            })
-            .await;
+            stop::remove_egress_redirect(&cfg).await;
         }
         stop::export_usage_at_exit(&mgr, cfg.usage_export_every).await;
         drop(proxy);

@@ -76,3 +76,12 @@ pub async fn released<T>(
     }
     true
 }
+
+/// The proxy is gone: what the firewall redirected to it is dropped until the next start.
+pub async fn remove_egress_redirect(cfg: &warren_node::NodeConfig) {
+    let (iptables, node) = (cfg.firewall_tools.iptables.clone(), cfg.node_id.clone());
+    let _ = tokio::task::spawn_blocking(move || {
+        warren_node::runtime::firewall::remove_egress_chain(&iptables, &node)
+    })
+    .await;
+}

@@ -94,3 +94,56 @@ async fn a_node_embedded_as_a_library_serves_stops_on_its_callers_signal_and_sta
     })
     .await;
 }
+
+/// Whether the node's redirect of its sandboxes' traffic to its egress proxy (a nat chain
+/// of its own) is on this host's firewall.
+fn egress_redirect_installed(node: &str) -> bool {
+    let chain = warren_node::runtime::firewall::egress_chain(node);
+    std::process::Command::new("iptables")
+        .args(["-w", "-t", "nat", "-S", &chain])
+        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+/// A start that fails late (after the firewall keeper, Raft and the manager are up) stops
+/// what it had started before it returns the error: no redirect to a proxy that is not
+/// there is left on the host's firewall, and no keeper puts it back (it checks every
+/// `CHECK_EVERY`); the same data dir, its setting corrected, starts again in this process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_that_fails_part_way_stops_what_it_started_and_the_node_starts_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = settings(dir.path());
+    s.name = format!("embedfail{}", std::process::id());
+    let token = dir.path().join("metrics-token");
+    std::fs::write(&token, "short").unwrap();
+    s.metrics_token_file = Some(token.clone());
+    let Err(e) = warren_daemon::start(&s).await else {
+        panic!("a metrics token of 5 characters was taken");
+    };
+    assert!(
+        format!("{e:#}").contains("at least 16 characters"),
+        "{e:#}"
+    );
+    assert!(
+        !egress_redirect_installed(&s.name),
+        "the failed start left its redirect to the egress proxy on the firewall"
+    );
+    tokio::time::sleep(warren_node::runtime::firewall::CHECK_EVERY + Duration::from_secs(2)).await;
+    assert!(
+        !egress_redirect_installed(&s.name),
+        "a firewall keeper of the failed start still runs: it put the redirect back"
+    );
+
+    std::fs::write(&token, "a-metrics-token-long-enough").unwrap();
+    run_once(&s, |c| async move {
+        c.health().await.expect("healthz");
+    })
+    .await;
+    assert!(
+        !egress_redirect_installed(&s.name),
+        "the node's redirect outlived its stop"
+    );
+}

@@ -57,10 +57,8 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let metrics = listener::ListenerMetrics::new(&state.registry);
-    let self_app = state.self_app.clone();
-    let served = listener::serve(listener, tls, app(state), limits, metrics, shutdown).await;
-    // Served: the router no longer needs to call itself, and letting go of it ends the
-    // cycle through which it and the state would outlive the node.
-    self_app.write().expect("self app lock").take();
+    let served = listener::serve(listener, tls, app(state.clone()), limits, metrics, shutdown).await;
+    // Served: the router no longer needs to call itself.
+    state.let_go_of_router();
     served
 }

@@ -32,6 +32,13 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// Lets go of the router the state holds to call itself (`crate::app`): that ends the
+    /// cycle through which the router and the state would outlive the node. Once the node
+    /// has served, or when its start failed.
+    pub fn let_go_of_router(&self) {
+        self.self_app.write().expect("self app lock").take();
+    }
+
     /// What the cluster's controller (`warren_control`) works with on this node.
     pub fn control(&self) -> warren_control::Control {
         warren_control::Control {
