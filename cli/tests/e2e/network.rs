@@ -453,15 +453,9 @@ fn paused(node: &Node, id: &str) -> bool {
     node.inspect(id, "{{.State.Paused}}") == "true"
 }
 
-/// The firewall breaks while a sandbox runs, and cannot be put back (the node's iptables
-/// fails from then on, as a broken or replaced binary would): the running sandbox is frozen
-/// at once, calls to it answer 503 naming the firewall, and once the rules can be installed
-/// again it runs on where it stopped, its processes and memory intact. Before, the node
-/// refused new starts and left the running sandbox running, unprotected.
-#[tokio::test]
-async fn running_sandboxes_freeze_while_the_firewall_cannot_be_put_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let flag = dir.path().join("broken");
+/// A node whose iptables (and the tools beside it) fail while the file it returns exists.
+async fn node_with_breakable_iptables(dir: &std::path::Path) -> (std::path::PathBuf, Node) {
+    let flag = dir.join("broken");
     let mut wrappers = Vec::new();
     // The node runs `<iptables>-restore` beside the iptables it is given.
     for tool in [
@@ -470,7 +464,7 @@ async fn running_sandboxes_freeze_while_the_firewall_cannot_be_put_back() {
         "iptables-restore",
         "ip6tables-restore",
     ] {
-        let w = dir.path().join(tool);
+        let w = dir.join(tool);
         std::fs::write(
             &w,
             format!(
@@ -487,6 +481,18 @@ async fn running_sandboxes_freeze_while_the_firewall_cannot_be_put_back() {
         &["--iptables", &wrappers[0], "--ip6tables", &wrappers[1]],
     )
     .await;
+    (flag, node)
+}
+
+/// The firewall breaks while a sandbox runs, and cannot be put back (the node's iptables
+/// fails from then on, as a broken or replaced binary would): the running sandbox is frozen
+/// at once, calls to it answer 503 naming the firewall, and once the rules can be installed
+/// again it runs on where it stopped, its processes and memory intact. Before, the node
+/// refused new starts and left the running sandbox running, unprotected.
+#[tokio::test]
+async fn running_sandboxes_freeze_while_the_firewall_cannot_be_put_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (flag, node) = node_with_breakable_iptables(dir.path()).await;
     let c = &node.client;
     let id = format!("freeze-{}", unique());
     // A counter that runs on in the background: frozen, it stops; thawed, it goes on from
@@ -554,6 +560,55 @@ async fn running_sandboxes_freeze_while_the_firewall_cannot_be_put_back() {
         n > at_freeze,
         "the counter did not go on: {n} after {at_freeze}"
     );
+    assert!(!paused(&node, &id));
+}
+
+/// A sandbox's container paused behind its node's back (an operator's `docker pause`, or a
+/// pause an earlier life of the node asked for that landed after the next start adopted the
+/// sandbox) is frozen with the others when the firewall breaks, and thawed with them once it
+/// holds again. Before, the engine refused the freezer's pause ("already paused"), the
+/// freezer held nothing for it and thawed only what it held: the sandbox stayed paused for
+/// good and every call to it failed.
+#[tokio::test]
+async fn a_container_paused_behind_the_nodes_back_thaws_with_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let (flag, node) = node_with_breakable_iptables(dir.path()).await;
+    let c = &node.client;
+    let id = format!("paused-{}", unique());
+    sh(c, &id, "true").await;
+    let container = format!("wrn-{}-{id}", node.node_id);
+    run(&["docker", "pause", &container]);
+    std::fs::write(&flag, b"").unwrap();
+    // The next check (every 10 s) finds the rules cannot be verified: the node is unhealthy.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let h = reqwest::get(format!("{}/healthz", node.url)).await.unwrap();
+        if h.status() == 503 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the node did not notice the firewall broke within 30 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    // The freezer has looked at the sandbox (it looks on every change).
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    std::fs::remove_file(&flag).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let r = tokio::time::timeout(std::time::Duration::from_secs(5), c.sh(&id, "echo up")).await;
+        if let Ok(Ok(r)) = r {
+            assert_eq!(r.stdout.trim(), "up");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sandbox does not answer 30 s after the firewall holds again: {r:?}, paused: {}",
+            paused(&node, &id)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
     assert!(!paused(&node, &id));
 }
 

@@ -269,7 +269,10 @@ pub trait ContainerRuntime: Send + Sync {
     async fn logs_tail(&self, sandbox_id: &str, lines: usize) -> String;
     /// Changes the CPU limit of a running container (`cpus` in CPUs).
     async fn set_cpus(&self, sandbox_id: &str, cpus: f64) -> Result<(), RuntimeError>;
-    /// Freezes every process of the container (nothing runs until `unpause`).
+    /// Freezes every process of the container (nothing runs until `unpause`). A container
+    /// that is paused already (behind the node's back, or by an earlier life of the node
+    /// whose request landed late) counts as paused: the caller's hold then covers it, and its
+    /// release thaws it.
     async fn pause(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
     /// Thaws a container frozen by `pause`.
     async fn unpause(&self, sandbox_id: &str) -> Result<(), RuntimeError>;

@@ -464,6 +464,17 @@ impl DockerRuntime {
         }
     }
 
+    /// Whether the engine has container `name` paused (false when it cannot tell).
+    async fn is_paused(&self, name: &str) -> bool {
+        self.docker
+            .inspect_container(name, None)
+            .await
+            .ok()
+            .and_then(|c| c.state)
+            .and_then(|s| s.paused)
+            .unwrap_or(false)
+    }
+
     async fn inspect_name(&self, name: &str) -> Result<Option<Found>, RuntimeError> {
         match self.docker.inspect_container(name, None).await {
             Ok(c) => {
@@ -1013,10 +1024,14 @@ impl ContainerRuntime for Arc<DockerRuntime> {
     }
 
     async fn pause(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
-        self.docker
-            .pause_container(&self.container_name(sandbox_id))
-            .await
-            .map_err(docker_err)
+        let name = self.container_name(sandbox_id);
+        match self.docker.pause_container(&name).await {
+            Ok(()) => Ok(()),
+            // The engine refuses a container it has paused already (409): paused is what
+            // the caller asked for. Any other conflict (not running) stands.
+            Err(e) if status_of(&e) == Some(409) && self.is_paused(&name).await => Ok(()),
+            Err(e) => Err(docker_err(e)),
+        }
     }
 
     async fn unpause(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
