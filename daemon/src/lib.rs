@@ -429,7 +429,10 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
         join_token,
     };
     // Up: from here on what was started is the running node's to stop.
-    let peer_server = started.peer_server.take().expect("the peer server started above");
+    let peer_server = started
+        .peer_server
+        .take()
+        .expect("the peer server started above");
     let fence = started.fence.take().expect("the fence started above");
     Ok(RunningNode {
         ready,

@@ -123,10 +123,7 @@ async fn a_start_that_fails_part_way_stops_what_it_started_and_the_node_starts_a
     let Err(e) = warren_daemon::start(&s).await else {
         panic!("a metrics token of 5 characters was taken");
     };
-    assert!(
-        format!("{e:#}").contains("at least 16 characters"),
-        "{e:#}"
-    );
+    assert!(format!("{e:#}").contains("at least 16 characters"), "{e:#}");
     assert!(
         !egress_redirect_installed(&s.name),
         "the failed start left its redirect to the egress proxy on the firewall"

@@ -57,7 +57,8 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let metrics = listener::ListenerMetrics::new(&state.registry);
-    let served = listener::serve(listener, tls, app(state.clone()), limits, metrics, shutdown).await;
+    let served =
+        listener::serve(listener, tls, app(state.clone()), limits, metrics, shutdown).await;
     // Served: the router no longer needs to call itself.
     state.let_go_of_router();
     served

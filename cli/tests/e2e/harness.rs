@@ -83,6 +83,34 @@ pub fn all_containers(sandbox: &str) -> Vec<String> {
     names_of(sandbox, true)
 }
 
+/// What Docker says of every container of `sandbox`, for a failing test's message: its
+/// name and status, and each of its processes with its state (`T`: stopped).
+pub fn describe_containers(sandbox: &str) -> String {
+    let mut out = Vec::new();
+    for name in all_containers(sandbox) {
+        let run = |args: &[&str]| {
+            std::process::Command::new("docker")
+                .args(args)
+                .output()
+                .map(|o| {
+                    let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
+                    text.push_str(&String::from_utf8_lossy(&o.stderr));
+                    text.trim().to_string()
+                })
+                .unwrap_or_else(|e| e.to_string())
+        };
+        let status = run(&[
+            "inspect",
+            "-f",
+            "{{.State.Status}} paused={{.State.Paused}}",
+            &name,
+        ]);
+        let top = run(&["top", &name, "-o", "pid,stat,args"]);
+        out.push(format!("{name}: {status}\n{top}"));
+    }
+    out.join("\n")
+}
+
 /// A create request from JSON (panics on an invalid one).
 pub fn create(json: serde_json::Value) -> warren_api::sandbox::CreateSandboxRequest {
     serde_json::from_value(json).unwrap()

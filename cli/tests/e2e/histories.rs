@@ -111,7 +111,8 @@ async fn one_sandbox_per_node(c: &TestCluster) -> Vec<String> {
 }
 
 /// Once healed: waits until each sandbox runs in one container and every node reads the same
-/// file, and returns the files.
+/// file, and returns the files. When one does not settle, the message says what each node
+/// answered last, where each node places the sandbox and what its containers run.
 pub(super) async fn settled_files(
     c: &TestCluster,
     sandboxes: &[String],
@@ -122,25 +123,44 @@ pub(super) async fn settled_files(
     let mut files = BTreeMap::new();
     for id in sandboxes {
         loop {
-            let mut reads = Vec::new();
+            let mut reads: Vec<Result<String, String>> = Vec::new();
             for n in &c.nodes {
                 let r = exec_through(&http, &n.url, key, id, "cat /workspace/log", timeout).await;
-                let text = match r {
-                    Ok((200..=299, _, body)) => body["stdout"].as_str().map(str::to_string),
-                    _ => None,
-                };
-                reads.push(text);
+                reads.push(match r {
+                    Ok((200..=299, _, body)) => body["stdout"]
+                        .as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| body.to_string()),
+                    Ok((status, node, body)) => Err(format!("{status} from {node:?}: {body}")),
+                    Err(e) => Err(e),
+                });
             }
             let containers = c.containers_of(id);
-            if containers == 1 && reads.iter().all(|r| r.is_some() && *r == reads[0]) {
+            if containers == 1 && reads.iter().all(|r| r.is_ok() && *r == reads[0]) {
                 let text = reads[0].clone().unwrap();
                 files.insert(id.clone(), text.lines().map(str::to_string).collect());
                 break;
             }
-            assert!(
-                Instant::now() < deadline,
-                "{id} did not settle: {containers} containers, reads {reads:?}"
-            );
+            if Instant::now() >= deadline {
+                let mut seen = Vec::new();
+                for n in &c.nodes {
+                    let r = http
+                        .get(format!("{}/v1/sandboxes/{id}", n.url))
+                        .bearer_auth(key)
+                        .timeout(Duration::from_secs(5))
+                        .send()
+                        .await;
+                    let said = match r {
+                        Ok(r) => format!("{} {}", r.status(), r.text().await.unwrap_or_default()),
+                        Err(e) => e.to_string(),
+                    };
+                    seen.push(format!("{}: {said}", n.name));
+                }
+                panic!(
+                    "{id} did not settle: {containers} running containers, reads {reads:?}\nthe sandbox as each node says: {seen:?}\ncontainers:\n{}",
+                    super::harness::describe_containers(id)
+                );
+            }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }

@@ -172,3 +172,63 @@ async fn sigterm_under_load_answers_or_refuses_every_call_and_loses_no_acknowled
         c.delete_sandbox(id).await.unwrap();
     }
 }
+
+/// Whether Docker has `container` paused.
+fn paused(container: &str) -> bool {
+    let out = std::process::Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Paused}}", container])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim() == "true"
+}
+
+/// A cluster's leader stopped in order (SIGTERM) leaves its sandboxes as they were, not
+/// paused: its Raft stops before the process ends, and the fence must not take that for a
+/// lost lease and freeze them on the way out — a pause still on its way through Docker as
+/// the process ends lands after the next start adopted the sandbox, which then stays
+/// paused and refuses every call. Started again, the node serves the sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_leader_stopped_in_order_leaves_its_sandboxes_unpaused() {
+    use super::cluster_harness::{exec_through, ids_on, TestCluster};
+    let mut c = TestCluster::start_with(3, 1, "lease_ms = 2000\n").await;
+    c.wait_voters_everywhere(3).await;
+    let leader = c.leader().await;
+    let name = c.nodes[leader].name.clone();
+    let ids = ids_on(&c, (leader + 1) % 3, &name, 2).await;
+    c.terminate(leader);
+    // Whatever the stopping node asked Docker for has landed by now.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for id in &ids {
+        let containers = super::harness::all_containers(id);
+        assert_eq!(containers.len(), 1, "{id}: {containers:?}");
+        assert!(
+            !paused(&containers[0]),
+            "{id} was paused by its node on the way out"
+        );
+    }
+    c.restart(leader);
+    let http = reqwest::Client::new();
+    for id in &ids {
+        let url = c.nodes[leader].url.clone();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let r = exec_through(
+                &http,
+                &url,
+                c.admin_key(),
+                id,
+                "echo up",
+                Duration::from_secs(20),
+            )
+            .await;
+            match r {
+                Ok((200, _, body)) if body["stdout"] == "up\n" => break,
+                other => assert!(
+                    Instant::now() < deadline,
+                    "{id} is not served after the restart: {other:?}"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
