@@ -27,8 +27,6 @@ use settings::Settings;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use stop::{stop_within, LOOPS_STOP_WITHIN};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use warren_consensus::{Cluster, ClusterConfig};
 use warren_node::runtime::docker::DockerRuntime;
@@ -60,22 +58,13 @@ pub struct RunningNode {
     state: warren_router::AppState,
     tls: Option<Arc<warren_router::listener::tls::ReloadingCert>>,
     limits: warren_router::listener::ListenerLimits,
-    /// Cancelled when the node stops: every loop below ends on it.
-    tasks: CancellationToken,
-    /// The loops `tasks` stops, awaited in this order (each within `LOOPS_STOP_WITHIN`).
-    loops: Vec<(&'static str, JoinHandle<()>)>,
-    firewall_kept: bool,
     mgr: Arc<SandboxManager>,
-    docker: Arc<DockerRuntime>,
-    host_work: Arc<HostWork>,
     cluster: Arc<Cluster>,
-    peers: Arc<Peers>,
-    peer_server: JoinHandle<()>,
     /// The egress proxy: it counts what each sandbox sent through it until the last usage
     /// export at the stop has read it.
     proxy: Arc<warren_egress::Proxy>,
-    /// Ended last, once nothing else of the node runs (`warren_control::fence`).
-    fence: JoinHandle<()>,
+    /// Everything the start started, stopped in order by `serve_until` as by a failed start.
+    parts: unwind::Started,
 }
 
 /// Runs the node until SIGINT or SIGTERM. Sandboxes keep running when it stops and are
@@ -97,7 +86,7 @@ pub async fn start(s: &Settings) -> anyhow::Result<RunningNode> {
         Ok(node) => Ok(node),
         Err(e) => {
             tracing::warn!(error = %e, "the node did not start; stopping what it had started");
-            started.stop().await;
+            started.stop(None).await;
             Err(e)
         }
     }
@@ -174,7 +163,6 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
         HostWork::start(&data_dir, &disks, hw)
     };
     started.host_work = Some(host_work.clone());
-    started.docker = Some(docker.clone());
     docker.use_host_work(host_work.pool());
     // The boundary before any container: firewall rules in place, user namespaces on. What
     // does not hold keeps this node from starting sandboxes (and says so in /healthz).
@@ -186,7 +174,7 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
         node_id: cfg.node_id.clone(),
         egress_port: None,
     });
-    let firewall_kept = if cfg.firewall {
+    if cfg.firewall {
         let (task, first) = firewall::keep(
             cfg.firewall_tools.clone(),
             firewall_rx,
@@ -199,11 +187,9 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
         }
         started.loops.push(("firewall keeper", task));
         started.egress_redirect = Some(cfg.clone());
-        true
     } else {
         tracing::warn!("the sandbox firewall is off (--no-firewall): sandboxes reach this host and every network it reaches");
-        false
-    };
+    }
     if docker.id_shift().is_none() {
         if cfg.allow_host_root {
             tracing::warn!("--allow-host-root: sandboxes run without user namespaces; their root is this host's root");
@@ -330,7 +316,7 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
         mgr.guest_binary().to_path_buf(),
         safety.clone(),
     )?;
-    started.warm_pool = true;
+    started.warm_pools = Some(docker.clone());
     docker
         .start_warm_pool(warm, &registry)
         .await
@@ -428,12 +414,6 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
         peer_addr,
         join_token,
     };
-    // Up: from here on what was started is the running node's to stop.
-    let peer_server = started
-        .peer_server
-        .take()
-        .expect("the peer server started above");
-    let fence = started.fence.take().expect("the fence started above");
     Ok(RunningNode {
         ready,
         cfg,
@@ -441,17 +421,11 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
         state,
         tls,
         limits: s.listener_limits(),
-        tasks,
-        loops: std::mem::take(&mut started.loops),
-        firewall_kept,
         mgr: meter_owner,
-        docker,
-        host_work,
         cluster,
-        peers,
-        peer_server,
         proxy,
-        fence,
+        // Up: from here on what was started is the running node's to stop.
+        parts: std::mem::take(started),
     })
 }
 
@@ -461,9 +435,10 @@ impl RunningNode {
     }
 
     /// Serves the API until `stop` resolves (and the connections drain, within the
-    /// listener's drain timeout), then stops the node in order: its loops (each within a
-    /// deadline, then aborted), the firewall's redirect to the proxy, the last usage export,
-    /// the warm pools, host work, Raft, the peer endpoint, the fence. Sandboxes keep running.
+    /// listener's drain timeout), then stops the node in order (`unwind::Started::stop`):
+    /// its loops (each within a deadline, then aborted), the firewall's redirect to the
+    /// proxy, the last usage export, the warm pools, host work, Raft, the peer endpoint, the
+    /// fence. Sandboxes keep running.
     pub async fn serve_until(
         self,
         stop: impl Future<Output = ()> + Send + 'static,
@@ -474,37 +449,19 @@ impl RunningNode {
             state,
             tls,
             limits,
-            tasks,
-            loops,
-            firewall_kept,
             mgr,
-            docker,
-            host_work,
             cluster,
-            peers,
-            peer_server,
             proxy,
-            fence,
+            parts,
             ..
         } = self;
         let served = warren_router::serve(listener, state, tls, limits, stop).await;
-        tasks.cancel();
-        for (what, t) in loops {
-            stop_within(what, t, LOOPS_STOP_WITHIN).await;
-        }
-        if firewall_kept {
-            stop::remove_egress_redirect(&cfg).await;
-        }
-        stop::export_usage_at_exit(&mgr, cfg.usage_export_every).await;
-        drop(proxy);
-        docker.stop_warm_pool().await;
-        host_work.shutdown().await;
-        cluster.shutdown().await;
-        peers.close();
-        stop_within("peer server", peer_server, LOOPS_STOP_WITHIN).await;
-        // What the fence file says now stands, as when the process ends.
-        fence.abort();
-        let _ = fence.await;
+        let last_export = unwind::LastExport {
+            mgr: &mgr,
+            every: cfg.usage_export_every,
+            proxy,
+        };
+        parts.stop(Some(last_export)).await;
         tracing::info!("stopped; sandboxes keep running and are re-adopted on the next start");
         served?;
         Ok(StoppedNode { mgr, cluster })

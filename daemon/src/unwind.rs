@@ -1,11 +1,11 @@
-//! What a start that fails part-way has started, and stopping it again: a caller that embeds
-//! the node (or retries its start in the same process) must not be left with loops that run
-//! on, a Raft that holds the node's rocksdb open, or warm containers nobody will use.
+//! What a node's start has started, and stopping it again in order: one sequence for a
+//! running node told to stop (`RunningNode::serve_until`) and for a start that fails
+//! part-way — a caller that embeds the node (or retries its start in the same process) must
+//! not be left with loops that run on, a Raft that holds the node's rocksdb open, or warm
+//! containers nobody will use.
 //!
-//! `start` records each piece here as it comes up; on an error, `stop` ends them in the
-//! order `RunningNode::serve_until` does (loops, warm pools, host work, Raft, the peer
-//! endpoint, the fence last). A start that succeeds hands every piece to the `RunningNode`
-//! and this record is dropped unused.
+//! `start` records each piece here as it comes up; on an error it stops what is recorded so
+//! far, and on success the record goes to the `RunningNode`.
 
 use std::sync::Arc;
 use tokio::task::JoinHandle;
@@ -24,8 +24,8 @@ pub(crate) struct Started {
     /// Serves the peer endpoint: ends once it is closed.
     pub peer_server: Option<JoinHandle<()>>,
     pub host_work: Option<Arc<HostWork>>,
-    pub docker: Option<Arc<DockerRuntime>>,
-    pub warm_pool: bool,
+    /// The runtime whose warm pools were started.
+    pub warm_pools: Option<Arc<DockerRuntime>>,
     /// The firewall was kept: its redirect to the egress proxy goes with the node.
     pub egress_redirect: Option<warren_node::NodeConfig>,
     pub cluster: Option<Arc<Cluster>>,
@@ -36,10 +36,19 @@ pub(crate) struct Started {
     pub fence: Option<JoinHandle<()>>,
 }
 
+/// What a node that served writes on its way out: the usage its ledger holds since the last
+/// export, counted by the egress proxy too (let go of once read).
+pub(crate) struct LastExport<'a> {
+    pub mgr: &'a warren_node::SandboxManager,
+    pub every: std::time::Duration,
+    pub proxy: Arc<warren_egress::Proxy>,
+}
+
 impl Started {
-    /// Stops everything recorded, in order. Sandboxes are left as they are (as when a
-    /// running node stops): the next start adopts them.
-    pub async fn stop(self) {
+    /// Stops everything recorded, in order (the last usage export, when given, once nothing
+    /// runs that could add to it). Sandboxes are left as they are: the next start adopts
+    /// them.
+    pub async fn stop(self, last_export: Option<LastExport<'_>>) {
         if let Some(t) = &self.tasks {
             t.cancel();
         }
@@ -49,7 +58,11 @@ impl Started {
         if let Some(cfg) = &self.egress_redirect {
             crate::stop::remove_egress_redirect(cfg).await;
         }
-        if let (true, Some(docker)) = (self.warm_pool, &self.docker) {
+        if let Some(e) = last_export {
+            crate::stop::export_usage_at_exit(e.mgr, e.every).await;
+            drop(e.proxy);
+        }
+        if let Some(docker) = &self.warm_pools {
             docker.stop_warm_pool().await;
         }
         if let Some(hw) = &self.host_work {
@@ -67,6 +80,7 @@ impl Started {
         if let Some(state) = &self.state {
             state.let_go_of_router();
         }
+        // What the fence file says now stands, as when the process ends.
         if let Some(fence) = self.fence {
             fence.abort();
             let _ = fence.await;
