@@ -612,6 +612,37 @@ async fn a_container_paused_behind_the_nodes_back_thaws_with_the_others() {
     assert!(!paused(&node, &id));
 }
 
+/// A container paused behind the node's back while nothing else is wrong (no freeze, no
+/// fork, no snapshot: nothing of the node's holds it paused) is thawed by the node within a
+/// round of its freezer (5 s). Before, nothing ever thawed it: every call to the sandbox hung
+/// until the caller gave up.
+#[tokio::test]
+async fn a_container_paused_by_someone_else_is_thawed_by_the_node() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("stray-{}", unique());
+    sh(c, &id, "true").await;
+    run(&["docker", "pause", &format!("wrn-{}-{id}", node.node_id)]);
+    assert!(paused(&node, &id));
+    let started = std::time::Instant::now();
+    let deadline = started + std::time::Duration::from_secs(30);
+    loop {
+        let r = tokio::time::timeout(std::time::Duration::from_secs(5), c.sh(&id, "echo up")).await;
+        if let Ok(Ok(r)) = r {
+            assert_eq!(r.stdout.trim(), "up");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sandbox paused behind the node's back does not answer after 30 s: {r:?}, paused: {}",
+            paused(&node, &id)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    assert!(!paused(&node, &id));
+    eprintln!("answered {:?} after the pause", started.elapsed());
+}
+
 /// Docker rearranges `FORWARD` whenever anyone on the machine makes a network (another
 /// node, another program): it deletes its jump into `DOCKER-USER` and inserts it again at
 /// the top, and puts the new network's `ACCEPT` rules above everything of ours. A sandbox

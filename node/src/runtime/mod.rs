@@ -276,6 +276,8 @@ pub trait ContainerRuntime: Send + Sync {
     async fn pause(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
     /// Thaws a container frozen by `pause`.
     async fn unpause(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
+    /// The sandboxes of this node whose containers the engine has paused now, by whoever.
+    async fn paused(&self) -> Result<Vec<String>, RuntimeError>;
     /// The host path of the container's overlay upper directory, where the engine has one
     /// this node can read.
     async fn upper_dir(&self, sandbox_id: &str) -> Result<Option<PathBuf>, RuntimeError>;

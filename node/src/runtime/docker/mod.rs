@@ -1047,6 +1047,25 @@ impl ContainerRuntime for Arc<DockerRuntime> {
         }
     }
 
+    async fn paused(&self) -> Result<Vec<String>, RuntimeError> {
+        let mut filters = self.node_filter("sandbox");
+        filters.insert("status".into(), vec!["paused".into()]);
+        let opts = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let found = self
+            .docker
+            .list_containers(Some(opts))
+            .await
+            .map_err(docker_err)?;
+        Ok(found
+            .into_iter()
+            .filter(|c| !c.names.iter().flatten().any(|n| n.contains(WARM)))
+            .filter_map(|c| c.labels?.remove(LABEL_SANDBOX))
+            .collect())
+    }
+
     async fn upper_dir(&self, sandbox_id: &str) -> Result<Option<PathBuf>, RuntimeError> {
         self.upper_of(&self.container_name(sandbox_id)).await
     }

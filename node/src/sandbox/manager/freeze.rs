@@ -7,6 +7,10 @@
 //! stopped once all holds (a copy another node took over meanwhile is removed first, by the
 //! cluster's fence). Calls to a sandbox meanwhile answer 503 `UNAVAILABLE` naming the
 //! problem (`SandboxManager::ensure`), and no sandbox starts (`Safety::check`).
+//!
+//! While everything holds, each round also thaws containers the engine has paused that no
+//! hold of this node keeps paused (`PauseHolds::thaw_strays`): paused behind the node's
+//! back, or by a pause an earlier life of the node asked for that landed late.
 
 use super::pause_holds::PauseHold;
 use super::SandboxManager;
@@ -72,8 +76,9 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
                     .map(|(id, _)| id.clone())
                     .collect();
                 let reason = mgr.safety.freeze_reason();
+                let all_hold = reason.is_none();
                 let ids: HashSet<String> = frozen.keys().cloned().collect();
-                match step(reason.is_none(), &running, &ids) {
+                match step(all_hold, &running, &ids) {
                     Step::Freeze(ids) => {
                         let why = reason.unwrap_or_default();
                         for id in ids {
@@ -95,6 +100,18 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
                         }
                     }
                     Step::Nothing => {}
+                }
+                if all_hold {
+                    match mgr.pauses.thaw_strays().await {
+                        Ok(thawed) => {
+                            for id in thawed {
+                                tracing::warn!(sandbox_id = %id, "thawed a container paused with no reason of this node's");
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot look for containers paused behind the node's back")
+                        }
+                    }
                 }
             }
             tokio::select! {

@@ -27,6 +27,14 @@ pub(super) fn turn(holds_before: usize, adding: bool) -> Turn {
     }
 }
 
+/// Pure: of the sandboxes whose containers the engine has paused, those no hold covers.
+pub(super) fn strays(paused: Vec<String>, holds: &HashMap<String, usize>) -> Vec<String> {
+    paused
+        .into_iter()
+        .filter(|id| holds.get(id).copied().unwrap_or(0) == 0)
+        .collect()
+}
+
 /// The holds on each paused container of this node.
 pub struct PauseHolds {
     runtime: Arc<dyn ContainerRuntime>,
@@ -58,6 +66,21 @@ impl PauseHolds {
             released: false,
             others: n > 0,
         })
+    }
+
+    /// Thaws the containers the engine has paused that no hold of this node keeps paused
+    /// (paused behind the node's back, or by a pause of an earlier life of the node that
+    /// landed after this one adopted the container): calls to them would hang, and nothing
+    /// else would ever thaw them. Answers which it thawed. Checked under the holds' lock, so
+    /// a hold being taken now is never undone.
+    pub async fn thaw_strays(&self) -> Result<Vec<String>, RuntimeError> {
+        let counts = self.counts.lock().await;
+        let mut thawed = Vec::new();
+        for id in strays(self.runtime.paused().await?, &counts) {
+            self.runtime.unpause(&id).await?;
+            thawed.push(id);
+        }
+        Ok(thawed)
     }
 
     async fn release(&self, id: &str) {
@@ -120,5 +143,13 @@ mod tests {
         assert_eq!(turn(1, false), Turn::Unpause);
         // A release with no hold (never happens) thaws nothing.
         assert_eq!(turn(0, false), Turn::Nothing);
+    }
+
+    #[test]
+    fn only_paused_containers_nobody_holds_are_strays() {
+        let holds = HashMap::from([("held".to_string(), 1), ("released".to_string(), 0)]);
+        let paused = ["held", "released", "unknown"].map(String::from).to_vec();
+        assert_eq!(strays(paused, &holds), ["released", "unknown"]);
+        assert!(strays(Vec::new(), &holds).is_empty());
     }
 }
