@@ -1,6 +1,7 @@
 //! A running cluster member.
 
 use crate::authority::{self, Refusal};
+use crate::latency::RaftLatency;
 use crate::lease::{FollowerLease, Grant, Grants};
 use crate::liveness;
 use crate::membership::desired_voters;
@@ -131,6 +132,8 @@ pub struct Cluster {
     /// When the leader's last AppendEntries (a heartbeat or entries) was answered here, in
     /// milliseconds after `epoch` plus one (0: never).
     leader_contact: AtomicU64,
+    /// Histograms of log writes and served AppendEntries (`latency`, in `/metrics`).
+    pub latency: Arc<RaftLatency>,
     /// This node's lease, as a follower (`lease`).
     lease: Mutex<FollowerLease>,
     /// The leases this node granted, as leader.
@@ -169,6 +172,7 @@ impl Cluster {
         let sm = StateMachine::open(db.clone()).map_err(ClusterError::Storage)?;
         let view = sm.view();
         let timing = crate::timing::raft_timing(cfg.heartbeat);
+        let latency = Arc::new(RaftLatency::default());
         let raft_cfg = openraft::Config {
             cluster_name: cfg.cluster_name.clone(),
             heartbeat_interval: timing.heartbeat_ms,
@@ -186,9 +190,10 @@ impl Cluster {
             id,
             Arc::new(raft_cfg),
             Network {
+                id,
                 peers: peers.clone(),
             },
-            LogStore::new(db),
+            LogStore::new(db, latency.clone()),
             sm,
         )
         .await
@@ -201,6 +206,7 @@ impl Cluster {
             peers,
             epoch: Instant::now(),
             leader_contact: AtomicU64::new(0),
+            latency,
             lease: Mutex::new(FollowerLease::default()),
             grants: Mutex::new(Grants::default()),
             confirmed: tokio::sync::Mutex::new(None),
@@ -611,7 +617,9 @@ impl Cluster {
         };
         match req {
             Request::AppendEntries(r) => {
+                let timer = self.latency.append_entries.start_timer();
                 let reply = self.raft.append_entries(r).await;
+                timer.observe_duration();
                 // Refused for a higher vote: a deposed leader's call, not the leader's.
                 if reply.as_ref().is_ok_and(|r| {
                     !matches!(r, openraft::raft::AppendEntriesResponse::HigherVote(_))

@@ -20,7 +20,8 @@
 //! - `join`: admission of a new node (join-token proof over every field, key-bound names).
 //! - `join_tokens`: issued join tokens (pure): expiry, single use, spent by the
 //!   registration they admit.
-//! - `metrics`: the Raft and cluster series of `/metrics`, read when scraped.
+//! - `metrics`: the Raft and cluster series of `/metrics`, read when scraped; `latency`:
+//!   the histograms of log writes and served AppendEntries they include.
 //!
 //! Must not depend on Docker, HTTP routing or sandbox code.
 
@@ -30,6 +31,7 @@ pub mod cluster;
 pub mod failover;
 pub mod join;
 pub mod join_tokens;
+pub mod latency;
 pub mod lease;
 pub mod liveness;
 pub mod membership;

@@ -86,6 +86,11 @@ impl RaftCollector {
             descs: Vec::new(),
         };
         c.descs = c.parts().iter().flat_map(|m| m.desc()).cloned().collect();
+        if let Some(cluster) = c.cluster.upgrade() {
+            let l = &cluster.latency;
+            c.descs.extend(l.log_writes.desc().into_iter().cloned());
+            c.descs.extend(l.append_entries.desc().into_iter().cloned());
+        }
         Ok(c)
     }
 
@@ -158,6 +163,10 @@ impl Collector for RaftCollector {
             return Vec::new();
         };
         self.read(&cluster);
-        self.parts().iter().flat_map(|m| m.collect()).collect()
+        let mut families: Vec<MetricFamily> =
+            self.parts().iter().flat_map(|m| m.collect()).collect();
+        families.extend(cluster.latency.log_writes.collect());
+        families.extend(cluster.latency.append_entries.collect());
+        families
     }
 }

@@ -3,26 +3,56 @@
 use crate::rpc::{self, Reply, Request};
 use crate::types::{Peer, TypeConfig};
 use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout, Unreachable,
 };
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::network::{RPCOption, RPCTypes, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
 use std::sync::Arc;
 use std::time::Duration;
-use warren_transport::Peers;
+use warren_transport::{Peers, TransportError};
 
 #[derive(Clone)]
 pub struct Network {
+    /// This member's node id (named in the errors of its calls).
+    pub id: u64,
     pub peers: Arc<Peers>,
 }
 
 pub struct Connection {
+    id: u64,
     peers: Arc<Peers>,
     target: u64,
     node: Peer,
+}
+
+/// What openraft is told about a failed call, which decides what its replication to that
+/// member does next.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// No connection to the member could be made: replication backs off
+    /// ([`RaftNetwork::backoff`]) instead of retrying at every heartbeat.
+    Unreachable,
+    /// The answer did not come within the call's deadline: the next heartbeat tries again
+    /// on time. A member that is merely slow (a busy CPU, a lost datagram) must not be left
+    /// without heartbeats for a backoff: 500 ms of silence after one late answer is past
+    /// the election timeout.
+    Timeout,
+    /// Anything else on the stream (reset, a bad frame): retried at the next heartbeat.
+    Network,
+}
+
+/// Pure: how a transport error of a Raft call counts.
+pub(crate) fn failure(e: &TransportError) -> Failure {
+    match e {
+        TransportError::Connect { .. } | TransportError::Tls(_) => Failure::Unreachable,
+        TransportError::Timeout { .. } => Failure::Timeout,
+        TransportError::Stream(_) | TransportError::Frame(_) | TransportError::Io(_) => {
+            Failure::Network
+        }
+    }
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -30,6 +60,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 
     async fn new_client(&mut self, target: u64, node: &Peer) -> Connection {
         Connection {
+            id: self.id,
             peers: self.peers.clone(),
             target,
             node: node.clone(),
@@ -50,9 +81,23 @@ impl Connection {
         option: &RPCOption,
     ) -> Result<Reply, RPCError<u64, Peer, E>> {
         let ttl = option.soft_ttl().max(Duration::from_millis(50));
+        let action = match &req {
+            Request::Vote(_) => RPCTypes::Vote,
+            Request::InstallSnapshot(_) => RPCTypes::InstallSnapshot,
+            _ => RPCTypes::AppendEntries,
+        };
         rpc::call(&self.peers, &self.node.peer_addr, &self.node.name, req, ttl)
             .await
-            .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))
+            .map_err(|e| match failure(&e) {
+                Failure::Unreachable => RPCError::Unreachable(Unreachable::new(&e)),
+                Failure::Timeout => RPCError::Timeout(Timeout {
+                    action,
+                    id: self.id,
+                    target: self.target,
+                    timeout: ttl,
+                }),
+                Failure::Network => RPCError::Network(NetworkError::new(&e)),
+            })
     }
 }
 
@@ -98,5 +143,28 @@ impl RaftNetwork<TypeConfig> for Connection {
             Reply::Vote(Err(e)) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
             other => Err(unexpected(&other)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_connection_that_cannot_be_made_backs_replication_off() {
+        let connect = TransportError::Connect {
+            addr: "127.0.0.2:7001".into(),
+            message: "timed out".into(),
+        };
+        assert_eq!(failure(&connect), Failure::Unreachable);
+        let late = TransportError::Timeout {
+            peer: "b".into(),
+            after: Duration::from_millis(100),
+        };
+        assert_eq!(failure(&late), Failure::Timeout);
+        assert_eq!(
+            failure(&TransportError::Stream("reset".into())),
+            Failure::Network
+        );
     }
 }

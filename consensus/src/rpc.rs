@@ -114,5 +114,8 @@ pub async fn call(
     };
     tokio::time::timeout(timeout, exchange)
         .await
-        .map_err(|_| TransportError::Stream(format!("no reply from {name} within {timeout:?}")))?
+        .map_err(|_| TransportError::Timeout {
+            peer: name.to_string(),
+            after: timeout,
+        })?
 }

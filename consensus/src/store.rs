@@ -12,6 +12,7 @@
 // here return it unboxed because every caller hands it straight back to openraft.
 #![allow(clippy::result_large_err)]
 
+use crate::latency::RaftLatency;
 use crate::state::{ClusterState, CommandResult};
 use crate::types::{LogId, StoredMembership, TypeConfig};
 use crate::{snapshot_frame, state_codec};
@@ -53,11 +54,27 @@ const META_COMMITTED: &[u8] = b"committed";
 #[derive(Clone)]
 pub struct LogStore {
     db: Arc<RaftDb>,
+    latency: Arc<RaftLatency>,
 }
 
 impl LogStore {
-    pub fn new(db: Arc<RaftDb>) -> Self {
-        LogStore { db }
+    pub fn new(db: Arc<RaftDb>, latency: Arc<RaftLatency>) -> Self {
+        LogStore { db, latency }
+    }
+
+    /// Runs a durable write on a blocking thread (a synced write can take as long as the
+    /// disk's queue: it must not hold a runtime thread that serves heartbeats), timed.
+    async fn durably<T: Send + 'static>(
+        &self,
+        write: impl FnOnce(&RaftDb) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let db = self.db.clone();
+        let timer = self.latency.log_writes.start_timer();
+        let done = tokio::task::spawn_blocking(move || write(&db))
+            .await
+            .map_err(logs_write)?;
+        timer.observe_duration();
+        done
     }
 
     fn meta<T: serde::de::DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>> {
@@ -67,9 +84,10 @@ impl LogStore {
         }
     }
 
-    fn put_meta<T: Serialize>(&self, key: &[u8], v: &T) -> Result<()> {
+    async fn put_meta<T: Serialize>(&self, key: &'static [u8], v: &T) -> Result<()> {
         let bytes = serde_json::to_vec(v).map_err(logs_write)?;
-        self.db.put_meta(key, &bytes).map_err(logs_write)
+        self.durably(move |db| db.put_meta(key, &bytes).map_err(logs_write))
+            .await
     }
 }
 
@@ -121,15 +139,21 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<()> {
-        self.put_meta(META_VOTE, vote)
+        self.put_meta(META_VOTE, vote).await
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<u64>>> {
         self.meta(META_VOTE)
     }
 
+    /// Written but not synced: a commit index lost in a crash is an older one, which only
+    /// means re-applying fewer entries at start until the leader says more are committed
+    /// (the entries themselves were synced when appended). One fsync fewer per commit.
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<()> {
-        self.put_meta(META_COMMITTED, &committed)
+        let bytes = serde_json::to_vec(&committed).map_err(logs_write)?;
+        self.db
+            .put_meta_unsynced(META_COMMITTED, &bytes)
+            .map_err(logs_write)
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>> {
@@ -146,19 +170,22 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             batch.push((e.log_id.index, serde_json::to_vec(&e).map_err(logs_write)?));
         }
         // Synced before the callback: openraft counts the entries as persisted from here.
-        self.db.append(batch).map_err(logs_write)?;
+        self.durably(move |db| db.append(batch).map_err(logs_write))
+            .await?;
         callback.log_io_completed(Ok(()));
         Ok(())
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<()> {
-        self.db.truncate_from(log_id.index).map_err(logs_write)
+        self.durably(move |db| db.truncate_from(log_id.index).map_err(logs_write))
+            .await
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<()> {
         // The purge point is recorded first: entries at or below it are ignored afterwards.
-        self.put_meta(META_PURGED, &log_id)?;
-        self.db.purge_upto(log_id.index).map_err(logs_write)
+        self.put_meta(META_PURGED, &log_id).await?;
+        self.durably(move |db| db.purge_upto(log_id.index).map_err(logs_write))
+            .await
     }
 }
 
@@ -388,7 +415,7 @@ mod tests {
             let dir = tempfile::tempdir().expect("temp dir");
             let db = Arc::new(RaftDb::open(dir.path()).expect("open db"));
             let sm = StateMachine::open(db.clone()).expect("open state machine");
-            Ok((dir, LogStore::new(db), sm))
+            Ok((dir, LogStore::new(db, Default::default()), sm))
         }
     }
 

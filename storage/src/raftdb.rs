@@ -152,6 +152,13 @@ impl RaftDb {
         Ok(())
     }
 
+    /// Writes a metadata value without waiting for the disk: visible at once, durable with
+    /// the next synced write (or lost in a crash before one).
+    pub fn put_meta_unsynced(&self, k: &[u8], v: &[u8]) -> Result<(), StorageError> {
+        self.db.put_cf(self.cf(CF_META), k, v)?;
+        Ok(())
+    }
+
     pub fn get_snapshot(&self) -> Result<Option<Vec<u8>>, StorageError> {
         self.get_meta(KEY_SNAPSHOT)
     }

@@ -6,6 +6,7 @@
 //! - `peers`: one QUIC endpoint per node; pooled connections to peers; each bidirectional
 //!   stream starts with a [`StreamKind`] byte so Raft RPCs and forwarded HTTP share it.
 //! - `frame`: length-prefixed JSON messages for RPCs.
+//! - `udp_socket`: the endpoint's UDP socket, with buffers that hold bursts of datagrams.
 //!
 //! It knows nothing about Raft or HTTP semantics; those crates bring their own handlers.
 
@@ -13,6 +14,7 @@ pub mod frame;
 mod peer_metrics;
 pub mod peers;
 pub mod tls;
+pub mod udp_socket;
 
 pub use peers::{Handler, Lane, Peers, StreamKind};
 pub use quinn::{RecvStream, SendStream};
@@ -28,6 +30,12 @@ pub enum TransportError {
     Stream(String),
     #[error("frame: {0}")]
     Frame(String),
+    /// The call's deadline passed before its answer arrived.
+    #[error("no reply from {peer} within {after:?}")]
+    Timeout {
+        peer: String,
+        after: std::time::Duration,
+    },
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
 }

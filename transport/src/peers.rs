@@ -138,7 +138,13 @@ fn transport_config() -> Arc<TransportConfig> {
 impl Peers {
     /// Binds the node's UDP port with its identity.
     pub fn bind(addr: SocketAddr, id: &NodeIdentity) -> Result<Arc<Self>, TransportError> {
-        let endpoint = Endpoint::server(server_config(id)?, addr)?;
+        let socket = crate::udp_socket::bind(addr)?;
+        let endpoint = Endpoint::new(
+            quinn::EndpointConfig::default(),
+            Some(server_config(id)?),
+            socket,
+            Arc::new(quinn::TokioRuntime),
+        )?;
         Ok(Arc::new(Peers {
             endpoint,
             slots: Arc::new(Mutex::new(HashMap::new())),

@@ -1,0 +1,39 @@
+//! Histograms of where this Raft member spends time on the path a heartbeat takes:
+//! its log writes (each synced to disk before openraft counts it) and serving the
+//! leader's AppendEntries calls (a follower's side of a heartbeat: the Raft member's answer,
+//! its log writes included). A follower that hears its leader late shows here whether the disk or
+//! the member held the call up.
+
+use prometheus::{Histogram, HistogramOpts};
+
+/// From half a millisecond to beyond the slowest election timeout a deployment uses.
+const BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2,
+];
+
+pub struct RaftLatency {
+    /// Raft log and vote writes (`warren_raft_log_write_seconds`).
+    pub log_writes: Histogram,
+    /// AppendEntries served for the leader (`warren_raft_append_entries_seconds`).
+    pub append_entries: Histogram,
+}
+
+fn histogram(name: &str, help: &str) -> Histogram {
+    Histogram::with_opts(HistogramOpts::new(name, help).buckets(BUCKETS.to_vec()))
+        .expect("valid histogram")
+}
+
+impl Default for RaftLatency {
+    fn default() -> Self {
+        RaftLatency {
+            log_writes: histogram(
+                "warren_raft_log_write_seconds",
+                "Time of this node's Raft log writes: appends, truncations and votes (synced to disk) and purges",
+            ),
+            append_entries: histogram(
+                "warren_raft_append_entries_seconds",
+                "Time this node's Raft member took to answer the leader's AppendEntries calls (heartbeats and entries)",
+            ),
+        }
+    }
+}
