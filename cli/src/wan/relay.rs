@@ -79,7 +79,9 @@ impl WanRelay {
         target: SocketAddr,
         region: &str,
     ) -> std::io::Result<SocketAddr> {
-        let std_socket = std::net::UdpSocket::bind((bind_ip, 0))?;
+        // The nodes' own socket buffers: a relay that dropped bursts would add loss nobody
+        // asked for.
+        let std_socket = warren_transport::udp_socket::bind((bind_ip, 0).into())?;
         std_socket.set_nonblocking(true)?;
         let front = Arc::new(UdpSocket::from_std(std_socket)?);
         let addr = front.local_addr()?;
@@ -164,7 +166,9 @@ impl Front {
         delay: Duration,
     ) -> std::io::Result<mpsc::UnboundedSender<(Instant, Vec<u8>)>> {
         let bind: SocketAddr = (self.target.ip(), 0).into();
-        let up = Arc::new(UdpSocket::bind(bind).await?);
+        let up = warren_transport::udp_socket::bind(bind)?;
+        up.set_nonblocking(true)?;
+        let up = Arc::new(UdpSocket::from_std(up)?);
         up.connect(self.target).await?;
         let (to_node, towards_node) = mpsc::unbounded_channel();
         let (to_sender, towards_sender) = mpsc::unbounded_channel();
