@@ -595,21 +595,31 @@ async fn a_container_paused_behind_the_nodes_back_thaws_with_the_others() {
     // The freezer has looked at the sandbox (it looks on every change).
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     std::fs::remove_file(&flag).unwrap();
+    answers_unpaused_within_30_s(&node, &id, "after the firewall holds again").await;
+}
+
+/// Waits until sandbox `id` answers a command (each try 5 s at most) and then checks its
+/// container is not paused; fails after 30 s, saying `when` and whether it is paused.
+async fn answers_unpaused_within_30_s(node: &Node, id: &str, when: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let r = tokio::time::timeout(std::time::Duration::from_secs(5), c.sh(&id, "echo up")).await;
+        let r = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            node.client.sh(id, "echo up"),
+        )
+        .await;
         if let Ok(Ok(r)) = r {
             assert_eq!(r.stdout.trim(), "up");
             break;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the sandbox does not answer 30 s after the firewall holds again: {r:?}, paused: {}",
-            paused(&node, &id)
+            "the sandbox does not answer 30 s {when}: {r:?}, paused: {}",
+            paused(node, id)
         );
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
-    assert!(!paused(&node, &id));
+    assert!(!paused(node, id));
 }
 
 /// A container paused behind the node's back while nothing else is wrong (no freeze, no
@@ -625,21 +635,7 @@ async fn a_container_paused_by_someone_else_is_thawed_by_the_node() {
     run(&["docker", "pause", &format!("wrn-{}-{id}", node.node_id)]);
     assert!(paused(&node, &id));
     let started = std::time::Instant::now();
-    let deadline = started + std::time::Duration::from_secs(30);
-    loop {
-        let r = tokio::time::timeout(std::time::Duration::from_secs(5), c.sh(&id, "echo up")).await;
-        if let Ok(Ok(r)) = r {
-            assert_eq!(r.stdout.trim(), "up");
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the sandbox paused behind the node's back does not answer after 30 s: {r:?}, paused: {}",
-            paused(&node, &id)
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    }
-    assert!(!paused(&node, &id));
+    answers_unpaused_within_30_s(&node, &id, "after it was paused behind the node's back").await;
     eprintln!("answered {:?} after the pause", started.elapsed());
 }
 
