@@ -2,6 +2,7 @@
 //! scraped (`warren_raft_*`, `warren_cluster_nodes`): nothing is sampled in between.
 
 use crate::cluster::Cluster;
+use crate::latency::RaftLatency;
 use crate::state::NodeState;
 use openraft::ServerState;
 use prometheus::core::{Collector, Desc};
@@ -12,11 +13,16 @@ use std::sync::{Arc, Weak};
 /// Registers the Raft and cluster series of `cluster` (held weakly: the registry does not
 /// keep a stopped member alive).
 pub fn register(cluster: &Arc<Cluster>, registry: &Registry) -> prometheus::Result<()> {
-    registry.register(Box::new(RaftCollector::new(Arc::downgrade(cluster))?))
+    registry.register(Box::new(RaftCollector::new(
+        Arc::downgrade(cluster),
+        cluster.latency.clone(),
+    )?))
 }
 
 struct RaftCollector {
     cluster: Weak<Cluster>,
+    /// The member's histograms (shared with it, collected as they are).
+    latency: Arc<RaftLatency>,
     term: IntGauge,
     leader: IntGauge,
     has_leader: IntGauge,
@@ -36,9 +42,10 @@ fn gauge(name: &str, help: &str) -> prometheus::Result<IntGauge> {
 }
 
 impl RaftCollector {
-    fn new(cluster: Weak<Cluster>) -> prometheus::Result<Self> {
+    fn new(cluster: Weak<Cluster>, latency: Arc<RaftLatency>) -> prometheus::Result<Self> {
         let mut c = RaftCollector {
             cluster,
+            latency,
             term: gauge("warren_raft_term", "This node's current Raft term")?,
             leader: gauge(
                 "warren_raft_is_leader",
@@ -86,15 +93,10 @@ impl RaftCollector {
             descs: Vec::new(),
         };
         c.descs = c.parts().iter().flat_map(|m| m.desc()).cloned().collect();
-        if let Some(cluster) = c.cluster.upgrade() {
-            let l = &cluster.latency;
-            c.descs.extend(l.log_writes.desc().into_iter().cloned());
-            c.descs.extend(l.append_entries.desc().into_iter().cloned());
-        }
         Ok(c)
     }
 
-    fn parts(&self) -> [&dyn Collector; 11] {
+    fn parts(&self) -> [&dyn Collector; 13] {
         [
             &self.term,
             &self.leader,
@@ -107,6 +109,8 @@ impl RaftCollector {
             &self.quorum_ack_age_ms,
             &self.leader_contact_age_ms,
             &self.nodes,
+            &self.latency.log_writes,
+            &self.latency.append_entries,
         ]
     }
 
@@ -163,10 +167,6 @@ impl Collector for RaftCollector {
             return Vec::new();
         };
         self.read(&cluster);
-        let mut families: Vec<MetricFamily> =
-            self.parts().iter().flat_map(|m| m.collect()).collect();
-        families.extend(cluster.latency.log_writes.collect());
-        families.extend(cluster.latency.append_entries.collect());
-        families
+        self.parts().iter().flat_map(|m| m.collect()).collect()
     }
 }

@@ -19,10 +19,11 @@ pub const WANTED_BYTES: usize = 8 << 20;
 
 /// Binds `addr` for the endpoint, with receive and send buffers of [`WANTED_BYTES`] where
 /// the kernel allows (as root past `net.core.rmem_max`/`wmem_max`; otherwise up to them,
-/// with a warning that says which setting to raise).
+/// with a warning that says which setting to raise). Non-blocking, as async runtimes take it.
 pub fn bind(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     socket.bind(&addr.into())?;
+    socket.set_nonblocking(true)?;
     let recv = grow(&socket, Direction::Receive);
     let send = grow(&socket, Direction::Send);
     // Linux reports twice what was set (its bookkeeping share included).
@@ -75,15 +76,15 @@ fn grow(socket: &Socket, dir: Direction) -> usize {
     .unwrap_or(0)
 }
 
-/// The receive and send buffer sizes the kernel reports for `socket`.
-pub fn buffer_sizes(socket: &std::net::UdpSocket) -> io::Result<(usize, usize)> {
-    let s = socket2::SockRef::from(socket);
-    Ok((s.recv_buffer_size()?, s.send_buffer_size()?))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The receive and send buffer sizes the kernel reports for `socket`.
+    fn buffer_sizes(socket: &std::net::UdpSocket) -> io::Result<(usize, usize)> {
+        let s = socket2::SockRef::from(socket);
+        Ok((s.recv_buffer_size()?, s.send_buffer_size()?))
+    }
 
     fn root() -> bool {
         // SAFETY: geteuid has no preconditions.
@@ -109,7 +110,6 @@ mod tests {
         for _ in 0..sent {
             tx.send_to(&datagram, rx.local_addr().unwrap()).unwrap();
         }
-        rx.set_nonblocking(true).unwrap();
         let mut buf = [0u8; 2048];
         let mut got = 0;
         while rx.recv(&mut buf).is_ok() {

@@ -82,7 +82,6 @@ impl WanRelay {
         // The nodes' own socket buffers: a relay that dropped bursts would add loss nobody
         // asked for.
         let std_socket = warren_transport::udp_socket::bind((bind_ip, 0).into())?;
-        std_socket.set_nonblocking(true)?;
         let front = Arc::new(UdpSocket::from_std(std_socket)?);
         let addr = front.local_addr()?;
         self.shared
@@ -166,9 +165,9 @@ impl Front {
         delay: Duration,
     ) -> std::io::Result<mpsc::UnboundedSender<(Instant, Vec<u8>)>> {
         let bind: SocketAddr = (self.target.ip(), 0).into();
-        let up = warren_transport::udp_socket::bind(bind)?;
-        up.set_nonblocking(true)?;
-        let up = Arc::new(UdpSocket::from_std(up)?);
+        let up = Arc::new(UdpSocket::from_std(warren_transport::udp_socket::bind(
+            bind,
+        )?)?);
         up.connect(self.target).await?;
         let (to_node, towards_node) = mpsc::unbounded_channel();
         let (to_sender, towards_sender) = mpsc::unbounded_channel();
