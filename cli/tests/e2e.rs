@@ -18,6 +18,7 @@ mod e2e {
     mod egress_transparent;
     mod errors;
     mod exec;
+    mod failover_at_scale;
     mod files;
     mod git;
     mod hardening;
