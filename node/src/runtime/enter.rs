@@ -146,7 +146,11 @@ fn hand_over(ns: libc::c_int, root: libc::c_int) -> std::io::Result<()> {
     };
     // SAFETY: plain system calls on descriptors this child inherited open.
     unsafe {
-        // Out of the way of both targets first: `root` may sit where `ns` goes.
+        // Both out of the way of both targets first: either may sit where the other goes,
+        // or already where it goes itself, and `dup2` onto the same descriptor changes
+        // nothing, so it would stay close-on-exec and be gone in the guest binary (a node
+        // with a hundred descriptors open opens them there now and then).
+        let ns = check(libc::fcntl(ns, libc::F_DUPFD_CLOEXEC, 200))?;
         let root = check(libc::fcntl(root, libc::F_DUPFD_CLOEXEC, 200))?;
         check(libc::dup2(ns, ENTER_NS_FD))?;
         check(libc::dup2(root, ENTER_ROOT_FD))?;
@@ -240,5 +244,66 @@ impl Unpacker {
         }
         drop(stdin);
         finished(self.child, stderr, "unpacking the snapshot").await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::process::CommandExt;
+
+    /// `path` opened close-on-exec (as `File::open` opens) at descriptor `at`.
+    fn open_at(path: &str, at: libc::c_int) -> std::fs::File {
+        let f = std::fs::File::open(path).unwrap();
+        // SAFETY: `at` is free in this test's own process (nextest runs each test alone
+        // in one); the new descriptor is owned by the returned File.
+        unsafe {
+            assert_eq!(libc::dup2(f.as_raw_fd(), at), at);
+            assert_eq!(libc::fcntl(at, libc::F_SETFD, libc::FD_CLOEXEC), 0);
+            std::fs::File::from_raw_fd(at)
+        }
+    }
+
+    /// What descriptor `fd` of a child refers to, as `readlink /proc/self/fd/N` prints it.
+    fn link_of_fd(fd: libc::c_int) -> String {
+        std::fs::read_link(format!("/proc/self/fd/{fd}"))
+            .unwrap()
+            .display()
+            .to_string()
+    }
+
+    /// Wherever the node happened to open the two descriptors — also exactly where the
+    /// guest binary looks for them, which a busy node with a hundred open descriptors does
+    /// — the child finds the namespace at ENTER_NS_FD and the root at ENTER_ROOT_FD.
+    #[test]
+    fn the_child_finds_both_descriptors_wherever_the_node_opened_them() {
+        let ns_link = link_of_fd(open_at("/proc/self/ns/mnt", 300).as_raw_fd());
+        for (ns_at, root_at) in [
+            (ENTER_NS_FD, ENTER_ROOT_FD),
+            (ENTER_ROOT_FD, ENTER_NS_FD),
+            (ENTER_NS_FD, 150),
+            (150, ENTER_ROOT_FD),
+            (150, 151),
+        ] {
+            let ns = open_at("/proc/self/ns/mnt", ns_at);
+            let root = open_at("/", root_at);
+            let (ns_fd, root_fd) = (ns.as_raw_fd(), root.as_raw_fd());
+            let script = format!(
+                "[ \"$(readlink /proc/self/fd/{ENTER_NS_FD})\" = '{ns_link}' ] && [ \"$(readlink /proc/self/fd/{ENTER_ROOT_FD})\" = / ]"
+            );
+            let mut cmd = std::process::Command::new("/bin/sh");
+            cmd.args(["-c", &script]);
+            // SAFETY: as in `spawn_guest`.
+            unsafe {
+                cmd.pre_exec(move || hand_over(ns_fd, root_fd));
+            }
+            let status = cmd.status().unwrap();
+            assert!(
+                status.success(),
+                "opened at {ns_at} and {root_at}: the child did not get them"
+            );
+            drop((ns, root));
+        }
     }
 }
