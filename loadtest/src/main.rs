@@ -7,7 +7,7 @@
 //! and fork rounds on a ~200 MiB workspace, default 3), WARREN_BENCH_SURFACE (keystroke echo
 //! and watch samples, default 200), WARREN_BENCH_INTERP (interpreter round trips, default
 //! 200), WARREN_BENCH_FAILOVER (sandboxes on the node killed in the failover scenario,
-//! default 10), WARREN_BENCH_EGRESS (requests per egress proxy scenario, default 2000),
+//! default 10; a comma-separated list runs it once per size), WARREN_BENCH_EGRESS (requests per egress proxy scenario, default 2000),
 //! WARREN_BENCH_METERED (running sandboxes in the metering scenario, default 200),
 //! WARREN_BENCH_METER_WINDOW_S (its measured window, default 60),
 //! WARREN_BENCH_METER_SAMPLED_FIRST=1 (its sampled arm first instead of second),
@@ -58,7 +58,12 @@ async fn main() -> anyhow::Result<()> {
     let snap_rounds = env_usize("WARREN_BENCH_SNAPSHOT_ROUNDS", 3).clamp(1, 20);
     let surface_n = env_usize("WARREN_BENCH_SURFACE", 200).clamp(10, 5000);
     let interp_n = env_usize("WARREN_BENCH_INTERP", 200).clamp(10, 5000);
-    let failover_n = env_usize("WARREN_BENCH_FAILOVER", 10).clamp(1, 1000);
+    let failover_sizes: Vec<usize> = std::env::var("WARREN_BENCH_FAILOVER")
+        .unwrap_or_else(|_| "10".into())
+        .split(',')
+        .filter_map(|v| v.trim().parse().ok())
+        .map(|n: usize| n.clamp(1, 1000))
+        .collect();
     let checkpointed_n = env_usize("WARREN_BENCH_CHECKPOINTED", 50).clamp(1, 500);
     let checkpoint_window = env_usize("WARREN_BENCH_CHECKPOINT_WINDOW_S", 60).clamp(15, 900);
     let egress_n = env_usize("WARREN_BENCH_EGRESS", 2000).clamp(100, 100_000);
@@ -148,7 +153,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if run("failover") {
         eprintln!("bench: failover of a killed node's sandboxes");
-        failover_bench::failover_time(failover_n, &mut table).await?;
+        for n in &failover_sizes {
+            failover_bench::failover_time(*n, &mut table).await?;
+        }
     }
     if run("checkpoints") {
         checkpoint_bench::checkpoint_cost(
