@@ -5,7 +5,8 @@
 //!
 //! * **Out.** A sandbox here whose rendezvous winner is another up node (a node joined, or
 //!   this one drains) moves: `BeginMove` (requests wait), the node saves it as a sleep does,
-//!   `Move` to the winner with the handoff, then this node forgets its copy.
+//!   `Move` to the winner with the handoff, then this node forgets its copy. A tick's moves
+//!   run several at once (`MOVES_AT_ONCE`).
 //! * **In.** A placement naming this node with a handoff it does not hold yet is taken over:
 //!   it arrives asleep, and starts at once if it was running.
 //! * **Failover** (leader only). Placements of a node that is down, draining but silent, or
@@ -42,6 +43,9 @@ const DRAIN_WAIT: Duration = Duration::from_secs(10);
 const FAILOVER_BATCH: usize = 512;
 /// Most failover commits in flight at once (Raft batches them into few log writes).
 const FAILOVER_IN_FLIGHT: usize = 64;
+/// Most sandboxes one node moves away at once (drain, rebalance): each move saves the
+/// sandbox as a sleep does, and the node's host-work threads bound that work anyway.
+const MOVES_AT_ONCE: usize = 8;
 
 fn to_raft(h: HandoffData) -> Handoff {
     Handoff {
@@ -119,6 +123,12 @@ async fn tick(st: &Control, checkpoints: &mut HashMap<String, (Instant, u64)>) {
     if cl.is_leader() {
         fail_over(st, &state).await;
     }
+    let draining_here = state
+        .nodes
+        .get(&me)
+        .is_some_and(|n| n.state != NodeState::Up);
+    let mut moves: Vec<(String, Placement, NodeId)> = Vec::new();
+    let mut reachable: HashMap<NodeId, bool> = HashMap::new();
     for id in &local {
         let Some(p) = state.placements.get(id) else {
             continue;
@@ -144,10 +154,7 @@ async fn tick(st: &Control, checkpoints: &mut HashMap<String, (Instant, u64)>) {
             continue;
         }
         let region = st.mgr.region_of(id).unwrap_or_default();
-        let draining = state
-            .nodes
-            .get(&me)
-            .is_some_and(|n| n.state != NodeState::Up);
+        let draining = draining_here;
         let target = if draining {
             choose_owner_excluding(&state, id, &region, &[me])
         } else {
@@ -159,14 +166,31 @@ async fn tick(st: &Control, checkpoints: &mut HashMap<String, (Instant, u64)>) {
         // The applied state may still call a node up that just died (it was placed here
         // because that node did not answer): never hand a sandbox to a node that is silent.
         if let Some(target) = target {
-            if cl.reachable(target).await {
-                move_out(st, id, p, target, draining).await;
+            // One ping per target and tick, not one per sandbox.
+            let answers = match reachable.get(&target).copied() {
+                Some(a) => a,
+                None => {
+                    let a = cl.reachable(target).await;
+                    reachable.insert(target, a);
+                    a
+                }
+            };
+            if answers {
+                moves.push((id.clone(), p.clone(), target));
                 checkpoints.remove(id);
                 continue;
             }
         }
         checkpoint(st, id, p, checkpoints).await;
     }
+    // The moves of this tick, several at once: each is its own sandbox's commits and save,
+    // so a drain of many sandboxes takes the time of a few saves per round, not of all of
+    // them one after another.
+    futures_util::stream::iter(&moves)
+        .for_each_concurrent(MOVES_AT_ONCE, |(id, p, target)| {
+            move_out(st, id, p, *target, draining_here)
+        })
+        .await;
     checkpoints.retain(|id, _| local.contains(id));
 }
 

@@ -424,3 +424,80 @@ async fn migration_through_s3_drain_and_kill_9_keep_the_files() {
     assert!(r.stdout.ends_with("after-drain\n"), "{}", r.stdout);
     restart_drops_stale_copy(&mut c, victim, &id).await;
 }
+
+/// Seconds since midnight of a node's log line (`2026-12-06T11:04:58.722337Z  INFO …`).
+fn logged_at(line: &str) -> Option<f64> {
+    let time = line.get(11..26)?;
+    let (h, rest) = time.split_once(':')?;
+    let (m, s) = rest.split_once(':')?;
+    Some(h.parse::<f64>().ok()? * 3600.0 + m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
+}
+
+/// A drain moves a node's sandboxes several at once: each move's span (from its log line
+/// "sandbox moved … ms=N": it ended at the line and began N ms before) overlaps another's.
+/// They ran strictly one after another before, so the drain of a node took the sum of all
+/// its sandboxes' saves.
+#[tokio::test]
+async fn a_drain_moves_the_sandboxes_of_a_node_several_at_once() {
+    let c = TestCluster::start_logging(3, "warn,warren_control::migrate=info").await;
+    c.wait_voters_everywhere(3).await;
+    let leader = c.leader().await;
+    let from = (leader + 1) % 3;
+    let name = c.nodes[from].name.clone();
+    let ids = ids_on(&c, leader, &name, 8).await;
+    let client = &c.nodes[leader].client;
+    for id in &ids {
+        // Enough to save that a move takes a moment.
+        let r = client
+            .sh(
+                id,
+                &format!("echo {id} > /workspace/f && head -c 8000000 /dev/urandom > /workspace/r"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.exit_code, 0, "{}", r.stderr);
+    }
+    super::cluster_harness::drain(&c, leader, &name).await;
+    for id in &ids {
+        wait_moved(&c, leader, id, &name).await;
+        let r = client.sh(id, "cat /workspace/f").await.unwrap();
+        assert_eq!(
+            r.stdout.trim(),
+            id.as_str(),
+            "{id} lost its file in the move"
+        );
+    }
+    let spans: Vec<(f64, f64)> = c.nodes[from]
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("sandbox moved"))
+        .filter_map(|l| {
+            let end = logged_at(l)?;
+            let ms: f64 = l.rsplit_once("ms=")?.1.trim().parse().ok()?;
+            Some((end - ms / 1000.0, end))
+        })
+        .collect();
+    assert_eq!(
+        spans.len(),
+        ids.len(),
+        "one move logged per sandbox: {spans:?}"
+    );
+    let first = spans.iter().map(|s| s.0).fold(f64::MAX, f64::min);
+    let last = spans.iter().map(|s| s.1).fold(f64::MIN, f64::max);
+    let sum: f64 = spans.iter().map(|s| s.1 - s.0).sum();
+    eprintln!(
+        "{} moves in {:.2} s, {sum:.2} s of moves in all",
+        spans.len(),
+        last - first
+    );
+    let overlapping = spans
+        .iter()
+        .enumerate()
+        .any(|(i, a)| spans[i + 1..].iter().any(|b| a.0 < b.1 && b.0 < a.1));
+    assert!(
+        overlapping,
+        "the drain moved one sandbox after another: {spans:?}"
+    );
+}
