@@ -656,6 +656,16 @@ pub async fn exec_via(
     sandbox: &str,
     command: &str,
 ) -> (u16, String, serde_json::Value) {
+    try_exec_via(c, i, sandbox, command).await.unwrap()
+}
+
+/// [`exec_via`], or why no answer came (the request could not be sent, or 60 s passed).
+pub async fn try_exec_via(
+    c: &TestCluster,
+    i: usize,
+    sandbox: &str,
+    command: &str,
+) -> Result<(u16, String, serde_json::Value), String> {
     let r = c.nodes[i]
         .client
         .request(
@@ -666,7 +676,7 @@ pub async fn exec_via(
         .timeout(Duration::from_secs(60))
         .send()
         .await
-        .unwrap();
+        .map_err(|e| e.to_string())?;
     let status = r.status().as_u16();
     let node = r
         .headers()
@@ -674,7 +684,7 @@ pub async fn exec_via(
         .map(|v| v.to_str().unwrap().to_string())
         .unwrap_or_default();
     let body: serde_json::Value = r.json().await.unwrap_or_default();
-    (status, node, body)
+    Ok((status, node, body))
 }
 
 /// The node that answers for `sandbox` (creating it through node `i` if needed).

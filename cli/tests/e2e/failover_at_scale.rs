@@ -2,7 +2,7 @@
 //! from a survivor, once each, spread over the survivors. Runs alone (`.config/nextest.toml`):
 //! it starts 400 containers on a 2-core machine.
 
-use super::cluster_harness::TestCluster;
+use super::cluster_harness::{try_exec_via, TestCluster};
 use super::harness::unique;
 use futures_util::StreamExt;
 use std::collections::BTreeMap;
@@ -27,26 +27,8 @@ async fn run(
     sandbox: &str,
     script: &str,
 ) -> Result<(String, String), String> {
-    let r = c.nodes[i]
-        .client
-        .request(
-            reqwest::Method::POST,
-            &format!("/v1/sandboxes/{sandbox}/exec"),
-        )
-        .json(&serde_json::json!({ "command": script }))
-        .timeout(Duration::from_secs(60))
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = r.status();
-    let node = r
-        .headers()
-        .get("x-warren-node")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    let body: serde_json::Value = r.json().await.map_err(|e| e.to_string())?;
-    if !status.is_success() || body["exit_code"] != 0 {
+    let (status, node, body) = try_exec_via(c, i, sandbox, script).await?;
+    if status != 200 || body["exit_code"] != 0 {
         return Err(format!("{status}: {body}"));
     }
     Ok((
