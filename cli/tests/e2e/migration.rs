@@ -433,6 +433,35 @@ fn logged_at(line: &str) -> Option<f64> {
     Some(h.parse::<f64>().ok()? * 3600.0 + m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
 }
 
+/// The spans of node `i`'s log lines with `message` for the sandboxes `ids`: each ended at
+/// its line and began its `ms=N` before.
+fn logged_spans(c: &TestCluster, i: usize, message: &str, ids: &[String]) -> Vec<(f64, f64)> {
+    c.nodes[i]
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains(message))
+        .filter(|l| {
+            ids.iter()
+                .any(|id| l.contains(&format!("sandbox_id={id} ")))
+        })
+        .filter_map(|l| {
+            let end = logged_at(l)?;
+            let ms: f64 = l.rsplit_once("ms=")?.1.trim().parse().ok()?;
+            Some((end - ms / 1000.0, end))
+        })
+        .collect()
+}
+
+/// Whether any two spans overlap.
+fn any_overlap(spans: &[(f64, f64)]) -> bool {
+    spans
+        .iter()
+        .enumerate()
+        .any(|(i, a)| spans[i + 1..].iter().any(|b| a.0 < b.1 && b.0 < a.1))
+}
+
 /// A drain moves a node's sandboxes several at once: each move's span (from its log line
 /// "sandbox moved … ms=N": it ended at the line and began N ms before) overlaps another's.
 /// They ran strictly one after another before, so the drain of a node took the sum of all
@@ -467,18 +496,7 @@ async fn a_drain_moves_the_sandboxes_of_a_node_several_at_once() {
             "{id} lost its file in the move"
         );
     }
-    let spans: Vec<(f64, f64)> = c.nodes[from]
-        .log
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|l| l.contains("sandbox moved"))
-        .filter_map(|l| {
-            let end = logged_at(l)?;
-            let ms: f64 = l.rsplit_once("ms=")?.1.trim().parse().ok()?;
-            Some((end - ms / 1000.0, end))
-        })
-        .collect();
+    let spans = logged_spans(&c, from, "sandbox moved", &ids);
     assert_eq!(
         spans.len(),
         ids.len(),
@@ -492,10 +510,7 @@ async fn a_drain_moves_the_sandboxes_of_a_node_several_at_once() {
         spans.len(),
         last - first
     );
-    let overlapping = spans
-        .iter()
-        .enumerate()
-        .any(|(i, a)| spans[i + 1..].iter().any(|b| a.0 < b.1 && b.0 < a.1));
+    let overlapping = any_overlap(&spans);
     assert!(
         overlapping,
         "the drain moved one sandbox after another: {spans:?}"
