@@ -100,14 +100,12 @@ async fn served_again(
 /// them must answer again through a survivor with its file, exactly one survivor holding
 /// it, and both survivors taking a share (placement weighs them alike).
 ///
-/// Not run by default: it finds a defect not fixed yet. In two of three runs (one in CI),
-/// one of the 200 sandboxes came back on a survivor without its file, for good, although
-/// the failover handed it over with its checkpoint (the survivor's log: "sandbox taken over
-/// … snapshot=Some(…)", then no wake and no restore logged for it; the survivor's later
-/// checkpoints then retired the handed-over snapshot). Run it with
-/// `cargo nextest run -p warren-cli --run-ignored only -E 'test(failover_at_scale)'`.
+/// It found a defect (in two of three runs before the fix, one of the 200 came back
+/// without its file, for good): a wake whose caller went away mid-way (a client giving up
+/// while restores queue on the survivors) left its container half-filled, and the next call
+/// adopted it. `lifecycle::restore_unfinished` now has such a container removed and the
+/// files restored again; the run after the fix logged it doing so for one sandbox.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "finds a sandbox restored without its files after a failover at this scale (open defect)"]
 async fn a_dead_nodes_200_sandboxes_all_serve_again_with_their_files() {
     let mut c = TestCluster::start_with(3, 2, "checkpoint_every_s = 1\n").await;
     c.wait_voters_everywhere(3).await;

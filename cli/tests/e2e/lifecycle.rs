@@ -165,3 +165,53 @@ async fn a_restarted_node_adopts_its_running_sandboxes() {
     );
     assert_eq!(node.containers(), before);
 }
+
+/// A node killed while it wakes a sandbox (the container made, its files still going in)
+/// must, once back, restore the files again instead of serving that container as it is:
+/// before, the restarted node adopted the running container as the sandbox, and whatever
+/// the restore had not written yet was gone for good (the next checkpoint then replaced
+/// the snapshot that still held it).
+#[tokio::test]
+async fn a_node_killed_while_it_wakes_a_sandbox_restores_its_files_again_once_back() {
+    let mut node = Node::start().await;
+    let http = reqwest::Client::new();
+    // Node kills at different points of the wake.
+    for (k, kill_after_ms) in [20u64, 60, 100, 150, 220, 300].into_iter().enumerate() {
+        let id = format!("halfwake-{k}-{}", unique());
+        let r = node
+            .client
+            .sh(
+                &id,
+                "mkdir -p /workspace/d && python3 -c \"import os; [open('/workspace/d/%d' % i, 'w').write(os.urandom(600).hex()) for i in range(20000)]\" && cd /workspace && find d -type f | sort | xargs sha256sum > sums",
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.exit_code, 0, "{}", r.stderr);
+        node.client.sleep(&id).await.unwrap();
+        let url = format!("{}/v1/sandboxes/{id}/exec", node.url);
+        let wake = tokio::spawn(
+            http.post(url)
+                .bearer_auth(&node.key)
+                .json(&serde_json::json!({"command": "true"}))
+                .timeout(std::time::Duration::from_secs(60))
+                .send(),
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(kill_after_ms)).await;
+        node.restart().await;
+        let _ = wake.await;
+        let r = node
+            .client
+            .sh(
+                &id,
+                "cd /workspace && sha256sum -c --quiet sums 2>&1 | head -5",
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (r.exit_code, r.stdout.trim()),
+            (0, ""),
+            "killed {kill_after_ms} ms into the wake: the files are not all back: {}",
+            r.stderr
+        );
+    }
+}

@@ -45,10 +45,32 @@ pub fn next(from: SandboxState, event: Event) -> Result<SandboxState, InvalidTra
     }
 }
 
+/// Whether a container found for a sandbox whose record was saved in `stored` (with a
+/// snapshot to restore, or not) may hold only part of its files: a start that restores
+/// files (a wake, a failover's or a restore's first start) saves `Starting` before the
+/// container exists and `Running` only once every file is in, so a record still `Starting`
+/// with a snapshot is a restore that never finished (its node died, or its caller went
+/// away mid-way). Such a container is never served: it goes, and the files are restored
+/// again. Nothing can have been written into it (no call reaches a starting sandbox).
+pub fn restore_unfinished(stored: SandboxState, has_snapshot: bool) -> bool {
+    stored == SandboxState::Starting && has_snapshot
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use warren_api::sandbox::SandboxState::*;
+
+    #[test]
+    fn only_a_start_from_a_snapshot_that_never_finished_is_restored_again() {
+        assert!(restore_unfinished(Starting, true));
+        // A new sandbox without files to restore: its container is as good as a new one.
+        assert!(!restore_unfinished(Starting, false));
+        // A running (or failed) sandbox's container holds its newest files: it is restarted.
+        for s in [Running, Failed, Sleeping, Migrating] {
+            assert!(!restore_unfinished(s, true), "{s:?}");
+        }
+    }
 
     #[test]
     fn create_recover_and_fail() {

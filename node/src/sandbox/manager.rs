@@ -349,8 +349,10 @@ impl SandboxManager {
             known.insert(rec.id.clone());
             let container = containers.iter().find(|c| c.sandbox_id == rec.id);
             let mut recover = false;
+            // A restore cut short by this node's death: recovery restores the files again.
+            let unfinished = lifecycle::restore_unfinished(rec.state, rec.snapshot.is_some());
             match container {
-                Some(c) if c.running => {
+                Some(c) if c.running && !unfinished => {
                     rec.state = SandboxState::Running;
                     self.know_guest(&rec, c);
                 }
@@ -955,11 +957,23 @@ impl SandboxManager {
         slot: &Arc<Slot>,
         mut rec: SandboxRecord,
     ) -> Result<SandboxRecord, ApiError> {
+        // As last saved: a restore that never finished (its caller went away, or this node
+        // died mid-way) left a container that may hold only part of the files.
+        let unfinished = self
+            .store
+            .load(&rec.id)
+            .is_some_and(|r| lifecycle::restore_unfinished(r.state, r.snapshot.is_some()));
         rec.state = lifecycle::next(rec.state, Event::Recovering)?;
         // Whatever answers next is a new guest process.
         rec.generation += 1;
         slot.set(Some(rec.clone()));
-        let result = match self.runtime.inspect(&rec.id).await? {
+        let mut found = self.runtime.inspect(&rec.id).await?;
+        if unfinished && found.is_some() {
+            tracing::warn!(sandbox_id = %rec.id, "a restore into this container never finished; it goes and the files are restored again");
+            self.remove_container(&rec.id).await?;
+            found = None;
+        }
+        let result = match found {
             Some(c) if c.running => {
                 self.metrics
                     .recoveries

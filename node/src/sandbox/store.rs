@@ -97,6 +97,11 @@ impl RecordStore {
         Ok(out)
     }
 
+    /// The record of `id` as last saved, if it is there and readable.
+    pub fn load(&self, id: &str) -> Option<SandboxRecord> {
+        read_record(&self.path(id)).ok()
+    }
+
     /// Writes the record durably: temp file, fsync, rename.
     pub fn save(&self, rec: &SandboxRecord) -> std::io::Result<()> {
         let path = self.path(&rec.id);
