@@ -123,7 +123,7 @@ async fn tick(st: &Control, checkpoints: &mut HashMap<String, (Instant, u64)>) {
     if cl.is_leader() {
         fail_over(st, &state).await;
     }
-    let draining_here = state
+    let draining = state
         .nodes
         .get(&me)
         .is_some_and(|n| n.state != NodeState::Up);
@@ -154,7 +154,6 @@ async fn tick(st: &Control, checkpoints: &mut HashMap<String, (Instant, u64)>) {
             continue;
         }
         let region = st.mgr.region_of(id).unwrap_or_default();
-        let draining = draining_here;
         let target = if draining {
             choose_owner_excluding(&state, id, &region, &[me])
         } else {
@@ -188,7 +187,7 @@ async fn tick(st: &Control, checkpoints: &mut HashMap<String, (Instant, u64)>) {
     // them one after another.
     futures_util::stream::iter(&moves)
         .for_each_concurrent(MOVES_AT_ONCE, |(id, p, target)| {
-            move_out(st, id, p, *target, draining_here)
+            move_out(st, id, p, *target, draining)
         })
         .await;
     checkpoints.retain(|id, _| local.contains(id));
