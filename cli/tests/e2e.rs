@@ -8,6 +8,7 @@ mod e2e {
 
     mod admission;
     mod certs;
+    mod checkpoints;
     mod cli;
     mod cli_terminal;
     mod cluster;

@@ -5,6 +5,8 @@
 //! * `migrate` — the per-node loop: sandboxes move out to their rendezvous winner and in
 //!   with their handoff, the leader fails over the placements of dead nodes in bounded
 //!   batches, running sandboxes are checkpointed, leftover copies are set aside.
+//! * `checkpoint` — which sandboxes are due a checkpoint (a pure decision), and taking
+//!   them several at once.
 //! * `fence` — while this node holds no lease from the majority its sandboxes are frozen,
 //!   and the fence file tells their guests how long they may run without this process.
 //! * `recovery` — a sleep's or checkpoint's snapshot counts as a sandbox's recovery point
@@ -12,6 +14,7 @@
 //! * `copies` — whether this node's copy of a sandbox is the one the cluster means.
 //! * `handoff` — what a new owner takes a sandbox over from.
 
+pub mod checkpoint;
 pub mod copies;
 pub mod fence;
 pub mod handoff;

@@ -13,12 +13,14 @@
 //!   removed move to survivors with their last checkpoint's handoff, once its leases ran out:
 //!   planned in one pure decision per tick (`warren_consensus::failover`: bounded batch,
 //!   rendezvous by capacity, full survivors passed over) and committed concurrently.
-//! * **Checkpoints.** Running sandboxes active since their last checkpoint are snapshotted
-//!   every `checkpoint_every` and the handoff is recorded in their placement, bounding what a
-//!   node failure can lose; a sandbox not yet checkpointed gets its record published at once.
+//! * **Checkpoints** (`checkpoint`). Running sandboxes active since their last checkpoint
+//!   are snapshotted every `checkpoint_every` and the handoff is recorded in their placement,
+//!   bounding what a node failure can lose; a sandbox not yet checkpointed gets its record
+//!   published at once. A tick's checkpoints run several at once.
 //! * **Leftovers.** A copy here of a sandbox another node owns (after a failover this node
 //!   missed) is removed, what it held saved as a conflict snapshot (`fence`).
 
+use crate::checkpoint;
 use crate::copies::LocalCopy;
 use crate::Control;
 use futures_util::StreamExt;
@@ -59,7 +61,7 @@ fn to_raft(h: HandoffData) -> Handoff {
 /// the node's shutdown waits for it within its deadline).
 pub fn spawn(st: Control, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut checkpoints: HashMap<String, (Instant, u64)> = HashMap::new();
+        let mut checkpoints = checkpoint::Stamps::new();
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
@@ -84,7 +86,7 @@ async fn applied(st: &Control, cmd: Command) -> Option<Placement> {
     }
 }
 
-async fn tick(st: &Control, checkpoints: &mut HashMap<String, (Instant, u64)>) {
+async fn tick(st: &Control, checkpoints: &mut checkpoint::Stamps) {
     let cl = &st.cluster;
     // Every decision below needs this node's view to be current (caught up and in touch).
     if !cl.has_lease() {
@@ -129,6 +131,7 @@ async fn tick(st: &Control, checkpoints: &mut HashMap<String, (Instant, u64)>) {
         .is_some_and(|n| n.state != NodeState::Up);
     let mut moves: Vec<(String, Placement, NodeId)> = Vec::new();
     let mut reachable: HashMap<NodeId, bool> = HashMap::new();
+    let mut due: Vec<(String, Placement, checkpoint::Step)> = Vec::new();
     for id in &local {
         let Some(p) = state.placements.get(id) else {
             continue;
@@ -180,7 +183,10 @@ async fn tick(st: &Control, checkpoints: &mut HashMap<String, (Instant, u64)>) {
                 continue;
             }
         }
-        checkpoint(st, id, p, checkpoints).await;
+        match checkpoint::due(st, id, p, checkpoints) {
+            checkpoint::Step::Nothing => {}
+            s => due.push((id.clone(), p.clone(), s)),
+        }
     }
     // The moves of this tick, several at once: each is its own sandbox's commits and save,
     // so a drain of many sandboxes takes the time of a few saves per round, not of all of
@@ -190,6 +196,7 @@ async fn tick(st: &Control, checkpoints: &mut HashMap<String, (Instant, u64)>) {
             move_out(st, id, p, *target, draining)
         })
         .await;
+    checkpoint::run_all(st, due).await;
     checkpoints.retain(|id, _| local.contains(id));
 }
 
@@ -332,54 +339,6 @@ async fn announce_limits(st: &Control) {
     }
 }
 
-/// Publishes a first handoff at once, then a snapshot every `checkpoint_every` while the
-/// sandbox is active.
-async fn checkpoint(
-    st: &Control,
-    id: &str,
-    p: &Placement,
-    checkpoints: &mut HashMap<String, (Instant, u64)>,
-) {
-    // Alone, no node could take the sandbox over: local sleep and recovery suffice.
-    if st.cluster.read(|s| s.nodes.len()) < 2 {
-        return;
-    }
-    if p.handoff.is_none() {
-        publish_first_handoff(st, id).await;
-        // Activity at any time before counts for the first checkpoint.
-        checkpoints.insert(id.to_string(), (Instant::now(), 0));
-        return;
-    }
-    let every = st.mgr.config().checkpoint_every;
-    if every.is_zero() {
-        return;
-    }
-    let (at, at_ms) = *checkpoints
-        .entry(id.to_string())
-        .or_insert((Instant::now(), 0));
-    let active_since = st.mgr.last_active_ms(id).is_some_and(|a| a > at_ms);
-    if at.elapsed() < every || !active_since {
-        return;
-    }
-    checkpoints.insert(id.to_string(), (Instant::now(), now_ms()));
-    match st.mgr.checkpoint(id).await {
-        Ok(Some((h, previous))) => {
-            let current = h.snapshot.clone().unwrap_or_default();
-            if record_handoff(st, id, p.epoch, h).await {
-                // The cluster's recovery point until now differs from the local one when an
-                // earlier checkpoint's commit failed: both are replaced.
-                let recorded = p.handoff.as_ref().and_then(|h| h.snapshot.clone());
-                if recorded != previous {
-                    st.mgr.retire_replaced(id, recorded, &current).await;
-                }
-                st.mgr.retire_replaced(id, previous, &current).await;
-            }
-        }
-        Ok(None) => {}
-        Err(e) => tracing::warn!(sandbox_id = %id, error = %e, "checkpoint failed"),
-    }
-}
-
 /// A copy made here before its epoch was known (by the request that created it, or before
 /// epochs were recorded): recorded as the owner's from the epoch the placement gave this
 /// node (`copies`).
@@ -399,37 +358,4 @@ pub async fn stamp_new_copy(st: &Control, id: &str) {
             tracing::warn!(sandbox_id = %id, error = %e, "cannot record the epoch of a copy");
         }
     }
-}
-
-/// Publishes the record of a sandbox of this node that has no recovery point in the cluster
-/// yet (it was just created), so that survivors can bring it back with its settings if this
-/// node fails. Costs one commit per sandbox; nothing once published, or in a one-node cluster.
-pub async fn publish_first_handoff(st: &Control, id: &str) {
-    let cl = &st.cluster;
-    let epoch = cl.read(|s| {
-        if s.nodes.len() < 2 {
-            return None;
-        }
-        s.placements
-            .get(id)
-            .filter(|p| p.node == cl.id && p.handoff.is_none())
-            .map(|p| p.epoch)
-    });
-    if let (Some(epoch), Some(h)) = (epoch, st.mgr.handoff_now(id)) {
-        record_handoff(st, id, epoch, h).await;
-    }
-}
-
-/// Commits `h` as the sandbox's recovery point; whether it was recorded.
-async fn record_handoff(st: &Control, id: &str, epoch: u64, h: HandoffData) -> bool {
-    let cmd = Command::Checkpoint {
-        sandbox: id.to_string(),
-        epoch,
-        handoff: to_raft(h),
-    };
-    applied(st, cmd).await.is_some()
-}
-
-fn now_ms() -> u64 {
-    warren_api::time::unix_millis(std::time::SystemTime::now())
 }

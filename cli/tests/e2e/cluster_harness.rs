@@ -202,6 +202,16 @@ impl TestCluster {
         TestCluster::start_inner(n, 1, "", None, Some(log_filter), None).await
     }
 
+    /// Like [`start_with`](Self::start_with), the nodes logging at `log_filter`.
+    pub async fn start_with_logging(
+        n: usize,
+        regions: usize,
+        extra: &str,
+        log_filter: &str,
+    ) -> TestCluster {
+        TestCluster::start_inner(n, regions, extra, None, Some(log_filter), None).await
+    }
+
     async fn start_inner(
         n: usize,
         regions: usize,
@@ -779,4 +789,41 @@ pub async fn exec_through(
         .await
         .map_err(|e| format!("{status}, body cut: {e}"))?;
     Ok((status, node, body))
+}
+
+/// Seconds since midnight of a node's log line (`2026-12-06T11:04:58.722337Z  INFO …`).
+pub fn logged_at(line: &str) -> Option<f64> {
+    let time = line.get(11..26)?;
+    let (h, rest) = time.split_once(':')?;
+    let (m, s) = rest.split_once(':')?;
+    Some(h.parse::<f64>().ok()? * 3600.0 + m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
+}
+
+/// The spans of node `i`'s log lines with `message` for the sandboxes `ids`: each ended at
+/// its line and began its `ms=N` before.
+pub fn logged_spans(c: &TestCluster, i: usize, message: &str, ids: &[String]) -> Vec<(f64, f64)> {
+    c.nodes[i]
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains(message))
+        .filter(|l| {
+            ids.iter()
+                .any(|id| l.contains(&format!("sandbox_id={id} ")))
+        })
+        .filter_map(|l| {
+            let end = logged_at(l)?;
+            let ms: f64 = l.rsplit_once("ms=")?.1.trim().parse().ok()?;
+            Some((end - ms / 1000.0, end))
+        })
+        .collect()
+}
+
+/// Whether any two spans overlap.
+pub fn any_overlap(spans: &[(f64, f64)]) -> bool {
+    spans
+        .iter()
+        .enumerate()
+        .any(|(i, a)| spans[i + 1..].iter().any(|b| a.0 < b.1 && b.0 < a.1))
 }

@@ -1,7 +1,9 @@
 //! Sandboxes moving between nodes: drain, and a failed owner's sandboxes coming back on
 //! survivors from their last checkpoint (and the failed node's copy removed when it returns).
 
-use super::cluster_harness::{ids_on, owner_of, wait_moved, TestCluster};
+use super::cluster_harness::{
+    any_overlap, ids_on, logged_spans, owner_of, wait_moved, TestCluster,
+};
 use super::harness::unique;
 use reqwest::Method;
 use std::time::{Duration, Instant};
@@ -423,43 +425,6 @@ async fn migration_through_s3_drain_and_kill_9_keep_the_files() {
     assert_eq!(r.exit_code, 0, "{}", r.stderr);
     assert!(r.stdout.ends_with("after-drain\n"), "{}", r.stdout);
     restart_drops_stale_copy(&mut c, victim, &id).await;
-}
-
-/// Seconds since midnight of a node's log line (`2026-12-06T11:04:58.722337Z  INFO …`).
-fn logged_at(line: &str) -> Option<f64> {
-    let time = line.get(11..26)?;
-    let (h, rest) = time.split_once(':')?;
-    let (m, s) = rest.split_once(':')?;
-    Some(h.parse::<f64>().ok()? * 3600.0 + m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
-}
-
-/// The spans of node `i`'s log lines with `message` for the sandboxes `ids`: each ended at
-/// its line and began its `ms=N` before.
-fn logged_spans(c: &TestCluster, i: usize, message: &str, ids: &[String]) -> Vec<(f64, f64)> {
-    c.nodes[i]
-        .log
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|l| l.contains(message))
-        .filter(|l| {
-            ids.iter()
-                .any(|id| l.contains(&format!("sandbox_id={id} ")))
-        })
-        .filter_map(|l| {
-            let end = logged_at(l)?;
-            let ms: f64 = l.rsplit_once("ms=")?.1.trim().parse().ok()?;
-            Some((end - ms / 1000.0, end))
-        })
-        .collect()
-}
-
-/// Whether any two spans overlap.
-fn any_overlap(spans: &[(f64, f64)]) -> bool {
-    spans
-        .iter()
-        .enumerate()
-        .any(|(i, a)| spans[i + 1..].iter().any(|b| a.0 < b.1 && b.0 < a.1))
 }
 
 /// A drain moves a node's sandboxes several at once: each move's span (from its log line

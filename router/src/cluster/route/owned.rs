@@ -123,7 +123,7 @@ pub(super) async fn serve_local(st: &AppState, id: &str, req: Request, serve: Se
     if api && !delete && resp.status().is_success() {
         migrate::stamp_new_copy(&control, id).await;
         // A sandbox created by this request is recoverable elsewhere before it is answered.
-        migrate::publish_first_handoff(&control, id).await;
+        warren_control::checkpoint::publish_first_handoff(&control, id).await;
     }
     if delete && resp.status().is_success() {
         // Deleted here; answered as deleted only once the cluster forgot it too (or its
