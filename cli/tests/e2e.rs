@@ -26,6 +26,7 @@ mod e2e {
     mod histories;
     mod history;
     mod hostile;
+    mod idle_cost;
     mod interpreter;
     mod join_tokens;
     mod lifecycle;

@@ -1,0 +1,74 @@
+//! What an idle sandbox costs its host: its guest does not wake more than it must.
+
+use super::cluster_harness::{owner_of, TestCluster};
+use super::harness::unique;
+use std::time::Duration;
+
+/// Context switches so far of the thread named `name` of process `pid`.
+fn switches_of_thread(pid: &str, name: &str) -> Option<u64> {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.path().join("status")).ok()?;
+        return Some(
+            status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum(),
+        );
+    }
+    None
+}
+
+/// An idle sandbox of a node in a cluster (so its node vouches for it in the fence file,
+/// renewed every 100 ms): the guest's fence thread wakes about once a second, at most at the
+/// time the node vouched for. It read the file every 100 ms before, whatever it said: ten
+/// wake-ups a second per idle sandbox, most of an idle guest's CPU (with 400 idle sandboxes
+/// the guests took a sixth of a core, `loadtest/start-density.sh`). That a dead node's
+/// sandboxes still stop in time is `ownership::a_dead_nodes_sandboxes_stop_by_themselves_and_go_on_when_it_returns`.
+#[tokio::test]
+async fn an_idle_sandboxs_fence_looks_about_once_a_second_not_ten_times() {
+    let c = TestCluster::start(3, 1).await;
+    c.wait_voters_everywhere(3).await;
+    let id = format!("idle-{}", &unique()[..8]);
+    let owner = owner_of(&c, 0, &id).await;
+    let out = std::process::Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Pid}}"])
+        .arg(format!("wrn-{owner}-{id}"))
+        .output()
+        .expect("docker inspect");
+    let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(out.status.success() && pid != "0", "no container: {out:?}");
+    // The fence vouches (the file says "until"), and the sandbox runs.
+    let fence = std::fs::read_to_string(format!("/proc/{pid}/root/.warren/fence/lease"))
+        .expect("the fence file");
+    assert!(
+        fence.contains(" until "),
+        "the node vouches nothing: {fence}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let window = Duration::from_secs(6);
+    let before = switches_of_thread(&pid, "fence").expect("the guest's fence thread");
+    tokio::time::sleep(window).await;
+    let after = switches_of_thread(&pid, "fence").expect("the guest's fence thread");
+    let per_second = (after - before) as f64 / window.as_secs_f64();
+    eprintln!(
+        "the fence thread woke {} times in {window:?} ({per_second:.1} a second)",
+        after - before
+    );
+    assert!(
+        per_second <= 3.0,
+        "an idle sandbox's fence thread woke {per_second:.1} times a second"
+    );
+    assert!(
+        per_second >= 0.5,
+        "the fence thread stopped looking: {per_second:.1} a second"
+    );
+}
