@@ -12,7 +12,7 @@ use crate::Control;
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
-use warren_consensus::{Command, CommandResult, Handoff, Placement};
+use warren_consensus::{Command, CommandResult, Placement};
 use warren_node::sandbox::manager::HandoffData;
 
 /// Most checkpoints one node takes at once. Each packs a sandbox's files on the node's
@@ -159,11 +159,7 @@ async fn record_handoff(st: &Control, id: &str, epoch: u64, h: HandoffData) -> b
     let cmd = Command::Checkpoint {
         sandbox: id.to_string(),
         epoch,
-        handoff: Handoff {
-            record: h.record,
-            snapshot: h.snapshot,
-            resume: h.resume,
-        },
+        handoff: crate::migrate::to_raft(h),
     };
     match st.cluster.propose(cmd).await {
         Ok(CommandResult::Placement {

@@ -49,7 +49,8 @@ const FAILOVER_IN_FLIGHT: usize = 64;
 /// sandbox as a sleep does, and the node's host-work threads bound that work anyway.
 const MOVES_AT_ONCE: usize = 8;
 
-fn to_raft(h: HandoffData) -> Handoff {
+/// A handoff as the cluster records it.
+pub(crate) fn to_raft(h: HandoffData) -> Handoff {
     Handoff {
         record: h.record,
         snapshot: h.snapshot,

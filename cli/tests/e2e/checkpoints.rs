@@ -1,6 +1,6 @@
 //! Checkpoints: a node refreshes the recovery points of its active sandboxes several at once.
 
-use super::cluster_harness::{any_overlap, logged_spans, owner_of, TestCluster};
+use super::cluster_harness::{any_overlap, describe_spans, logged_spans, owner_of, TestCluster};
 use super::harness::unique;
 use std::time::{Duration, Instant};
 
@@ -71,14 +71,7 @@ async fn a_node_checkpoints_its_active_sandboxes_several_at_once() {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    let first = spans.iter().map(|s| s.0).fold(f64::MAX, f64::min);
-    let last = spans.iter().map(|s| s.1).fold(f64::MIN, f64::max);
-    let sum: f64 = spans.iter().map(|s| s.1 - s.0).sum();
-    eprintln!(
-        "{} checkpoints in {:.2} s, {sum:.2} s of checkpoints in all",
-        spans.len(),
-        last - first
-    );
+    eprintln!("checkpoints: {}", describe_spans(&spans));
     assert!(
         any_overlap(&spans),
         "the node checkpointed one sandbox after another: {spans:?}"

@@ -2,7 +2,7 @@
 //! survivors from their last checkpoint (and the failed node's copy removed when it returns).
 
 use super::cluster_harness::{
-    any_overlap, ids_on, logged_spans, owner_of, wait_moved, TestCluster,
+    any_overlap, describe_spans, ids_on, logged_spans, owner_of, wait_moved, TestCluster,
 };
 use super::harness::unique;
 use reqwest::Method;
@@ -467,14 +467,7 @@ async fn a_drain_moves_the_sandboxes_of_a_node_several_at_once() {
         ids.len(),
         "one move logged per sandbox: {spans:?}"
     );
-    let first = spans.iter().map(|s| s.0).fold(f64::MAX, f64::min);
-    let last = spans.iter().map(|s| s.1).fold(f64::MIN, f64::max);
-    let sum: f64 = spans.iter().map(|s| s.1 - s.0).sum();
-    eprintln!(
-        "{} moves in {:.2} s, {sum:.2} s of moves in all",
-        spans.len(),
-        last - first
-    );
+    eprintln!("moves: {}", describe_spans(&spans));
     let overlapping = any_overlap(&spans);
     assert!(
         overlapping,
