@@ -30,6 +30,9 @@ pub enum Step {
     /// Nothing: one node alone (no node could take it over), checkpoints off, not due yet,
     /// or no activity since the last snapshot.
     Nothing,
+    /// First seen with a handoff (this node restarted, or took it over): its period starts
+    /// now, nothing is taken.
+    StartPeriod,
     /// Its record is not in its placement yet: publish it (a commit, no snapshot).
     PublishRecord,
     /// Snapshot its files and record that as its recovery point.
@@ -57,9 +60,7 @@ pub fn step(
         return Step::Nothing;
     }
     let Some((at, at_ms)) = last else {
-        // First seen with a handoff (this node restarted, or took it over): the period
-        // starts now.
-        return Step::Nothing;
+        return Step::StartPeriod;
     };
     let active_since = last_active_ms.is_some_and(|a| a > at_ms);
     if now.duration_since(at) >= every && active_since {
@@ -69,12 +70,18 @@ pub fn step(
     }
 }
 
-/// Decides what sandbox `id` (placement `p`) needs and stamps it as considered when it is
-/// acted on: a published record counts activity from any time before for its first
-/// snapshot; a snapshot counts activity from now on.
-pub fn due(st: &Control, id: &str, p: &Placement, stamps: &mut Stamps) -> Step {
+impl Step {
+    /// Whether the tick has work to do for it (`run_all`).
+    pub fn acts(self) -> bool {
+        matches!(self, Step::PublishRecord | Step::Snapshot)
+    }
+}
+
+/// Decides what sandbox `id` (placement `p`, in a cluster of `nodes`) needs and stamps the
+/// start of its period: a published record or a first sight counts activity from any time
+/// before for the next snapshot; a snapshot counts activity from now on.
+pub fn due(st: &Control, id: &str, p: &Placement, nodes: usize, stamps: &mut Stamps) -> Step {
     let now = Instant::now();
-    let nodes = st.cluster.read(|s| s.nodes.len());
     let last = stamps.get(id).copied();
     let s = step(
         nodes,
@@ -85,14 +92,11 @@ pub fn due(st: &Control, id: &str, p: &Placement, stamps: &mut Stamps) -> Step {
         now,
     );
     match s {
-        Step::PublishRecord => {
+        Step::PublishRecord | Step::StartPeriod => {
             stamps.insert(id.to_string(), (now, 0));
         }
         Step::Snapshot => {
             stamps.insert(id.to_string(), (now, now_ms()));
-        }
-        Step::Nothing if last.is_none() && p.handoff.is_some() => {
-            stamps.insert(id.to_string(), (now, 0));
         }
         Step::Nothing => {}
     }
@@ -106,7 +110,7 @@ pub async fn run_all(st: &Control, due: Vec<(String, Placement, Step)>) {
             match s {
                 Step::PublishRecord => publish_first_handoff(st, &id).await,
                 Step::Snapshot => snapshot(st, &id, &p).await,
-                Step::Nothing => {}
+                Step::Nothing | Step::StartPeriod => {}
             }
         })
         .await;
@@ -209,7 +213,10 @@ mod tests {
         let t0 = Instant::now();
         let later = t0 + EVERY;
         // Not seen before: the period starts.
-        assert_eq!(step(2, true, EVERY, None, Some(5), later), Step::Nothing);
+        assert_eq!(
+            step(2, true, EVERY, None, Some(5), later),
+            Step::StartPeriod
+        );
         // Period not over.
         let early = t0 + EVERY / 2;
         assert_eq!(

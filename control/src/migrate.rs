@@ -184,9 +184,9 @@ async fn tick(st: &Control, checkpoints: &mut checkpoint::Stamps) {
                 continue;
             }
         }
-        match checkpoint::due(st, id, p, checkpoints) {
-            checkpoint::Step::Nothing => {}
-            s => due.push((id.clone(), p.clone(), s)),
+        let step = checkpoint::due(st, id, p, state.nodes.len(), checkpoints);
+        if step.acts() {
+            due.push((id.clone(), p.clone(), step));
         }
     }
     // The moves of this tick, several at once: each is its own sandbox's commits and save,
