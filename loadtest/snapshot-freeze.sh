@@ -10,21 +10,10 @@
 # snapshot, upload included), and each snapshot's size and time. Stops the node and removes
 # its containers (by its run id) and data dir, whatever happens.
 set -euo pipefail
-target=${CARGO_TARGET_DIR:-$(cd "$(dirname "$0")/.." && pwd)/target}
 profile=${PROFILE:-debug}
-W=$target/$profile/warren
-export WARREN_GUEST_BIN=${WARREN_GUEST_BIN:-$target/x86_64-unknown-linux-musl/$profile/warren-guest}
-export WARREN_RUN_ID=freeze-$$
-here=$(cd "$(dirname "$0")/.." && pwd)
-D=$(mktemp -d)
-"$W" dev --data-dir "$D" --listen 127.0.0.1:7090 >"$D/log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; "$here"/deploy/remove-run.sh $WARREN_RUN_ID >/dev/null 2>&1 || true; rm -rf "$D"' EXIT
-for _ in $(seq 1 120); do
-  curl -sf http://127.0.0.1:7090/healthz >/dev/null && break
-  sleep 0.5
-done
-export WARREN_URL=http://127.0.0.1:7090 WARREN_API_KEY=$(cat "$D/api-key")
+. "$(dirname "$0")/dev-node.sh"
+start_dev_node freeze 7090
+export WARREN_URL=$url WARREN_API_KEY=$key
 for mb in ${SIZES:-64 256 512}; do
   "$W" exec "freeze$mb" "head -c ${mb}000000 /dev/urandom > /workspace/big" >/dev/null
   curl -sf -X POST -H "Authorization: Bearer $WARREN_API_KEY" -H 'content-type: application/json' \

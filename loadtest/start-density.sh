@@ -12,23 +12,12 @@
 # the CPU seconds per process name (the guests', Docker's, the node's). Stops the node and
 # removes its containers (by its run id) and data dir, whatever happens.
 set -euo pipefail
-target=${CARGO_TARGET_DIR:-$(cd "$(dirname "$0")/.." && pwd)/target}
 profile=${PROFILE:-release}
-W=$target/$profile/warren
-export WARREN_GUEST_BIN=${WARREN_GUEST_BIN:-$target/x86_64-unknown-linux-musl/$profile/warren-guest}
-export WARREN_RUN_ID=density-$$
-here=$(cd "$(dirname "$0")/.." && pwd)
 total=${TOTAL:-400}
 block=${BLOCK:-50}
-D=$(mktemp -d)
-"$W" dev --data-dir "$D" --listen 127.0.0.1:7091 --warm-containers 0 --warm-max 0 >"$D/log" 2>&1 &
-pid=$!
-trap 'kill -INT $pid 2>/dev/null; wait $pid 2>/dev/null; "$here"/deploy/remove-run.sh $WARREN_RUN_ID >/dev/null 2>&1 || true; rm -rf "$D"' EXIT
-for _ in $(seq 1 120); do
-  curl -sf http://127.0.0.1:7091/healthz >/dev/null && break
-  sleep 0.5
-done
-export url=http://127.0.0.1:7091 key=$(cat "$D/api-key")
+. "$(dirname "$0")/dev-node.sh"
+start_dev_node density 7091 --warm-containers 0 --warm-max 0
+export url key
 create() {
   curl -s -o /dev/null -w '%{http_code}\n' -m 120 -H "authorization: Bearer $key" \
     -H 'content-type: application/json' -X POST "$url/v1/sandboxes/dens-$1/exec" \

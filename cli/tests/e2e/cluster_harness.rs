@@ -713,6 +713,18 @@ pub async fn owner_of(c: &TestCluster, i: usize, sandbox: &str) -> String {
     r.headers()["x-warren-node"].to_str().unwrap().to_string()
 }
 
+/// The host pid of the main process of `sandbox`'s container on node `node` (`None`: no
+/// such container, or it does not run).
+pub fn container_pid(node: &str, sandbox: &str) -> Option<String> {
+    let out = std::process::Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Pid}}"])
+        .arg(format!("wrn-{node}-{sandbox}"))
+        .output()
+        .ok()?;
+    let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && pid != "0").then_some(pid)
+}
+
 /// Ids owned by node `name`, created through node `via` (new ids until `n` land there).
 pub async fn ids_on(c: &TestCluster, via: usize, name: &str, n: usize) -> Vec<String> {
     let mut out = Vec::new();

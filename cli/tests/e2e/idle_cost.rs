@@ -1,6 +1,6 @@
 //! What an idle sandbox costs its host: its guest does not wake more than it must.
 
-use super::cluster_harness::{owner_of, TestCluster};
+use super::cluster_harness::{container_pid, owner_of, TestCluster};
 use super::harness::unique;
 use std::time::Duration;
 
@@ -38,13 +38,7 @@ async fn an_idle_sandboxs_fence_looks_about_once_a_second_not_ten_times() {
     c.wait_voters_everywhere(3).await;
     let id = format!("idle-{}", &unique()[..8]);
     let owner = owner_of(&c, 0, &id).await;
-    let out = std::process::Command::new("docker")
-        .args(["inspect", "-f", "{{.State.Pid}}"])
-        .arg(format!("wrn-{owner}-{id}"))
-        .output()
-        .expect("docker inspect");
-    let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(out.status.success() && pid != "0", "no container: {out:?}");
+    let pid = container_pid(&owner, &id).expect("the sandbox's container runs");
     // The fence vouches (the file says "until"), and the sandbox runs.
     let fence = std::fs::read_to_string(format!("/proc/{pid}/root/.warren/fence/lease"))
         .expect("the fence file");

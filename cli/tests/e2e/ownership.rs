@@ -115,15 +115,7 @@ async fn wait_checkpoint(c: &TestCluster, sandbox: &str) {
 /// Lines of `/workspace/log` in the container of `sandbox` that node `node` runs, read from
 /// the host (works while the container is frozen).
 fn lines_in_container(node: &str, sandbox: &str, file: &str) -> Option<usize> {
-    let out = std::process::Command::new("docker")
-        .args(["inspect", "-f", "{{.State.Pid}}"])
-        .arg(format!("wrn-{node}-{sandbox}"))
-        .output()
-        .ok()?;
-    let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if !out.status.success() || pid == "0" {
-        return None;
-    }
+    let pid = super::cluster_harness::container_pid(node, sandbox)?;
     let text = std::fs::read_to_string(format!("/proc/{pid}/root{file}")).ok()?;
     Some(text.lines().count())
 }
