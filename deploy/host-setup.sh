@@ -4,7 +4,7 @@
 #
 #   deploy/host-setup.sh [--no-docker] [--no-image] [--test-deps]
 #
-# Steps: Debian build packages (musl-tools, libclang-dev, pkg-config, iptables, git, and
+# Steps: Debian build packages (musl-tools, libclang-dev, pkg-config, iptables, iproute2, git, and
 # Node.js with npm, which bundle the web page's xterm.js; with --test-deps also Chromium
 # for the browser tests, fonts-dejavu-core for the benchmark report's plots, moto's S3 server for the object-store tests, systemd-analyze
 # for the unit file's check, Prometheus with promtool for the monitoring tests, and
@@ -38,6 +38,9 @@ command -v g++ >/dev/null || missing+=(build-essential)
 command -v musl-gcc >/dev/null || missing+=(musl-tools)
 command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v iptables >/dev/null || missing+=(iptables)
+# Each sandbox's link (a veth pair the node makes): ip and nsenter.
+command -v ip >/dev/null || missing+=(iproute2)
+command -v nsenter >/dev/null || missing+=(util-linux)
 command -v git >/dev/null || missing+=(git)
 command -v curl >/dev/null || missing+=(curl)
 command -v node >/dev/null || missing+=(nodejs)

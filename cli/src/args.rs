@@ -400,11 +400,12 @@ pub struct NodeArgs {
     /// Docker endpoint (default: the local socket).
     #[arg(long, env = "DOCKER_HOST")]
     pub docker_host: Option<String>,
-    /// IPv4 range for sandbox networks.
+    /// IPv4 range for sandbox links (a /30 per running sandbox).
     #[arg(long, default_value_t = warren_daemon::settings::default_subnet_pool())]
     pub subnet_pool: String,
-    /// Sandbox networks kept ready.
-    #[arg(long, default_value_t = warren_daemon::settings::default_spare())]
+    /// No longer used: sandboxes get a link of their own at each start, not a Docker
+    /// network from a pool (accepted so that existing scripts still run).
+    #[arg(long, hide = true, default_value_t = warren_daemon::settings::default_spare())]
     pub spare_networks: usize,
     /// The OCI runtime of sandbox containers: `default` (the engine's), or the name of a
     /// runtime the engine has registered (`crun`).
@@ -882,8 +883,8 @@ pub struct LocalClusterArgs {
     pub api_port: u16,
     #[arg(long, default_value_t = 7400)]
     pub peer_port: u16,
-    /// Sandbox networks each node keeps ready.
-    #[arg(long, default_value_t = 2)]
+    /// No longer used (see `warren node --help`): accepted so that existing scripts run.
+    #[arg(long, hide = true, default_value_t = 2)]
     pub spare_networks: usize,
     /// Round trips between regions, applied to the nodes' peer traffic in user space:
     /// `region-1/region-2=20,region-1/region-3=80,region-2/region-3=150` (milliseconds).

@@ -29,7 +29,6 @@ pub fn node_config(
         cfg.default_image = i.clone();
     }
     cfg.subnet_pool = (Ipv4Addr::from(pool.base), pool.prefix);
-    cfg.spare_networks = s.spare_networks;
     cfg.firewall = s.firewall;
     cfg.firewall_tools = warren_node::runtime::firewall::Tools {
         iptables: s.iptables.clone(),

@@ -32,7 +32,6 @@ use warren_consensus::{Cluster, ClusterConfig};
 use warren_node::runtime::docker::DockerRuntime;
 use warren_node::runtime::host_work::{self, HostWork, HostWorkConfig};
 use warren_node::runtime::oci_runtime::OciRuntimeSetting;
-use warren_node::runtime::subnets::SubnetPool;
 use warren_node::runtime::{firewall, ContainerRuntime};
 use warren_node::safety::{Guarantee, Safety};
 use warren_node::{NodeConfig, SandboxManager};
@@ -124,18 +123,9 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
         warren_node::guest::binary::locate(s.guest_bin.as_deref()).map_err(anyhow::Error::msg)?;
     let (mut cfg, pool, host_memory_mb) = host::node_config(s, &data_dir, guest)?;
 
-    let subnets = SubnetPool {
-        pool,
-        block_prefix: cfg.subnet_prefix,
-    };
-    let docker = DockerRuntime::connect(
-        cfg.docker_host.as_deref(),
-        &cfg.node_id,
-        subnets,
-        cfg.spare_networks,
-    )
-    .await
-    .context("cannot use Docker")?;
+    let docker = DockerRuntime::connect(cfg.docker_host.as_deref(), &cfg.node_id, pool)
+        .await
+        .context("cannot use Docker")?;
     let oci = OciRuntimeSetting::parse(&s.oci_runtime).map_err(anyhow::Error::msg)?;
     docker
         .use_oci_runtime(&oci)
@@ -213,7 +203,6 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
             }
         }
     }
-    docker.replenish();
 
     let listener = tokio::net::TcpListener::bind(&s.listen)
         .await

@@ -36,10 +36,11 @@ pub struct Settings {
     pub guest_bin: Option<PathBuf>,
     /// Docker endpoint (default: the local socket, or `DOCKER_HOST`).
     pub docker_host: Option<String>,
-    /// IPv4 range sandbox networks are cut from (one small block per sandbox).
+    /// IPv4 range sandbox links are cut from (a /30 per running sandbox).
     #[serde(default = "default_subnet_pool")]
     pub subnet_pool: String,
-    /// Sandbox networks kept ready.
+    /// No longer used: sandboxes get a link of their own at each start instead of a Docker
+    /// network from a pool (kept so that existing config files and flags still load).
     #[serde(default = "default_spare")]
     pub spare_networks: usize,
     /// The OCI runtime of sandbox containers: `default` (the engine's), or the name of a

@@ -17,12 +17,8 @@ pub struct NodeConfig {
     pub default_image: String,
     /// The static guest agent to mount into every sandbox.
     pub guest_binary: PathBuf,
-    /// Sandbox networks are carved out of this IPv4 range…
+    /// Each running sandbox's link (`runtime::links`) is a /30 of this IPv4 range.
     pub subnet_pool: (Ipv4Addr, u8),
-    /// …in blocks of this prefix length (a /29 holds the gateway and one container).
-    pub subnet_prefix: u8,
-    /// Networks kept created and unused, so that a new sandbox never waits for one.
-    pub spare_networks: usize,
     /// Install host firewall rules that cut sandboxes off from the host, each other and
     /// every network that is not the public internet. Off only on purpose: a node that
     /// should have them and cannot install them starts no sandbox (`safety`).
@@ -129,8 +125,6 @@ impl NodeConfig {
             default_image: DEFAULT_IMAGE.into(),
             guest_binary: guest_binary.into(),
             subnet_pool: (Ipv4Addr::new(10, 200, 0, 0), 16),
-            subnet_prefix: 29,
-            spare_networks: 4,
             firewall: true,
             firewall_tools: Default::default(),
             allow_host_root: false,

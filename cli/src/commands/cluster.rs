@@ -52,12 +52,11 @@ pub async fn local_cluster(a: LocalClusterArgs) -> anyhow::Result<i32> {
         };
         let config = format!(
             "{advertise}name = \"{name}\"\nregion = \"{region}\"\ndata_dir = \"{}\"\nlisten = \"{ip}:{}\"\npeer_listen = \"{ip}:{}\"\n\
-             {join}join_token = \"{token}\"\napi_key_file = \"{}\"\nspare_networks = {}\nobject_store = \"{}\"\n",
+             {join}join_token = \"{token}\"\napi_key_file = \"{}\"\nobject_store = \"{}\"\n",
             a.dir.join(&name).display(),
             a.api_port,
             a.peer_port,
             key_file.display(),
-            a.spare_networks,
             // One store for all nodes, as a shared bucket would be.
             a.dir.join("objects").display(),
         );

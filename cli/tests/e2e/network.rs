@@ -699,45 +699,97 @@ EOF"#
     drop(fake);
 }
 
-/// Someone removes the node's spare networks behind its back (`docker network prune`, a
-/// clean-up script): new sandboxes still start, on networks made anew, and the node does
-/// not keep handing out the names of networks that are gone.
-#[tokio::test]
-async fn networks_removed_behind_the_nodes_back_do_not_stop_new_sandboxes() {
-    let node = Node::start().await;
-    let c = &node.client;
-    // One sandbox made and removed: its network goes back to the pool, beside the spare.
-    let first = format!("nb-{}", unique());
-    sh(c, &first, "true").await;
-    c.delete_sandbox(&first).await.unwrap();
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    let label = format!("label=warren.node={}", node.node_id);
-    // Its warm containers too (they hold networks of their own).
-    let warm = Command::new("docker")
-        .args(["ps", "-aq", "--filter", &label, "--filter", "name=_warm_"])
+/// The address a sandbox's packets leave with (its `eth0`, where the default route goes).
+async fn sandbox_addr(c: &warren_client::Client, id: &str) -> std::net::Ipv4Addr {
+    let out = sh(
+        c,
+        id,
+        "python3 -c \"import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(('203.0.113.1', 9)); print(s.getsockname()[0])\"",
+    )
+    .await;
+    out.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("not an address: {out:?}"))
+}
+
+/// The host ends of node `node_id`'s links: interface name and network.
+fn node_links(node_id: &str) -> Vec<(String, warren_node::runtime::subnets::Cidr)> {
+    let out = Command::new("ip")
+        .args(["-o", "-4", "addr", "show"])
         .output()
         .unwrap();
-    for w in String::from_utf8_lossy(&warm.stdout).lines() {
-        let _ = Command::new("docker").args(["rm", "-f", w]).output();
+    let prefix = warren_node::runtime::firewall::bridge_prefix(node_id);
+    warren_node::runtime::links::parse_addrs(&String::from_utf8_lossy(&out.stdout))
+        .into_iter()
+        .filter(|(name, _)| name.starts_with(&prefix))
+        .collect()
+}
+
+/// The host end (name) of the link whose sandbox end is `addr`, if there is one.
+fn link_of(node_id: &str, addr: std::net::Ipv4Addr) -> Option<String> {
+    let host_end = u32::from(addr) - 1;
+    node_links(node_id)
+        .into_iter()
+        .find(|(_, c)| c.prefix == 30 && c.base + 1 == host_end)
+        .map(|(name, _)| name)
+}
+
+async fn wait_link_gone(node_id: &str, name: &str, when: &str) {
+    for _ in 0..100 {
+        if !node_links(node_id).iter().any(|(n, _)| n == name) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    let out = Command::new("docker")
+    panic!("the link {name} is still there 10 s {when}");
+}
+
+/// A sandbox runs on a link of its own that the node makes (a veth pair: the host end named
+/// for the node's firewall, a /30 of the subnet pool), not on a Docker network: the node
+/// makes none. The link goes with its container's network namespace (sleep, delete), and a
+/// woken sandbox gets a new one. Before, every sandbox got a Docker bridge network (and
+/// the node kept spare ones), whose attachment and rules were most of a start's cost.
+#[tokio::test]
+async fn a_sandbox_gets_a_link_of_its_own_and_loses_it_with_its_container() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("ln-{}", unique());
+    let first = sandbox_addr(c, &id).await;
+    let label = format!("label=warren.node={}", node.node_id);
+    let nets = Command::new("docker")
         .args(["network", "ls", "-q", "--filter", &label])
         .output()
         .unwrap();
-    let nets: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect();
-    assert!(!nets.is_empty(), "the node has no spare network to lose");
-    for n in &nets {
-        let _ = Command::new("docker").args(["network", "rm", n]).output();
-    }
-    for i in 0..3 {
-        let id = format!("nb{i}-{}", unique());
-        let r = c.sh(&id, "echo up").await;
-        assert!(
-            r.as_ref().is_ok_and(|r| r.stdout == "up\n"),
-            "sandbox {i} after the networks went: {r:?}"
-        );
-    }
+    assert_eq!(
+        String::from_utf8_lossy(&nets.stdout).trim(),
+        "",
+        "the node made Docker networks"
+    );
+    let link = link_of(&node.node_id, first).unwrap_or_else(|| {
+        panic!(
+            "no link of the node ends at {first}: {:?}",
+            node_links(&node.node_id)
+        )
+    });
+    // Its gateway is the host's end (the egress proxy's address).
+    let gateway = sh(
+        c,
+        &id,
+        "awk '$2 == \"00000000\" { print $3 }' /proc/net/route",
+    )
+    .await;
+    let gw = u32::from_str_radix(gateway.trim(), 16).unwrap();
+    assert_eq!(
+        std::net::Ipv4Addr::from(gw.to_le_bytes()),
+        std::net::Ipv4Addr::from(u32::from(first) - 1)
+    );
+
+    c.sleep(&id).await.unwrap();
+    wait_link_gone(&node.node_id, &link, "after the sandbox slept").await;
+    let again = sandbox_addr(c, &id).await;
+    let relinked = link_of(&node.node_id, again).expect("the woken sandbox has no link");
+    assert_ne!(relinked, link, "the woken sandbox kept a dead link's name");
+
+    c.delete_sandbox(&id).await.unwrap();
+    wait_link_gone(&node.node_id, &relinked, "after the sandbox was deleted").await;
 }

@@ -9,7 +9,7 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use warren_api::{ApiError, ErrorCode};
 use warren_node::runtime::docker::{remove_node_resources_blocking, DockerRuntime};
-use warren_node::runtime::subnets::{Cidr, SubnetPool};
+use warren_node::runtime::subnets::Cidr;
 use warren_node::runtime::{ContainerRuntime, ContainerSpec, RootFill, RuntimeError};
 
 /// Writes `/filled` in the container's root.
@@ -60,13 +60,8 @@ impl Drop for Cleanup {
 async fn files_go_in_while_the_container_starts_and_failures_leave_no_container() {
     let node_id = format!("tf{}", unique());
     let _cleanup = Cleanup(node_id.clone());
-    let pool = SubnetPool {
-        pool: Cidr::parse("10.200.0.0/16").unwrap(),
-        block_prefix: 29,
-    };
-    let rt = DockerRuntime::connect(None, &node_id, pool, 0)
-        .await
-        .unwrap();
+    let pool = Cidr::parse("10.200.0.0/16").unwrap();
+    let rt = DockerRuntime::connect(None, &node_id, pool).await.unwrap();
     let spec = |id: &str| ContainerSpec {
         sandbox_id: id.to_string(),
         image: warren_node::config::DEFAULT_IMAGE.to_string(),

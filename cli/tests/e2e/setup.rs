@@ -235,10 +235,8 @@ async fn a_runs_clean_up_removes_its_nodes_containers_and_no_one_elses() {
         !with_label("container", &ours).is_empty(),
         "the node's sandbox has no run label"
     );
-    assert!(
-        !with_label("network", &ours).is_empty(),
-        "the node's network has no run label"
-    );
+    // Its sandboxes run on links of the node's, not on Docker networks (the clean-up still
+    // removes a run's networks: those of containers made before links).
     // Bystanders, labelled as another node's: of another run, and of none.
     let other = format!("other-{}", unique());
     let mut bystanders = Vec::new();

@@ -99,9 +99,14 @@ fn take_secret() -> Result<Arc<str>, String> {
     Ok(secret.into())
 }
 
+/// How long the guest waits for its link: the node makes it right after the engine
+/// started the container (`runtime::links` on the node).
+const LINK_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// Sets `HTTP_PROXY` and its siblings for every process of the sandbox (all descend from
 /// this one) when the node named its egress proxy's port: the proxy listens on the
-/// container's gateway. Runs while this process has one thread.
+/// container's gateway, the host's end of its link, once the node has made it. Runs while
+/// this process has one thread.
 fn point_at_egress_proxy() {
     let Some(port) = std::env::var(warren_api::egress::PROXY_PORT_ENV)
         .ok()
@@ -109,10 +114,17 @@ fn point_at_egress_proxy() {
     else {
         return;
     };
-    let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
-    let Some(gateway) = warren_guest::net::default_gateway(&routes) else {
-        eprintln!("warren-guest: no default route: the egress proxy cannot be named");
-        return;
+    let waited = std::time::Instant::now();
+    let gateway = loop {
+        let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+        if let Some(gateway) = warren_guest::net::default_gateway(&routes) {
+            break gateway;
+        }
+        if waited.elapsed() > LINK_WAIT {
+            eprintln!("warren-guest: no default route: the egress proxy cannot be named");
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
     };
     for (k, v) in warren_api::egress::proxy_env(&format!("http://{gateway}:{port}")) {
         std::env::set_var(k, v);

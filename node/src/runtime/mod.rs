@@ -9,6 +9,7 @@ pub mod fence_file;
 pub mod firewall;
 pub mod host_load;
 pub mod host_work;
+pub mod links;
 pub mod oci_runtime;
 pub mod root_mount;
 pub mod subnets;

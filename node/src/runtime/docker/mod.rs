@@ -1,9 +1,11 @@
 //! The Docker implementation of [`ContainerRuntime`] (bollard): one container per sandbox,
-//! each on its own bridge network from a pool (`networks`), many of them taken already
-//! started from the warm containers (`warm`).
+//! started with no network of Docker's and given its own link by the node (`links`), many
+//! of them taken already started from the warm containers (`warm`). Containers made before
+//! links kept their own bridge network (`networks`).
 
 use super::data_root;
-use super::subnets::{Cidr, SubnetPool};
+use super::links::Links;
+use super::subnets::Cidr;
 use super::{
     ChangeKind, ContainerInfo, ContainerRuntime, ContainerSpec, FsChange, RemoveAfter, RootFill,
     RuntimeError, GUEST_BIN_IN_CONTAINER, GUEST_RUN_IN_CONTAINER, LABEL_KIND, LABEL_MANAGED,
@@ -22,12 +24,10 @@ use bollard::query_parameters::{
 };
 use bollard::Docker;
 use futures_util::StreamExt;
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use tokio::sync::Mutex;
 use warren_api::guest_auth::SECRET_ENV;
 use warren_api::snapshot::IdShift;
 use warren_storage::BlockingPool;
@@ -35,7 +35,6 @@ use warren_storage::BlockingPool;
 mod networks;
 mod warm;
 use super::oci_runtime::{self, OciRuntimeSetting};
-use networks::NetState;
 pub use warm::demand::Sizing as WarmSizing;
 use warm::{TakeFailed, WARM};
 
@@ -52,9 +51,8 @@ pub struct DockerRuntime {
     /// `WARREN_RUN_ID`: one more label (`warren.run`) on everything this node makes, so that
     /// whoever started the node (a CI run, a test harness) can remove exactly that.
     run_id: Option<String>,
-    pool: SubnetPool,
-    spare: usize,
-    nets: Mutex<NetState>,
+    /// Each running container's network.
+    links: Links,
     disk_limits: AtomicBool,
     disk_probed: AtomicBool,
     warm: std::sync::Mutex<warm::WarmState>,
@@ -82,9 +80,15 @@ pub struct DockerRuntime {
 
 /// A container as Docker describes it.
 struct Found {
+    /// The engine's id (it stays when the container is renamed).
+    id: String,
     info: ContainerInfo,
+    /// Its own Docker network, when it was made before links.
     network: Option<String>,
 }
+
+/// The network mode of containers with a link: none of Docker's.
+const NO_NETWORK: &str = "none";
 
 /// A CPU limit for Docker: never more than the machine has (Docker refuses that, and a
 /// sandbox could not use more anyway), so every instance type works on small machines.
@@ -104,18 +108,13 @@ fn status_of(e: &BollardError) -> Option<u16> {
     }
 }
 
-fn short_hash(s: &str) -> String {
-    hex::encode(&Sha256::digest(s.as_bytes())[..4])
-}
-
 impl DockerRuntime {
-    /// Connects (negotiating the API version with older daemons) and loads this node's
-    /// networks.
+    /// Connects (negotiating the API version with older daemons) and removes this node's
+    /// networks no container uses. Links take their addresses from `pool`.
     pub async fn connect(
         host: Option<&str>,
         node_id: &str,
-        pool: SubnetPool,
-        spare: usize,
+        pool: Cidr,
     ) -> Result<Arc<Self>, RuntimeError> {
         let docker = match host {
             Some(h) => Docker::connect_with_host(h),
@@ -136,12 +135,7 @@ impl DockerRuntime {
             run_id: std::env::var("WARREN_RUN_ID")
                 .ok()
                 .filter(|v| !v.is_empty()),
-            pool,
-            spare,
-            nets: Mutex::new(NetState {
-                free: Vec::new(),
-                next_hint: rand_index(pool.blocks()),
-            }),
+            links: Links::new(node_id, pool),
             disk_limits: AtomicBool::new(false),
             disk_probed: AtomicBool::new(false),
             egress_port: std::sync::atomic::AtomicU16::new(0),
@@ -164,7 +158,7 @@ impl DockerRuntime {
             host_work: Default::default(),
             data_root: info.docker_root_dir.as_deref().map(PathBuf::from),
         });
-        rt.load_networks().await?;
+        rt.remove_unused_networks().await?;
         rt.check_data_root().await;
         Ok(rt)
     }
@@ -297,7 +291,6 @@ impl DockerRuntime {
     fn container_body(
         &self,
         spec: &ContainerSpec,
-        network: &str,
         disk: bool,
         secret: &GuestSecret,
     ) -> ContainerCreateBody {
@@ -331,7 +324,10 @@ impl DockerRuntime {
             memory: Some(mem),
             memory_swap: Some(mem),
             pids_limit: Some(spec.resources.pids as i64),
-            network_mode: Some(network.to_string()),
+            network_mode: Some(NO_NETWORK.to_string()),
+            // Its host name resolves (`sudo` and many servers look it up), as on Debian:
+            // Docker writes no entry for it without a network of its own.
+            extra_hosts: Some(vec![format!("{}:127.0.1.1", spec.sandbox_id)]),
             cap_drop: Some(vec!["ALL".into()]),
             cap_add: Some(SANDBOX_CAPABILITIES.iter().map(|c| c.to_string()).collect()),
             security_opt: Some(vec!["no-new-privileges".into()]),
@@ -389,12 +385,7 @@ impl DockerRuntime {
         }
     }
 
-    async fn create_container(
-        &self,
-        spec: &ContainerSpec,
-        network: &str,
-        name: &str,
-    ) -> Result<(), RuntimeError> {
+    async fn create_container(&self, spec: &ContainerSpec, name: &str) -> Result<(), RuntimeError> {
         let mut pulled = false;
         let mut replaced = false;
         let secret = GuestSecret::random();
@@ -404,10 +395,7 @@ impl DockerRuntime {
             let opts = CreateContainerOptionsBuilder::default().name(name).build();
             match self
                 .docker
-                .create_container(
-                    Some(opts),
-                    self.container_body(spec, network, disk, &secret),
-                )
+                .create_container(Some(opts), self.container_body(spec, disk, &secret))
                 .await
             {
                 Ok(_) => {
@@ -480,15 +468,14 @@ impl DockerRuntime {
             Ok(c) => {
                 let state = c.state.unwrap_or_default();
                 let host = c.host_config.unwrap_or_default();
-                let info = ContainerInfo {
-                    name: name.to_string(),
-                    sandbox_id: self.sandbox_of(name),
-                    running: state.running.unwrap_or(false),
-                    pid: state.pid.unwrap_or(0).max(0) as u32,
-                    exit_code: state.exit_code,
-                    oom_killed: state.oom_killed.unwrap_or(false),
-                    guest_secret: guest_secret_of(c.config.as_ref()),
-                    addr: c
+                let id = c.id.clone().unwrap_or_default();
+                let running = state.running.unwrap_or(false);
+                let pid = state.pid.unwrap_or(0).max(0) as u32;
+                let linked = host.network_mode.as_deref() == Some(NO_NETWORK);
+                let addr = match (linked, running && pid != 0) {
+                    (true, true) => self.links.addr_of(&id, pid).await.map(Into::into),
+                    (true, false) => None,
+                    (false, _) => c
                         .network_settings
                         .as_ref()
                         .and_then(|n| n.networks.as_ref())
@@ -498,9 +485,20 @@ impl DockerRuntime {
                                 .find_map(|ip| ip.parse().ok())
                         }),
                 };
+                let info = ContainerInfo {
+                    name: name.to_string(),
+                    sandbox_id: self.sandbox_of(name),
+                    running,
+                    pid,
+                    exit_code: state.exit_code,
+                    oom_killed: state.oom_killed.unwrap_or(false),
+                    guest_secret: guest_secret_of(c.config.as_ref()),
+                    addr,
+                };
                 Ok(Some(Found {
+                    id,
                     info,
-                    network: host.network_mode,
+                    network: host.network_mode.filter(|m| m != NO_NETWORK),
                 }))
             }
             Err(e) if status_of(&e) == Some(404) => Ok(None),
@@ -519,10 +517,12 @@ impl DockerRuntime {
         Ok(found.is_some())
     }
 
-    /// What a removed container leaves: its network (back to the pool).
+    /// What a removed container leaves: its own network, when it was made before links
+    /// (its link went with it otherwise).
     async fn release_after_removal(&self, found: &Found) {
+        self.links.forget(&found.id);
         if let Some(n) = found.network.as_ref().filter(|n| n.starts_with("wrn-")) {
-            self.release_network(n).await;
+            self.remove_network(n).await;
         }
     }
 
@@ -579,11 +579,42 @@ impl DockerRuntime {
         filled
     }
 
+    /// Starts a created (or stopped) container and gives it its link.
     async fn start_named(&self, name: &str) -> Result<(), RuntimeError> {
         self.docker
             .start_container(name, None)
             .await
-            .map_err(docker_err)
+            .map_err(docker_err)?;
+        self.link_started(name).await
+    }
+
+    /// Gives the running container `name` its link, unless it has one, or its own Docker
+    /// network (made before links).
+    async fn link_started(&self, name: &str) -> Result<(), RuntimeError> {
+        let c = self
+            .docker
+            .inspect_container(name, None)
+            .await
+            .map_err(docker_err)?;
+        let linked = c
+            .host_config
+            .as_ref()
+            .and_then(|h| h.network_mode.as_deref())
+            == Some(NO_NETWORK);
+        let pid = c.state.as_ref().and_then(|s| s.pid).unwrap_or(0).max(0) as u32;
+        if !linked {
+            return Ok(());
+        }
+        if pid == 0 {
+            return Err(RuntimeError::Other(format!(
+                "container {name} stopped right after its start: {}",
+                self.logs_of(name, 20).await.trim()
+            )));
+        }
+        self.links
+            .attach(c.id.as_deref().unwrap_or(name), pid)
+            .await
+            .map(|_| ())
     }
 
     /// Creates, fills (see `start_filling`) and starts a container; nothing of it is left
@@ -615,10 +646,9 @@ impl DockerRuntime {
             .acquire()
             .await
             .map_err(|e| RuntimeError::Other(e.to_string()))?;
-        let network = self.take_network().await?;
         let name = self.container_name(&spec.sandbox_id);
         let created = async {
-            self.create_container(spec, &network, &name).await?;
+            self.create_container(spec, &name).await?;
             if let Some(seed) = &spec.seed {
                 let copied = self.copy_seed(&name, &seed.upper).await;
                 seed.done();
@@ -637,9 +667,8 @@ impl DockerRuntime {
         }
         .await;
         if created.is_err() {
-            // Leave nothing behind: no half-created container, network back to the pool.
-            let _ = self.force_remove(&name).await;
-            self.release_network(&network).await;
+            // Leave nothing behind: no half-created container (its link goes with it).
+            let _ = self.remove_named(&name).await;
         }
         created
     }
@@ -682,6 +711,24 @@ impl DockerRuntime {
             .ok_or_else(|| RuntimeError::Other("container vanished after start".into()))
     }
 
+    /// The last `lines` lines container `name` printed.
+    async fn logs_of(&self, name: &str, lines: usize) -> String {
+        let opts = LogsOptionsBuilder::default()
+            .stdout(true)
+            .stderr(true)
+            .tail(&lines.to_string())
+            .build();
+        let mut stream = self.docker.logs(name, Some(opts));
+        let mut out = String::new();
+        while let Some(Ok(chunk)) = stream.next().await {
+            out.push_str(&chunk.to_string());
+            if out.len() > 8192 {
+                break;
+            }
+        }
+        out
+    }
+
     /// Removes every container and network of this node (tests and `warren` uninstall).
     pub async fn remove_everything(&self) -> Result<(), RuntimeError> {
         // A create the stopped node had sent may still be finishing in Docker, and one
@@ -697,7 +744,6 @@ impl DockerRuntime {
                 break;
             }
         }
-        self.nets.lock().await.free.clear();
         last.map(|_| ())
     }
 
@@ -843,14 +889,11 @@ pub fn remove_node_resources_blocking(node_id: &str) {
             .build()
             .expect("runtime");
         rt.block_on(async {
-            let pool = SubnetPool {
-                pool: Cidr {
-                    base: 0,
-                    prefix: 32,
-                },
-                block_prefix: 32,
+            let pool = Cidr {
+                base: 0,
+                prefix: 32,
             };
-            match DockerRuntime::connect(None, &node_id, pool, 0).await {
+            match DockerRuntime::connect(None, &node_id, pool).await {
                 Ok(rt) => rt.remove_everything().await,
                 Err(e) => Err(e),
             }
@@ -860,14 +903,6 @@ pub fn remove_node_resources_blocking(node_id: &str) {
     if let Ok(Err(e)) = done {
         tracing::warn!(error = %e, "cleanup of a node's Docker resources failed");
     }
-}
-
-fn rand_index(n: u32) -> u32 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .subsec_nanos();
-    (nanos ^ std::process::id().rotate_left(16)) % n.max(1)
 }
 
 #[async_trait]
@@ -898,6 +933,7 @@ impl ContainerRuntime for Arc<DockerRuntime> {
             Err(e) if status_of(&e) == Some(304) => {} // already running
             Err(e) => return Err(docker_err(e)),
         }
+        self.link_started(&name).await?;
         // A taken warm container starts with the host name it was made with.
         self.rename_host_after_start(&name, sandbox_id).await?;
         let info = self.started_info(&name).await?;
@@ -986,7 +1022,12 @@ impl ContainerRuntime for Arc<DockerRuntime> {
                     .await
                     .map_err(docker_err)?;
             }
-            if let Some(found) = self.inspect_name(&name).await? {
+            if let Some(mut found) = self.inspect_name(&name).await? {
+                let info = &mut found.info;
+                if info.running && info.pid != 0 && found.network.is_none() && info.addr.is_none() {
+                    // Started by a node that stopped before it made the link.
+                    info.addr = Some(self.links.attach(&found.id, info.pid).await?.into());
+                }
                 out.push(found.info);
             }
         }
@@ -994,22 +1035,7 @@ impl ContainerRuntime for Arc<DockerRuntime> {
     }
 
     async fn logs_tail(&self, sandbox_id: &str, lines: usize) -> String {
-        let opts = LogsOptionsBuilder::default()
-            .stdout(true)
-            .stderr(true)
-            .tail(&lines.to_string())
-            .build();
-        let mut stream = self
-            .docker
-            .logs(&self.container_name(sandbox_id), Some(opts));
-        let mut out = String::new();
-        while let Some(Ok(chunk)) = stream.next().await {
-            out.push_str(&chunk.to_string());
-            if out.len() > 8192 {
-                break;
-            }
-        }
-        out
+        self.logs_of(&self.container_name(sandbox_id), lines).await
     }
 
     async fn set_cpus(&self, sandbox_id: &str, cpus: f64) -> Result<(), RuntimeError> {

@@ -1,4 +1,4 @@
-//! Warm containers: containers started (network, runc, guest) before anyone asks — of the
+//! Warm containers: containers started (runc, link, guest) before anyone asks — of the
 //! default image, and of the images named in `WarmPoolConfig::images` after it — so that a create, restore, wake or fork takes one and skips Docker's
 //! start (about 0.3–0.45 s and 0.3–0.46 CPU-seconds each on the machines measured; see
 //! docs/benchmarks.md).
@@ -61,7 +61,6 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// One started container nobody has taken yet.
 pub(super) struct Warm {
     name: String,
-    network: String,
     /// Its mounted root filesystem on this host, when this process sees it.
     merged: Option<PathBuf>,
     host: HostName,
@@ -406,9 +405,8 @@ impl DockerRuntime {
             run_dir_mb: cfg.run_dir_mb,
             seed: None,
         };
-        let network = self.take_network().await?;
         let started = async {
-            self.create_container(&spec, &network, &name).await?;
+            self.create_container(&spec, &name).await?;
             self.start_named(&name).await?;
             let c = self
                 .docker
@@ -429,15 +427,13 @@ impl DockerRuntime {
             wait_guest_answers(&peer).await?;
             Ok(Warm {
                 name: name.clone(),
-                network: network.clone(),
                 merged,
                 host,
             })
         }
         .await;
         if started.is_err() {
-            let _ = self.force_remove(&name).await;
-            self.release_network(&network).await;
+            let _ = self.remove_named(&name).await;
         }
         started
     }

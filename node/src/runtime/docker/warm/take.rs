@@ -31,13 +31,9 @@ impl DockerRuntime {
         let name = self.container_name(&spec.sandbox_id);
         let t = Instant::now();
         if let Err(e) = self.adopt_warm(&w, spec, &name).await {
-            // Whichever name it has now (its network goes back to the pool with it).
-            let as_warm = self.remove_named(&w.name).await.unwrap_or(true);
-            let as_sandbox = self.remove_named(&name).await.unwrap_or(true);
-            if !as_warm && !as_sandbox {
-                // Gone already (removed by hand): its network is still this node's.
-                self.release_network(&w.network).await;
-            }
+            // Whichever name it has now (its link goes with it).
+            let _ = self.remove_named(&w.name).await;
+            let _ = self.remove_named(&name).await;
             return Err(TakeFailed::Before(e));
         }
         let adopted_ms = t.elapsed().as_millis() as u64;
@@ -66,7 +62,7 @@ impl DockerRuntime {
         }
         .await;
         if written.is_err() {
-            // With its network.
+            // With its link.
             let _ = self.remove_named(&name).await;
         }
         tracing::debug!(container = %name, adopted_ms, written_ms = t.elapsed().as_millis() as u64 - adopted_ms,
