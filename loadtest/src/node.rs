@@ -35,7 +35,6 @@ impl BenchNode {
         let warren = exe.with_file_name("warren");
         let node_id = format!("bench{}", hex::encode(rand::random::<[u8; 3]>()));
         let data_dir = PathBuf::from(format!("/tmp/wb-{node_id}"));
-        let spare = std::env::var("WARREN_BENCH_SPARE_NETWORKS").unwrap_or_else(|_| "4".into());
         let mut child = Command::new(&warren)
             .args([
                 "serve",
@@ -46,7 +45,6 @@ impl BenchNode {
                 "--data-dir",
             ])
             .arg(&data_dir)
-            .args(["--spare-networks", &spare])
             .args(["--warm-containers", &warm.to_string()])
             // A fixed pool unless a scenario asks for one that follows demand.
             .env("WARREN_WARM_MAX", "0")

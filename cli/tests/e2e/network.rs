@@ -651,7 +651,7 @@ async fn networks_made_by_docker_meanwhile_never_open_a_way_out() {
     let fake = FakeNetwork::start_for_sandboxes_only();
     let node = Node::start().await;
     let id = format!("race-{}", unique());
-    // Everything a node does at start is done (its spare networks are made).
+    // Everything a node does at start is done (its warm containers are started).
     sh(&node.client, &id, "true").await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let churn = {
