@@ -136,6 +136,10 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
             .context("cannot make the fence directory")?,
     );
     docker.use_fence_dir(fence_file.dir());
+    docker
+        .use_etc_dir(&data_dir.join("etc"))
+        .await
+        .context("cannot keep the sandboxes' /etc files")?;
     // Snapshot archiving and unpacking, chunk work and fork copies: bounded, in a cgroup of
     // their own, on the disks of the data dir and of Docker's data root.
     let host_work = {

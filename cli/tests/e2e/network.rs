@@ -783,6 +783,27 @@ async fn a_sandbox_gets_a_link_of_its_own_and_loses_it_with_its_container() {
         std::net::Ipv4Addr::from(gw.to_le_bytes()),
         std::net::Ipv4Addr::from(u32::from(first) - 1)
     );
+    // Its name server is that host end (the firewall sends DNS to the node's proxy), its
+    // host name resolves, and it may edit its hosts file, as on any machine.
+    let names = sh(
+        c,
+        &id,
+        "grep '^nameserver' /etc/resolv.conf; getent hosts \"$(hostname)\"; \
+         echo '10.9.9.9 extra' >> /etc/hosts && getent hosts extra",
+    )
+    .await;
+    assert_eq!(
+        names.split_whitespace().collect::<Vec<_>>(),
+        [
+            "nameserver",
+            &std::net::Ipv4Addr::from(u32::from(first) - 1).to_string(),
+            "127.0.1.1",
+            &id,
+            "10.9.9.9",
+            "extra"
+        ],
+        "{names}"
+    );
 
     c.sleep(&id).await.unwrap();
     wait_link_gone(&node.node_id, &link, "after the sandbox slept").await;

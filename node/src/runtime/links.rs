@@ -147,24 +147,25 @@ impl Links {
     }
 
     /// Gives the running container `container_id` (main process `pid` on this host) its
-    /// link, unless it has one; its sandbox end's address.
-    pub async fn attach(&self, container_id: &str, pid: u32) -> Result<Ipv4Addr, RuntimeError> {
+    /// link, unless it has one.
+    pub async fn attach(&self, container_id: &str, pid: u32) -> Result<Link, RuntimeError> {
         let host_if = host_if_name(&self.node_id, container_id, pid);
         let (pool, lock_file) = (self.pool, self.lock_file.clone());
         let start =
             self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % pool.blocks().max(1);
         let t = std::time::Instant::now();
-        let addr = tokio::task::spawn_blocking(move || {
+        let link = tokio::task::spawn_blocking(move || {
             attach_blocking(&pool, &lock_file, start, &host_if, pid)
         })
         .await
         .map_err(|e| RuntimeError::Other(e.to_string()))??;
+        let addr = link.sandbox_addr();
         tracing::debug!(container = container_id, pid, %addr, ms = t.elapsed().as_millis() as u64, "sandbox link made");
         self.known
             .lock()
             .expect("links lock")
             .insert(format!("{container_id}:{pid}"), addr);
-        Ok(addr)
+        Ok(link)
     }
 
     /// The sandbox end's address of the link of the running container `container_id`
@@ -216,7 +217,7 @@ fn attach_blocking(
     start: u32,
     host_if: &str,
     pid: u32,
-) -> Result<Ipv4Addr, RuntimeError> {
+) -> Result<Link, RuntimeError> {
     let netns = format!("/proc/{pid}/ns/net");
     if !std::path::Path::new(&netns).exists() {
         return Err(RuntimeError::Network(format!(
@@ -236,9 +237,12 @@ fn attach_blocking(
             RuntimeError::Network(format!("cannot lock {}: {e}", lock_file.display()))
         })?;
         let taken = parse_addrs(&ip(&["-o", "-4", "addr", "show"], None)?);
-        if let Some((_, c)) = taken.iter().find(|(name, _)| name == host_if) {
+        if let Some((_, block)) = taken.iter().find(|(name, _)| name == host_if) {
             // Made already (a start that the node saw twice): the same link.
-            return Ok(Ipv4Addr::from(c.base + 2));
+            return Ok(Link {
+                host_if: host_if.to_string(),
+                block: *block,
+            });
         }
         let block = choose_block(pool, start, &taken).ok_or_else(|| {
             RuntimeError::Network(format!("the subnet pool {} has no free link", pool.pool))
@@ -263,7 +267,7 @@ fn attach_blocking(
         let _ = ip(&["link", "del", host_if], None);
         return Err(e);
     }
-    Ok(link.sandbox_addr())
+    Ok(link)
 }
 
 /// Runs `ip` with `args` (and `input` on its standard input); its output.

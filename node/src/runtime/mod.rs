@@ -4,6 +4,7 @@
 pub mod data_root;
 pub mod docker;
 pub mod enter;
+pub mod etc_files;
 mod fd_dir;
 pub mod fence_file;
 pub mod firewall;

@@ -413,7 +413,7 @@ impl DockerRuntime {
                 .inspect_container(&name, None)
                 .await
                 .map_err(docker_err)?;
-            let host = HostName::of(&c);
+            let host = HostName::of(&c, self.hosts_file(&c));
             self.limit_userns(&name, host.pid).await?;
             let merged = overlay_path(&c, "MergedDir")
                 .filter(|p| matches!(root_mount::open_if_mounted(p), Ok(Some(_))));

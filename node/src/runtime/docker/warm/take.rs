@@ -122,7 +122,7 @@ impl DockerRuntime {
             .inspect_container(name, None)
             .await
             .map_err(docker_err)?;
-        let host = HostName::of(&c);
+        let host = HostName::of(&c, self.hosts_file(&c));
         if host.current == sandbox_id {
             return Ok(());
         }
@@ -143,7 +143,11 @@ pub(super) struct HostName {
 }
 
 impl HostName {
-    pub(super) fn of(c: &bollard::models::ContainerInspectResponse) -> HostName {
+    /// `hosts`: the container's `/etc/hosts` on this host (`DockerRuntime::hosts_file`).
+    pub(super) fn of(
+        c: &bollard::models::ContainerInspectResponse,
+        hosts: Option<PathBuf>,
+    ) -> HostName {
         let pid = c.state.as_ref().and_then(|s| s.pid).unwrap_or(0).max(0) as u32;
         // 0: not in this process's view (the engine runs in another pid namespace).
         let pid = if Path::new(&format!("/proc/{pid}")).exists() {
@@ -154,7 +158,7 @@ impl HostName {
         HostName {
             pid,
             hostname_path: c.hostname_path.as_ref().map(PathBuf::from),
-            hosts_path: c.hosts_path.as_ref().map(PathBuf::from),
+            hosts_path: hosts,
             current: c
                 .config
                 .as_ref()
