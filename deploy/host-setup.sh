@@ -38,9 +38,8 @@ command -v g++ >/dev/null || missing+=(build-essential)
 command -v musl-gcc >/dev/null || missing+=(musl-tools)
 command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v iptables >/dev/null || missing+=(iptables)
-# Each sandbox's link (a veth pair the node makes): ip and nsenter.
+# `ip`: the tests' network namespaces, and a look at sandboxes' links.
 command -v ip >/dev/null || missing+=(iproute2)
-command -v nsenter >/dev/null || missing+=(util-linux)
 command -v git >/dev/null || missing+=(git)
 command -v curl >/dev/null || missing+=(curl)
 command -v node >/dev/null || missing+=(nodejs)

@@ -719,8 +719,16 @@ fn node_links(node_id: &str) -> Vec<(String, warren_node::runtime::subnets::Cidr
         .output()
         .unwrap();
     let prefix = warren_node::runtime::firewall::bridge_prefix(node_id);
-    warren_node::runtime::links::parse_addrs(&String::from_utf8_lossy(&out.stdout))
-        .into_iter()
+    // `N: NAME    inet A.B.C.D/P ...`, one address a line.
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let name = words.get(1)?.split('@').next()?.to_string();
+            let at = words.iter().position(|w| *w == "inet")?;
+            let cidr = warren_node::runtime::subnets::Cidr::parse(words.get(at + 1)?)?;
+            Some((name, cidr))
+        })
         .filter(|(name, _)| name.starts_with(&prefix))
         .collect()
 }
