@@ -222,9 +222,9 @@ async fn lock_host_wide(path: &Path) -> Result<std::fs::File, RuntimeError> {
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(|e| RuntimeError::Network(format!("cannot open {}: {e}", path.display())))?;
+            .map_err(|e| RuntimeError::Other(format!("cannot open {}: {e}", path.display())))?;
         file.lock()
-            .map_err(|e| RuntimeError::Network(format!("cannot lock {}: {e}", path.display())))?;
+            .map_err(|e| RuntimeError::Other(format!("cannot lock {}: {e}", path.display())))?;
         Ok(file)
     })
     .await

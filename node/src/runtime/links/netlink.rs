@@ -26,15 +26,18 @@ impl Drop for Netlink {
     }
 }
 
+/// A failed kernel call: the node cannot make links right now (503 `UNAVAILABLE`), unlike a
+/// full subnet pool (`RuntimeError::Network`, 503 `CAPACITY_EXHAUSTED`: another node may
+/// have room).
 fn err(what: &str) -> impl Fn(rtnetlink::Error) -> RuntimeError + '_ {
-    move |e| RuntimeError::Network(format!("{what}: {e}"))
+    move |e| RuntimeError::Other(format!("{what}: {e}"))
 }
 
 impl Netlink {
     /// A connection in this process's network namespace.
     pub fn host() -> Result<Netlink, RuntimeError> {
         let (conn, handle, _) = rtnetlink::new_connection()
-            .map_err(|e| RuntimeError::Network(format!("cannot open a netlink socket: {e}")))?;
+            .map_err(|e| RuntimeError::Other(format!("cannot open a netlink socket: {e}")))?;
         Ok(Netlink {
             handle,
             task: tokio::spawn(conn),
@@ -47,7 +50,7 @@ impl Netlink {
     pub async fn inside(pid: u32) -> Result<Netlink, RuntimeError> {
         let path = format!("/proc/{pid}/ns/net");
         let ns = std::fs::File::open(&path).map_err(|e| {
-            RuntimeError::Network(format!(
+            RuntimeError::Other(format!(
                 "cannot open {path} (sandbox links need the engine on the node's host): {e}"
             ))
         })?;
@@ -69,9 +72,7 @@ impl Netlink {
         })
         .await
         .map_err(|e| RuntimeError::Other(e.to_string()))?
-        .map_err(|e| {
-            RuntimeError::Network(format!("cannot open a netlink socket in {path}: {e}"))
-        })?;
+        .map_err(|e| RuntimeError::Other(format!("cannot open a netlink socket in {path}: {e}")))?;
         let (conn, handle) = opened;
         Ok(Netlink {
             handle,
@@ -141,7 +142,7 @@ impl Netlink {
         let index = self
             .index_of(&link.host_if)
             .await?
-            .ok_or_else(|| RuntimeError::Network(format!("the link {} vanished", link.host_if)))?;
+            .ok_or_else(|| RuntimeError::Other(format!("the link {} vanished", link.host_if)))?;
         self.handle
             .address()
             .add(index, IpAddr::V4(link.host_addr()), LINK_PREFIX)
@@ -154,7 +155,7 @@ impl Netlink {
     /// end's address, and the default route through the host end.
     pub async fn make_sandbox_end(&self, link: &Link) -> Result<(), RuntimeError> {
         let index = self.index_of("eth0").await?.ok_or_else(|| {
-            RuntimeError::Network("the container has no eth0 after its link was made".into())
+            RuntimeError::Other("the container has no eth0 after its link was made".into())
         })?;
         self.handle
             .address()
