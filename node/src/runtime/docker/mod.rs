@@ -539,6 +539,7 @@ impl DockerRuntime {
     async fn inspect_name(&self, name: &str) -> Result<Option<Found>, RuntimeError> {
         match self.docker.inspect_container(name, None).await {
             Ok(c) => {
+                let etc = etc_token_of(&c).map(str::to_string);
                 let state = c.state.unwrap_or_default();
                 let host = c.host_config.unwrap_or_default();
                 let id = c.id.clone().unwrap_or_default();
@@ -570,11 +571,7 @@ impl DockerRuntime {
                 };
                 Ok(Some(Found {
                     id,
-                    etc: c
-                        .config
-                        .as_ref()
-                        .and_then(|c| c.labels.as_ref())
-                        .and_then(|l| l.get(LABEL_ETC).cloned()),
+                    etc,
                     info,
                     network: host.network_mode.filter(|m| m != NO_NETWORK),
                 }))
@@ -663,12 +660,7 @@ impl DockerRuntime {
     /// Where container `c`'s `/etc/hosts` is on this host: the node's file when it keeps
     /// the container's, else Docker's.
     fn hosts_file(&self, c: &bollard::models::ContainerInspectResponse) -> Option<PathBuf> {
-        let token = c
-            .config
-            .as_ref()
-            .and_then(|c| c.labels.as_ref())
-            .and_then(|l| l.get(LABEL_ETC));
-        match (token, self.etc.get()) {
+        match (etc_token_of(c), self.etc.get()) {
             (Some(token), Some(files)) => files.paths(token).ok().map(|p| p.hosts),
             _ => c.hosts_path.as_ref().map(PathBuf::from),
         }
@@ -706,12 +698,7 @@ impl DockerRuntime {
                 self.logs_of(name, 20).await.trim()
             )));
         }
-        let etc = c
-            .config
-            .as_ref()
-            .and_then(|c| c.labels.as_ref())
-            .and_then(|l| l.get(LABEL_ETC).cloned());
-        self.link(c.id.as_deref().unwrap_or(name), pid, etc.as_deref())
+        self.link(c.id.as_deref().unwrap_or(name), pid, etc_token_of(&c))
             .await
             .map(|_| ())
     }
@@ -906,6 +893,17 @@ fn id_shift_of(info: &bollard::models::SystemInfo) -> Option<IdShift> {
         gid: gid.parse().ok()?,
         len: 65536,
     })
+}
+
+/// The token of the container's files in the node's `etc` directory (its `warren.etc`
+/// label), when it has some.
+fn etc_token_of(c: &bollard::models::ContainerInspectResponse) -> Option<&str> {
+    c.config
+        .as_ref()?
+        .labels
+        .as_ref()?
+        .get(LABEL_ETC)
+        .map(String::as_str)
 }
 
 /// The guest secret a container was made with (from its environment in the engine's
