@@ -16,8 +16,8 @@ use crate::guest::connect::GuestSecret;
 use async_trait::async_trait;
 use bollard::errors::Error as BollardError;
 use bollard::models::{
-    ContainerCreateBody, ContainerSummaryStateEnum, HostConfig, HostConfigLogConfig, Mount,
-    MountType, RestartPolicy, RestartPolicyNameEnum,
+    ContainerCreateBody, ContainerInspectResponse, ContainerSummaryStateEnum, HostConfig,
+    HostConfigLogConfig, Mount, MountType, RestartPolicy, RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder,
@@ -538,46 +538,49 @@ impl DockerRuntime {
 
     async fn inspect_name(&self, name: &str) -> Result<Option<Found>, RuntimeError> {
         match self.docker.inspect_container(name, None).await {
-            Ok(c) => {
-                let etc = etc_token_of(&c).map(str::to_string);
-                let state = c.state.unwrap_or_default();
-                let host = c.host_config.unwrap_or_default();
-                let id = c.id.clone().unwrap_or_default();
-                let running = state.running.unwrap_or(false);
-                let pid = state.pid.unwrap_or(0).max(0) as u32;
-                let linked = host.network_mode.as_deref() == Some(NO_NETWORK);
-                let addr = match (linked, running && pid != 0) {
-                    (true, true) => self.links.addr_of(&id, pid).await.map(Into::into),
-                    (true, false) => None,
-                    (false, _) => c
-                        .network_settings
-                        .as_ref()
-                        .and_then(|n| n.networks.as_ref())
-                        .and_then(|nets| {
-                            nets.values()
-                                .filter_map(|e| e.ip_address.as_deref())
-                                .find_map(|ip| ip.parse().ok())
-                        }),
-                };
-                let info = ContainerInfo {
-                    name: name.to_string(),
-                    sandbox_id: self.sandbox_of(name),
-                    running,
-                    pid,
-                    exit_code: state.exit_code,
-                    oom_killed: state.oom_killed.unwrap_or(false),
-                    guest_secret: guest_secret_of(c.config.as_ref()),
-                    addr,
-                };
-                Ok(Some(Found {
-                    id,
-                    etc,
-                    info,
-                    network: host.network_mode.filter(|m| m != NO_NETWORK),
-                }))
-            }
+            Ok(c) => Ok(Some(self.found_of(name, c).await)),
             Err(e) if status_of(&e) == Some(404) => Ok(None),
             Err(e) => Err(docker_err(e)),
+        }
+    }
+
+    /// What container `name` is, from its inspect response `c`.
+    async fn found_of(&self, name: &str, c: ContainerInspectResponse) -> Found {
+        let etc = etc_token_of(&c).map(str::to_string);
+        let state = c.state.unwrap_or_default();
+        let host = c.host_config.unwrap_or_default();
+        let id = c.id.clone().unwrap_or_default();
+        let running = state.running.unwrap_or(false);
+        let pid = state.pid.unwrap_or(0).max(0) as u32;
+        let linked = host.network_mode.as_deref() == Some(NO_NETWORK);
+        let addr = match (linked, running && pid != 0) {
+            (true, true) => self.links.addr_of(&id, pid).await.map(Into::into),
+            (true, false) => None,
+            (false, _) => c
+                .network_settings
+                .as_ref()
+                .and_then(|n| n.networks.as_ref())
+                .and_then(|nets| {
+                    nets.values()
+                        .filter_map(|e| e.ip_address.as_deref())
+                        .find_map(|ip| ip.parse().ok())
+                }),
+        };
+        let info = ContainerInfo {
+            name: name.to_string(),
+            sandbox_id: self.sandbox_of(name),
+            running,
+            pid,
+            exit_code: state.exit_code,
+            oom_killed: state.oom_killed.unwrap_or(false),
+            guest_secret: guest_secret_of(c.config.as_ref()),
+            addr,
+        };
+        Found {
+            id,
+            etc,
+            info,
+            network: host.network_mode.filter(|m| m != NO_NETWORK),
         }
     }
 
@@ -626,12 +629,16 @@ impl DockerRuntime {
     }
 
     /// Starts a created container and, once the engine has mounted its root filesystem
-    /// where this process sees it, runs `fill` there while the start goes on. Whether
-    /// `fill` ran; its error, or the start's, otherwise.
-    async fn start_filling(&self, name: &str, fill: &dyn RootFill) -> Result<bool, RuntimeError> {
+    /// where this process sees it, runs `fill` there while the start goes on. The started
+    /// container (see `start_named`) and whether `fill` ran; its error, or the start's,
+    /// otherwise.
+    async fn start_filling(
+        &self,
+        name: &str,
+        fill: &dyn RootFill,
+    ) -> Result<(ContainerInspectResponse, bool), RuntimeError> {
         let Some(merged) = self.overlay_dir(name, "MergedDir").await? else {
-            self.start_named(name).await?;
-            return Ok(false);
+            return Ok((self.start_named(name).await?, false));
         };
         let started = AtomicBool::new(false);
         let t = std::time::Instant::now();
@@ -653,21 +660,21 @@ impl DockerRuntime {
             Ok(true)
         };
         let (start, filled) = tokio::join!(start, filling);
-        start?;
-        filled
+        Ok((start?, filled?))
     }
 
     /// Where container `c`'s `/etc/hosts` is on this host: the node's file when it keeps
     /// the container's, else Docker's.
-    fn hosts_file(&self, c: &bollard::models::ContainerInspectResponse) -> Option<PathBuf> {
+    fn hosts_file(&self, c: &ContainerInspectResponse) -> Option<PathBuf> {
         match (etc_token_of(c), self.etc.get()) {
             (Some(token), Some(files)) => files.paths(token).ok().map(|p| p.hosts),
             _ => c.hosts_path.as_ref().map(PathBuf::from),
         }
     }
 
-    /// Starts a created (or stopped) container and gives it its link.
-    async fn start_named(&self, name: &str) -> Result<(), RuntimeError> {
+    /// Starts a created (or stopped) container and gives it its link. The container as the
+    /// engine describes it once started (one inspect, which callers use instead of their own).
+    async fn start_named(&self, name: &str) -> Result<ContainerInspectResponse, RuntimeError> {
         self.docker
             .start_container(name, None)
             .await
@@ -676,8 +683,8 @@ impl DockerRuntime {
     }
 
     /// Gives the running container `name` its link, unless it has one, or its own Docker
-    /// network (made before links).
-    async fn link_started(&self, name: &str) -> Result<(), RuntimeError> {
+    /// network (made before links). The container as the engine describes it (running).
+    async fn link_started(&self, name: &str) -> Result<ContainerInspectResponse, RuntimeError> {
         let c = self
             .docker
             .inspect_container(name, None)
@@ -690,7 +697,7 @@ impl DockerRuntime {
             == Some(NO_NETWORK);
         let pid = c.state.as_ref().and_then(|s| s.pid).unwrap_or(0).max(0) as u32;
         if !linked {
-            return Ok(());
+            return Ok(c);
         }
         if pid == 0 {
             return Err(RuntimeError::Other(format!(
@@ -699,8 +706,13 @@ impl DockerRuntime {
             )));
         }
         self.link(c.id.as_deref().unwrap_or(name), pid, etc_token_of(&c))
-            .await
-            .map(|_| ())
+            .await?;
+        Ok(c)
+    }
+
+    /// What a container that just started is, from `start_named`'s inspect.
+    async fn started_info(&self, name: &str, c: ContainerInspectResponse) -> ContainerInfo {
+        self.found_of(name, c).await.info
     }
 
     /// Makes the link of a running container (main process `pid`), and names its host end
@@ -758,14 +770,11 @@ impl DockerRuntime {
                 seed.done();
                 copied?;
             }
-            let filled = match fill {
+            let (started, filled) = match fill {
                 Some(fill) => self.start_filling(&name, fill).await?,
-                None => {
-                    self.start_named(&name).await?;
-                    false
-                }
+                None => (self.start_named(&name).await?, false),
             };
-            let info = self.started_info(&name).await?;
+            let info = self.started_info(&name, started).await;
             self.limit_userns(&name, info.pid).await?;
             Ok((info, filled))
         }
@@ -807,8 +816,8 @@ impl DockerRuntime {
         })
     }
 
-    /// The container `name` as it is after its start (an error if it is gone).
-    async fn started_info(&self, name: &str) -> Result<ContainerInfo, RuntimeError> {
+    /// The container `name` as it is now (an error if it is gone).
+    async fn current_info(&self, name: &str) -> Result<ContainerInfo, RuntimeError> {
         self.inspect_name(name)
             .await?
             .map(|f| f.info)
@@ -897,7 +906,7 @@ fn id_shift_of(info: &bollard::models::SystemInfo) -> Option<IdShift> {
 
 /// The token of the container's files in the node's `etc` directory (its `warren.etc`
 /// label), when it has some.
-fn etc_token_of(c: &bollard::models::ContainerInspectResponse) -> Option<&str> {
+fn etc_token_of(c: &ContainerInspectResponse) -> Option<&str> {
     c.config
         .as_ref()?
         .labels
@@ -920,7 +929,7 @@ fn guest_secret_of(config: Option<&bollard::models::ContainerConfig>) -> Option<
 
 /// One of the overlay2 directories (`UpperDir`, `MergedDir`) an inspect reports, if the
 /// engine uses overlay2.
-fn overlay_path(c: &bollard::models::ContainerInspectResponse, which: &str) -> Option<PathBuf> {
+fn overlay_path(c: &ContainerInspectResponse, which: &str) -> Option<PathBuf> {
     c.graph_driver
         .as_ref()
         .filter(|g| g.name == "overlay2")
@@ -1048,10 +1057,10 @@ impl ContainerRuntime for Arc<DockerRuntime> {
             Err(e) if status_of(&e) == Some(304) => {} // already running
             Err(e) => return Err(docker_err(e)),
         }
-        self.link_started(&name).await?;
+        let started = self.link_started(&name).await?;
         // A taken warm container starts with the host name it was made with.
-        self.rename_host_after_start(&name, sandbox_id).await?;
-        let info = self.started_info(&name).await?;
+        self.rename_host_after_start(&started, sandbox_id).await?;
+        let info = self.started_info(&name, started).await;
         self.limit_userns(&name, info.pid).await
     }
 

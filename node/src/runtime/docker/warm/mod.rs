@@ -29,7 +29,7 @@
 //! creates, nor with busy sandboxes. Past the target (the burst aged out) it removes one at
 //! a time, under the same quiet.
 
-use super::{docker_err, guest_secret_of, overlay_path, DockerRuntime, RuntimeError};
+use super::{guest_secret_of, overlay_path, DockerRuntime, RuntimeError};
 use crate::guest::connect::{self, GuestPeer};
 use crate::runtime::{root_mount, ContainerSpec, WarmPoolConfig};
 use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
@@ -407,12 +407,7 @@ impl DockerRuntime {
         };
         let started = async {
             self.create_container(&spec, &name).await?;
-            self.start_named(&name).await?;
-            let c = self
-                .docker
-                .inspect_container(&name, None)
-                .await
-                .map_err(docker_err)?;
+            let c = self.start_named(&name).await?;
             let host = HostName::of(&c, self.hosts_file(&c));
             self.limit_userns(&name, host.pid).await?;
             let merged = overlay_path(&c, "MergedDir")

@@ -58,7 +58,7 @@ impl DockerRuntime {
                     filled = true;
                 }
             }
-            Ok((self.started_info(&name).await?, filled))
+            Ok((self.current_info(&name).await?, filled))
         }
         .await;
         if written.is_err() {
@@ -111,18 +111,14 @@ impl DockerRuntime {
     }
 
     /// Gives a restarted container that was a warm one its sandbox's host name again
-    /// (Docker writes the one it was made with at every start).
+    /// (Docker writes the one it was made with at every start). `c`: the container as
+    /// inspected after its start.
     pub(in crate::runtime::docker) async fn rename_host_after_start(
         &self,
-        name: &str,
+        c: &bollard::models::ContainerInspectResponse,
         sandbox_id: &str,
     ) -> Result<(), RuntimeError> {
-        let c = self
-            .docker
-            .inspect_container(name, None)
-            .await
-            .map_err(docker_err)?;
-        let host = HostName::of(&c, self.hosts_file(&c));
+        let host = HostName::of(c, self.hosts_file(c));
         if host.current == sandbox_id {
             return Ok(());
         }
