@@ -575,3 +575,77 @@ async fn a_disk_filler_is_stopped_at_its_disk_limit() {
         "kept"
     );
 }
+
+/// The files bind-mounted writable into every sandbox (`/etc/hosts`, `/etc/hostname`,
+/// `/etc/resolv.conf`) live on the host outside the container's writable layer: an attacker
+/// with `disk_mb: 256` fills them instead of its root, 1200 MiB in 20 MiB steps. The node
+/// counts them in the sandbox's disk use and kills the filler as it kills one filling its
+/// root; the sandbox answers again at once and can empty them. Before, they were outside the
+/// measurement and the filler wrote all 1200 MiB onto the host's disk.
+#[tokio::test]
+async fn a_filler_of_the_mounted_etc_files_is_stopped_at_its_disk_limit() {
+    let node = Node::start_with("127.0.0.1:0", &["--disk-check-ms", "500"]).await;
+    let c = &node.client;
+    if node.health().await["disk_limits"] == true {
+        eprintln!("Docker enforces disk quotas here: the node's keeper is not used");
+        return;
+    }
+    let id = format!("etcfill-{}", unique());
+    c.put_sandbox(
+        &id,
+        &create(serde_json::json!({"resources": {"disk_mb": 256}})),
+    )
+    .await
+    .unwrap();
+    let files = "/etc/hosts /etc/hostname /etc/resolv.conf";
+    // Each file is a bind mount (not part of the root's upper layer).
+    let mounts = sh(
+        c,
+        &id,
+        "grep -c ' /etc/\\(hosts\\|hostname\\|resolv.conf\\) ' /proc/mounts",
+    )
+    .await;
+    assert_eq!(
+        mounts.trim(),
+        "3",
+        "the test expects the three files bind-mounted"
+    );
+    let filler = ExecRequest {
+        command: Some(format!(
+            "for i in $(seq 1 20); do for f in {files}; do head -c 20M /dev/zero >> $f || exit 3; done; sleep 0.1; done; echo finished"
+        )),
+        timeout_ms: Some(120_000),
+        ..Default::default()
+    };
+    match c.exec(&id, &filler).await {
+        Ok(r) => panic!("the filler of the /etc files was not stopped: {r:?}"),
+        Err(e) => {
+            let (status, code, details) = super::harness::api_err(e);
+            assert_eq!(
+                (status, code),
+                (410, warren_api::ErrorCode::SessionTerminated)
+            );
+            assert_eq!(details.unwrap()["exit_code"], 137);
+        }
+    }
+    let mib: u64 = sh(c, &id, &format!("du -cm {files} | tail -1 | cut -f1"))
+        .await
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        (200..700).contains(&mib),
+        "the filler left {mib} MiB in the /etc files with a limit of 256"
+    );
+    // Emptied, the sandbox is under its limit again and is not killed.
+    assert_eq!(
+        sh(
+            c,
+            &id,
+            &format!("for f in {files}; do : > $f; done; sleep 2 && echo kept")
+        )
+        .await
+        .trim(),
+        "kept"
+    );
+}

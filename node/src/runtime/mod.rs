@@ -283,6 +283,13 @@ pub trait ContainerRuntime: Send + Sync {
     /// The host path of the container's overlay upper directory, where the engine has one
     /// this node can read.
     async fn upper_dir(&self, sandbox_id: &str) -> Result<Option<PathBuf>, RuntimeError>;
+    /// What the container writes on this host where the engine enforces no quota: its upper
+    /// directory and the files bind-mounted writable into it (`/etc/hosts`, `/etc/hostname`,
+    /// `/etc/resolv.conf`). None where it has no upper directory this node can read.
+    async fn written_on_host(
+        &self,
+        sandbox_id: &str,
+    ) -> Result<Option<upper_usage::Written>, RuntimeError>;
     /// The paths the container added, modified or deleted relative to its image.
     async fn changes(&self, sandbox_id: &str) -> Result<Vec<FsChange>, RuntimeError>;
     /// Whether per-container disk limits are enforced by this engine.

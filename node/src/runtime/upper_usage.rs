@@ -33,6 +33,32 @@ struct Level {
 }
 
 /// The disk use of everything under `upper`.
+/// What a container has written on this host: its upper directory and the files
+/// bind-mounted writable into it (see `ContainerRuntime::written_on_host`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub upper: std::path::PathBuf,
+    pub files: Vec<std::path::PathBuf>,
+}
+
+/// [`usage`] of `w.upper` plus the blocks of each of `w.files` (a file that is gone counts
+/// nothing: its container went with it, and the walk of `upper` says so).
+pub fn usage_with_files(w: &Written) -> std::io::Result<Usage> {
+    let mut out = usage(&w.upper)?;
+    for f in &w.files {
+        match std::fs::symlink_metadata(f) {
+            Ok(m) => {
+                use std::os::unix::fs::MetadataExt;
+                out.bytes += m.blocks() * 512;
+                out.entries += 1;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
 pub fn usage(upper: &Path) -> std::io::Result<Usage> {
     let root = Dir::open(upper)?;
     let mut out = Usage::default();
@@ -108,6 +134,29 @@ mod tests {
         assert_eq!(got.entries, 5, "{got:?}");
         assert!(!got.too_deep);
         assert!(usage(&d.path().join("missing")).is_err());
+    }
+
+    #[test]
+    fn the_mounted_files_count_by_their_blocks_and_a_gone_one_counts_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let upper = d.path().join("upper");
+        std::fs::create_dir(&upper).unwrap();
+        let hosts = d.path().join("hosts");
+        let mut f = std::fs::File::create(&hosts).unwrap();
+        f.write_all(&vec![7u8; 3 << 20]).unwrap();
+        f.sync_all().unwrap();
+        let sparse = d.path().join("hostname");
+        std::fs::File::create(&sparse)
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+        let w = Written {
+            upper,
+            files: vec![hosts, sparse, d.path().join("gone")],
+        };
+        let got = usage_with_files(&w).unwrap();
+        assert!(got.bytes >= 3 << 20 && got.bytes < 4 << 20, "{got:?}");
+        assert_eq!(got.entries, 2, "{got:?}");
     }
 
     #[test]

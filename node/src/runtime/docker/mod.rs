@@ -663,6 +663,28 @@ impl DockerRuntime {
         Ok((start?, filled?))
     }
 
+    /// The host files bind-mounted writable into container `c`: its `/etc/hostname` (the
+    /// engine's), `/etc/hosts` and `/etc/resolv.conf` (the node's when it keeps the
+    /// container's, else the engine's).
+    fn mounted_files(&self, c: &ContainerInspectResponse) -> Vec<PathBuf> {
+        let node_files = match (etc_token_of(c), self.etc.get()) {
+            (Some(token), Some(files)) => files.paths(token).ok(),
+            _ => None,
+        };
+        let (hosts, resolv) = match node_files {
+            Some(p) => (Some(p.hosts), Some(p.resolv)),
+            None => (
+                c.hosts_path.as_ref().map(PathBuf::from),
+                c.resolv_conf_path.as_ref().map(PathBuf::from),
+            ),
+        };
+        [c.hostname_path.as_ref().map(PathBuf::from), hosts, resolv]
+            .into_iter()
+            .flatten()
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect()
+    }
+
     /// Where container `c`'s `/etc/hosts` is on this host: the node's file when it keeps
     /// the container's, else Docker's.
     fn hosts_file(&self, c: &ContainerInspectResponse) -> Option<PathBuf> {
@@ -1219,6 +1241,28 @@ impl ContainerRuntime for Arc<DockerRuntime> {
 
     async fn upper_dir(&self, sandbox_id: &str) -> Result<Option<PathBuf>, RuntimeError> {
         self.upper_of(&self.container_name(sandbox_id)).await
+    }
+
+    async fn written_on_host(
+        &self,
+        sandbox_id: &str,
+    ) -> Result<Option<super::upper_usage::Written>, RuntimeError> {
+        let c = match self
+            .docker
+            .inspect_container(&self.container_name(sandbox_id), None)
+            .await
+        {
+            Ok(c) => c,
+            Err(e) if status_of(&e) == Some(404) => return Ok(None),
+            Err(e) => return Err(docker_err(e)),
+        };
+        let Some(upper) = overlay_path(&c, "UpperDir").filter(|p| p.is_dir()) else {
+            return Ok(None);
+        };
+        Ok(Some(super::upper_usage::Written {
+            upper,
+            files: self.mounted_files(&c),
+        }))
     }
 
     async fn kill_all_but_init(&self, sandbox_id: &str) -> Result<usize, RuntimeError> {

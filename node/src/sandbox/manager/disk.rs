@@ -1,7 +1,9 @@
 //! The disk keeper: where the storage driver enforces no quota on a container's writable
 //! layer (overlay2 on ext4, this machine's), the node holds each running sandbox to its
 //! `disk_mb` itself. Every `disk_check_every` it measures each running sandbox's upper
-//! directory (`upper_usage`, on the bounded host-work threads); a sandbox over its limit
+//! directory and the files bind-mounted writable into it (`/etc/hosts` and the like, which
+//! live on the host's disk outside that directory: `upper_usage`, on the bounded host-work
+//! threads); a sandbox over its limit
 //! has every process but its guest killed, as the OOM killer does for memory: what wrote
 //! stops, the files stay, and the sandbox answers again at once, so that its agent can
 //! delete what it wrote. A sandbox that writes again past the limit is killed again at the
@@ -9,9 +11,8 @@
 //! one check interval (plus the time of one pass over all sandboxes).
 
 use super::{SandboxManager, Slot};
-use crate::runtime::upper_usage::{self, Usage};
+use crate::runtime::upper_usage::{self, Usage, Written};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 use warren_api::sandbox::SandboxState;
 
@@ -42,10 +43,10 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
     }
     let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
     tokio::spawn(async move {
-        // Each sandbox's upper directory, asked of the engine once per container: a new
-        // container (a restore, a wake) has a new one, and the old one is gone with its
-        // container, which the walk finds.
-        let mut uppers: HashMap<String, PathBuf> = HashMap::new();
+        // Where each sandbox writes (its upper directory and mounted files), asked of the
+        // engine once per container: a new container (a restore, a wake) has a new one, and
+        // the old one is gone with its container, which the walk finds.
+        let mut uppers: HashMap<String, Written> = HashMap::new();
         loop {
             tokio::time::sleep(every).await;
             let Some(mgr) = weak.upgrade() else {
@@ -76,14 +77,14 @@ impl SandboxManager {
         &self,
         id: &str,
         slot: &Arc<Slot>,
-        uppers: &mut HashMap<String, PathBuf>,
+        uppers: &mut HashMap<String, Written>,
     ) {
         let Some(rec) = slot.record().filter(|r| r.state == SandboxState::Running) else {
             return;
         };
         let upper = match uppers.get(id) {
             Some(u) => u.clone(),
-            None => match self.runtime.upper_dir(id).await {
+            None => match self.runtime.written_on_host(id).await {
                 Ok(Some(u)) => {
                     uppers.insert(id.to_string(), u.clone());
                     u
@@ -95,7 +96,7 @@ impl SandboxManager {
         let measured = self
             .host_work
             .pool()
-            .run(move || upper_usage::usage(&upper))
+            .run(move || upper_usage::usage_with_files(&upper))
             .await;
         let usage = match measured {
             Ok(Ok(u)) => u,
