@@ -36,6 +36,11 @@ pub struct NodeConfig {
     /// Container starts in flight at once, warm containers taken included (the engine's own
     /// starts are bounded further by the runtime).
     pub create_concurrency: usize,
+    /// Wakes (a sleeping sandbox's files fetched from its snapshot and put into a new
+    /// container) in flight at once; the others wait their turn in arrival order. A failover
+    /// hands a survivor hundreds at once: unbounded, their fetches and starts starved the
+    /// object store, the engine (API calls past their timeout) and the node's own Raft.
+    pub wake_concurrency: usize,
     /// What the running sandboxes may add up to, and the host memory kept free: a start
     /// beyond is refused with CAPACITY_EXHAUSTED (`sandbox::admission`).
     pub capacity: crate::sandbox::admission::Capacity,
@@ -131,6 +136,7 @@ impl NodeConfig {
             run_dir_mb: 256,
             max_sandboxes: 2000,
             create_concurrency: 32,
+            wake_concurrency: 8,
             capacity: Default::default(),
         }
     }

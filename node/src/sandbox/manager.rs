@@ -68,6 +68,8 @@ pub struct SandboxManager {
     guest_binary: PathBuf,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     create_permits: Semaphore,
+    /// Wakes in flight (`NodeConfig::wake_concurrency`), taken in arrival order.
+    wake_permits: Semaphore,
     /// Sandboxes whose container is being started, with their limits: counted as running
     /// by the admission of the others (`admission`).
     admitting: Mutex<HashMap<String, warren_api::sandbox::Resources>>,
@@ -267,6 +269,7 @@ impl SandboxManager {
             guests: GuestClient::new(metrics.guest_refused.clone()),
             addrs: egress::AddrBook::default(),
             create_permits: Semaphore::new(cfg.create_concurrency.max(1)),
+            wake_permits: Semaphore::new(cfg.wake_concurrency.max(1)),
             admitting: Mutex::new(HashMap::new()),
             cfg,
             pauses: pause_holds::PauseHolds::new(runtime.clone()),

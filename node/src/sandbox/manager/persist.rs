@@ -547,6 +547,12 @@ impl SandboxManager {
         mut rec: SandboxRecord,
     ) -> Result<SandboxRecord, ApiError> {
         let started = Instant::now();
+        // Fetch and start under one permit: a failover's hundreds of wakes go a few at a time.
+        let _permit = self
+            .wake_permits
+            .acquire()
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
         let prepared = self
             .prepare_for(&rec)
             .await
