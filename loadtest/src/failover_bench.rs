@@ -124,6 +124,51 @@ where
         .collect()
 }
 
+/// Whether the wake baseline runs (`WARREN_BENCH_FAILOVER_BASELINE`, on unless `0`).
+fn with_baseline() -> bool {
+    std::env::var("WARREN_BENCH_FAILOVER_BASELINE").map_or(true, |v| v != "0")
+}
+
+/// The baseline: `kept` made on the live nodes entering `entry`, slept, and woken at once;
+/// deleted afterwards. How long each took to answer again.
+async fn wake_baseline(
+    c: &BenchCluster,
+    entry: usize,
+    victim: usize,
+    kept: &[String],
+) -> anyhow::Result<Vec<Duration>> {
+    let n = kept.len();
+    let t = Instant::now();
+    let placed = create_all(&c.clients[entry], kept).await?;
+    anyhow::ensure!(
+        placed.iter().all(|node| node != &c.names[victim]),
+        "a baseline sandbox was placed on the node to be killed"
+    );
+    eprintln!(
+        "failover: {n} baseline sandboxes made in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let client = &c.clients[entry];
+    each(kept, |id| async move {
+        client.sleep(id).await.map(|_| ()).map_err(Into::into)
+    })
+    .await?;
+    let t0 = Instant::now();
+    let wakes = futures_util::future::join_all(
+        kept.iter()
+            .map(|id| served_again(c.clients[entry].clone(), id.clone(), t0, back_within(n))),
+    )
+    .await
+    .into_iter()
+    .collect::<anyhow::Result<Vec<Duration>>>()?;
+    each(kept, |id| async move {
+        client.delete_sandbox(id).await.map_err(Into::into)
+    })
+    .await?;
+
+    Ok(wakes)
+}
+
 /// Three nodes, node 1 alone in region `r2`: what enters it is placed on it, so the doomed
 /// sandboxes are made there directly, and the baseline's on the two nodes of `r1`.
 pub async fn failover_time(n: usize, table: &mut Table) -> anyhow::Result<()> {
@@ -144,34 +189,13 @@ pub async fn failover_time(n: usize, table: &mut Table) -> anyhow::Result<()> {
     let kept: Vec<String> = (0..n).map(|k| format!("fo-{tag}-k{k}")).collect();
 
     // Baseline: N slept sandboxes on the live nodes, woken at once; deleted afterwards so
-    // that only the failover's containers load the survivors.
-    let t = Instant::now();
-    let placed = create_all(&c.clients[entry], &kept).await?;
-    anyhow::ensure!(
-        placed.iter().all(|node| node != &c.names[victim]),
-        "a baseline sandbox was placed on the node to be killed"
-    );
-    eprintln!(
-        "failover: {n} baseline sandboxes made in {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
-    let client = &c.clients[entry];
-    each(&kept, |id| async move {
-        client.sleep(id).await.map(|_| ()).map_err(Into::into)
-    })
-    .await?;
-    let t0 = Instant::now();
-    let wakes = futures_util::future::join_all(
-        kept.iter()
-            .map(|id| served_again(c.clients[entry].clone(), id.clone(), t0, back_within(n))),
-    )
-    .await
-    .into_iter()
-    .collect::<anyhow::Result<Vec<Duration>>>()?;
-    each(&kept, |id| async move {
-        client.delete_sandbox(id).await.map_err(Into::into)
-    })
-    .await?;
+    // that only the failover's containers load the survivors. Skipped with
+    // WARREN_BENCH_FAILOVER_BASELINE=0 (at 1,000 it takes longer than the failover).
+    let wakes = if with_baseline() {
+        wake_baseline(&c, entry, victim, &kept).await?
+    } else {
+        Vec::new()
+    };
 
     let t = Instant::now();
     let placed = create_all(&c.clients[victim], &doomed).await?;
@@ -203,27 +227,44 @@ pub async fn failover_time(n: usize, table: &mut Table) -> anyhow::Result<()> {
     } else {
         ""
     };
+    let (baseline_name, baseline) = if wakes.is_empty() {
+        ("down_after alone (no wake baseline)".to_string(), {
+            let floor = DOWN_AFTER.as_secs_f64() * 1000.0;
+            (floor, floor)
+        })
+    } else {
+        (
+            format!("down_after + waking {n} slept"),
+            (
+                (DOWN_AFTER + percentiles_dur(&wakes).0).as_secs_f64() * 1000.0,
+                (DOWN_AFTER + wake_all).as_secs_f64() * 1000.0,
+            ),
+        )
+    };
     table.add(Row {
         name: format!("failover of {n} sandboxes (kill -9)"),
         n,
         ours: percentiles(&back),
-        baseline_name: format!("down_after + waking {n} slept"),
-        baseline: (
-            (DOWN_AFTER + percentiles_dur(&wakes).0).as_secs_f64() * 1000.0,
-            (DOWN_AFTER + wake_all).as_secs_f64() * 1000.0,
-        ),
+        baseline_name,
+        baseline,
         target: format!(
             "all {n} back in {:.1} s after {victim_name} died (detector {} s{election})",
             all.as_secs_f64(),
             DOWN_AFTER.as_secs()
         ),
     });
-    table.note(format!(
-        "failover: each of {n} sandboxes asked once through a survivor right after the kill (requests wait for the failover); waking {n} slept sandboxes at once on the live nodes took {:.2} s; restores per second: failover {:.2}, waking {:.2}",
-        wake_all.as_secs_f64(),
-        n as f64 / all.saturating_sub(DOWN_AFTER).as_secs_f64().max(0.001),
-        n as f64 / wake_all.as_secs_f64().max(0.001),
-    ));
+    let failover_rate = n as f64 / all.saturating_sub(DOWN_AFTER).as_secs_f64().max(0.001);
+    table.note(if wakes.is_empty() {
+        format!(
+            "failover: each of {n} sandboxes asked once through a survivor right after the kill (requests wait for the failover); restores per second after the detector: {failover_rate:.2} (no wake baseline in this run)"
+        )
+    } else {
+        format!(
+            "failover: each of {n} sandboxes asked once through a survivor right after the kill (requests wait for the failover); waking {n} slept sandboxes at once on the live nodes took {:.2} s; restores per second: failover {failover_rate:.2}, waking {:.2}",
+            wake_all.as_secs_f64(),
+            n as f64 / wake_all.as_secs_f64().max(0.001),
+        )
+    });
     Ok(())
 }
 

@@ -7,7 +7,8 @@
 //! and fork rounds on a ~200 MiB workspace, default 3), WARREN_BENCH_SURFACE (keystroke echo
 //! and watch samples, default 200), WARREN_BENCH_INTERP (interpreter round trips, default
 //! 200), WARREN_BENCH_FAILOVER (sandboxes on the node killed in the failover scenario,
-//! default 10; a comma-separated list runs it once per size), WARREN_BENCH_EGRESS (requests per egress proxy scenario, default 2000),
+//! default 10; a comma-separated list runs it once per size; WARREN_BENCH_FAILOVER_BASELINE=0
+//! skips its wake baseline), WARREN_BENCH_EGRESS (requests per egress proxy scenario, default 2000),
 //! WARREN_BENCH_METERED (running sandboxes in the metering scenario, default 200),
 //! WARREN_BENCH_METER_WINDOW_S (its measured window, default 60),
 //! WARREN_BENCH_METER_SAMPLED_FIRST=1 (its sampled arm first instead of second),
