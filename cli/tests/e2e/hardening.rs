@@ -480,6 +480,36 @@ async fn a_large_snapshot_is_packed_under_the_host_work_quota() {
     );
 }
 
+/// A filler of sandbox `id` (`disk_mb: 256`) was killed, the session's shell with it (the
+/// next call starts a fresh one), with 200–700 MiB of `files` written.
+async fn assert_killed_within_its_limit(
+    c: &warren_client::Client,
+    id: &str,
+    filled: Result<warren_api::exec::ExecResponse, warren_client::Error>,
+    files: &str,
+) {
+    match filled {
+        Ok(r) => panic!("the filler of {files} was not stopped: {r:?}"),
+        Err(e) => {
+            let (status, code, details) = super::harness::api_err(e);
+            assert_eq!(
+                (status, code),
+                (410, warren_api::ErrorCode::SessionTerminated)
+            );
+            assert_eq!(details.unwrap()["exit_code"], 137);
+        }
+    }
+    let mib: u64 = sh(c, id, &format!("du -cm {files} | tail -1 | cut -f1"))
+        .await
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        (200..700).contains(&mib),
+        "the filler left {mib} MiB in {files} with a limit of 256"
+    );
+}
+
 /// A disk filler in a sandbox with `disk_mb: 256`, on a filesystem where Docker enforces no
 /// quota (ext4): the node measures its writable layer, kills what writes once it is over,
 /// and the sandbox answers again at once to have its file deleted, while a neighbour and
@@ -514,27 +544,7 @@ async fn a_disk_filler_is_stopped_at_its_disk_limit() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_neighbour_answers(&node, &neighbour).await;
     });
-    // Killed: the session's shell with it (the next call starts a fresh one).
-    match filled {
-        Ok(r) => panic!("the filler was not stopped: {r:?}"),
-        Err(e) => {
-            let (status, code, details) = super::harness::api_err(e);
-            assert_eq!(
-                (status, code),
-                (410, warren_api::ErrorCode::SessionTerminated)
-            );
-            assert_eq!(details.unwrap()["exit_code"], 137);
-        }
-    }
-    let mib: u64 = sh(c, &id, "du -m /workspace/fill | cut -f1")
-        .await
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(
-        (200..700).contains(&mib),
-        "the filler left {mib} MiB with a limit of 256"
-    );
+    assert_killed_within_its_limit(c, &id, filled, "/workspace/fill").await;
     assert_eq!(
         sh(c, &id, "rm /workspace/fill && echo ok").await.trim(),
         "ok"
@@ -617,26 +627,8 @@ async fn a_filler_of_the_mounted_etc_files_is_stopped_at_its_disk_limit() {
         timeout_ms: Some(120_000),
         ..Default::default()
     };
-    match c.exec(&id, &filler).await {
-        Ok(r) => panic!("the filler of the /etc files was not stopped: {r:?}"),
-        Err(e) => {
-            let (status, code, details) = super::harness::api_err(e);
-            assert_eq!(
-                (status, code),
-                (410, warren_api::ErrorCode::SessionTerminated)
-            );
-            assert_eq!(details.unwrap()["exit_code"], 137);
-        }
-    }
-    let mib: u64 = sh(c, &id, &format!("du -cm {files} | tail -1 | cut -f1"))
-        .await
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(
-        (200..700).contains(&mib),
-        "the filler left {mib} MiB in the /etc files with a limit of 256"
-    );
+    let filled = c.exec(&id, &filler).await;
+    assert_killed_within_its_limit(c, &id, filled, files).await;
     // Emptied, the sandbox is under its limit again and is not killed.
     assert_eq!(
         sh(
