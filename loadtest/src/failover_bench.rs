@@ -124,11 +124,6 @@ where
         .collect()
 }
 
-/// Whether the wake baseline runs (`WARREN_BENCH_FAILOVER_BASELINE`, on unless `0`).
-fn with_baseline() -> bool {
-    std::env::var("WARREN_BENCH_FAILOVER_BASELINE").map_or(true, |v| v != "0")
-}
-
 /// The baseline: `kept` made on the live nodes entering `entry`, slept, and woken at once;
 /// deleted afterwards. How long each took to answer again.
 async fn wake_baseline(
@@ -171,7 +166,9 @@ async fn wake_baseline(
 
 /// Three nodes, node 1 alone in region `r2`: what enters it is placed on it, so the doomed
 /// sandboxes are made there directly, and the baseline's on the two nodes of `r1`.
-pub async fn failover_time(n: usize, table: &mut Table) -> anyhow::Result<()> {
+/// `with_baseline`: whether the wake baseline runs (at 1,000 it takes longer than the
+/// failover; without it the row compares with the detector's floor alone).
+pub async fn failover_time(n: usize, with_baseline: bool, table: &mut Table) -> anyhow::Result<()> {
     let mut c = BenchCluster::start_each(3, |i| {
         format!(
             "checkpoint_every_s = 1\nregion = \"r{}\"\n",
@@ -189,9 +186,8 @@ pub async fn failover_time(n: usize, table: &mut Table) -> anyhow::Result<()> {
     let kept: Vec<String> = (0..n).map(|k| format!("fo-{tag}-k{k}")).collect();
 
     // Baseline: N slept sandboxes on the live nodes, woken at once; deleted afterwards so
-    // that only the failover's containers load the survivors. Skipped with
-    // WARREN_BENCH_FAILOVER_BASELINE=0 (at 1,000 it takes longer than the failover).
-    let wakes = if with_baseline() {
+    // that only the failover's containers load the survivors.
+    let wakes = if with_baseline {
         wake_baseline(&c, entry, victim, &kept).await?
     } else {
         Vec::new()

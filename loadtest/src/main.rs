@@ -65,6 +65,8 @@ async fn main() -> anyhow::Result<()> {
         .filter_map(|v| v.trim().parse().ok())
         .map(|n: usize| n.clamp(1, 1000))
         .collect();
+    let failover_baseline =
+        std::env::var("WARREN_BENCH_FAILOVER_BASELINE").map_or(true, |v| v != "0");
     let checkpointed_n = env_usize("WARREN_BENCH_CHECKPOINTED", 50).clamp(1, 500);
     let checkpoint_window = env_usize("WARREN_BENCH_CHECKPOINT_WINDOW_S", 60).clamp(15, 900);
     let egress_n = env_usize("WARREN_BENCH_EGRESS", 2000).clamp(100, 100_000);
@@ -155,7 +157,7 @@ async fn main() -> anyhow::Result<()> {
     if run("failover") {
         eprintln!("bench: failover of a killed node's sandboxes");
         for n in &failover_sizes {
-            failover_bench::failover_time(*n, &mut table).await?;
+            failover_bench::failover_time(*n, failover_baseline, &mut table).await?;
         }
     }
     if run("checkpoints") {

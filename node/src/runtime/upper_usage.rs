@@ -32,7 +32,6 @@ struct Level {
     names: Vec<OsString>,
 }
 
-/// The disk use of everything under `upper`.
 /// What a container has written on this host: its upper directory and the files
 /// bind-mounted writable into it (see `ContainerRuntime::written_on_host`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +58,7 @@ pub fn usage_with_files(w: &Written) -> std::io::Result<Usage> {
     Ok(out)
 }
 
+/// The disk use of everything under `upper`.
 pub fn usage(upper: &Path) -> std::io::Result<Usage> {
     let root = Dir::open(upper)?;
     let mut out = Usage::default();

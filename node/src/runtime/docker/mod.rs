@@ -537,8 +537,19 @@ impl DockerRuntime {
     }
 
     async fn inspect_name(&self, name: &str) -> Result<Option<Found>, RuntimeError> {
+        match self.inspect_if_any(name).await? {
+            Some(c) => Ok(Some(self.found_of(name, c).await)),
+            None => Ok(None),
+        }
+    }
+
+    /// The engine's description of container `name`; none if there is no such container.
+    async fn inspect_if_any(
+        &self,
+        name: &str,
+    ) -> Result<Option<ContainerInspectResponse>, RuntimeError> {
         match self.docker.inspect_container(name, None).await {
-            Ok(c) => Ok(Some(self.found_of(name, c).await)),
+            Ok(c) => Ok(Some(c)),
             Err(e) if status_of(&e) == Some(404) => Ok(None),
             Err(e) => Err(docker_err(e)),
         }
@@ -610,22 +621,18 @@ impl DockerRuntime {
     /// The overlay2 upper directory of a container, if the engine uses overlay2 and the
     /// directory is on this machine.
     async fn upper_of(&self, name: &str) -> Result<Option<PathBuf>, RuntimeError> {
-        Ok(self
-            .overlay_dir(name, "UpperDir")
-            .await?
-            .filter(|p| p.is_dir()))
+        Ok(self.inspect_if_any(name).await?.as_ref().and_then(upper_in))
     }
 
     /// One of a container's overlay2 directories (`UpperDir`, `MergedDir`), if the engine
     /// uses overlay2 and the layer's directory is on this machine (`MergedDir` itself is
     /// only made when the engine first mounts it).
     async fn overlay_dir(&self, name: &str, which: &str) -> Result<Option<PathBuf>, RuntimeError> {
-        let c = match self.docker.inspect_container(name, None).await {
-            Ok(c) => c,
-            Err(e) if status_of(&e) == Some(404) => return Ok(None),
-            Err(e) => return Err(docker_err(e)),
-        };
-        Ok(overlay_path(&c, which).filter(|p| p.parent().is_some_and(Path::is_dir)))
+        Ok(self
+            .inspect_if_any(name)
+            .await?
+            .and_then(|c| overlay_path(&c, which))
+            .filter(|p| p.parent().is_some_and(Path::is_dir)))
     }
 
     /// Starts a created container and, once the engine has mounted its root filesystem
@@ -667,11 +674,7 @@ impl DockerRuntime {
     /// engine's), `/etc/hosts` and `/etc/resolv.conf` (the node's when it keeps the
     /// container's, else the engine's).
     fn mounted_files(&self, c: &ContainerInspectResponse) -> Vec<PathBuf> {
-        let node_files = match (etc_token_of(c), self.etc.get()) {
-            (Some(token), Some(files)) => files.paths(token).ok(),
-            _ => None,
-        };
-        let (hosts, resolv) = match node_files {
+        let (hosts, resolv) = match self.node_etc_paths(c) {
             Some(p) => (Some(p.hosts), Some(p.resolv)),
             None => (
                 c.hosts_path.as_ref().map(PathBuf::from),
@@ -688,10 +691,15 @@ impl DockerRuntime {
     /// Where container `c`'s `/etc/hosts` is on this host: the node's file when it keeps
     /// the container's, else Docker's.
     fn hosts_file(&self, c: &ContainerInspectResponse) -> Option<PathBuf> {
-        match (etc_token_of(c), self.etc.get()) {
-            (Some(token), Some(files)) => files.paths(token).ok().map(|p| p.hosts),
-            _ => c.hosts_path.as_ref().map(PathBuf::from),
+        match self.node_etc_paths(c) {
+            Some(p) => Some(p.hosts),
+            None => c.hosts_path.as_ref().map(PathBuf::from),
         }
+    }
+
+    /// Container `c`'s files in the node's `etc` directory, when the node keeps them.
+    fn node_etc_paths(&self, c: &ContainerInspectResponse) -> Option<EtcPaths> {
+        self.etc.get()?.paths(etc_token_of(c)?).ok()
     }
 
     /// Starts a created (or stopped) container and gives it its link. The container as the
@@ -947,6 +955,12 @@ fn guest_secret_of(config: Option<&bollard::models::ContainerConfig>) -> Option<
         .iter()
         .find_map(|e| e.strip_prefix(&prefix))
         .map(GuestSecret::from_env_value)
+}
+
+/// The overlay2 upper directory an inspect reports, if the engine uses overlay2 and the
+/// directory is on this machine.
+fn upper_in(c: &ContainerInspectResponse) -> Option<PathBuf> {
+    overlay_path(c, "UpperDir").filter(|p| p.is_dir())
 }
 
 /// One of the overlay2 directories (`UpperDir`, `MergedDir`) an inspect reports, if the
@@ -1247,16 +1261,13 @@ impl ContainerRuntime for Arc<DockerRuntime> {
         &self,
         sandbox_id: &str,
     ) -> Result<Option<super::upper_usage::Written>, RuntimeError> {
-        let c = match self
-            .docker
-            .inspect_container(&self.container_name(sandbox_id), None)
-            .await
-        {
-            Ok(c) => c,
-            Err(e) if status_of(&e) == Some(404) => return Ok(None),
-            Err(e) => return Err(docker_err(e)),
+        let Some(c) = self
+            .inspect_if_any(&self.container_name(sandbox_id))
+            .await?
+        else {
+            return Ok(None);
         };
-        let Some(upper) = overlay_path(&c, "UpperDir").filter(|p| p.is_dir()) else {
+        let Some(upper) = upper_in(&c) else {
             return Ok(None);
         };
         Ok(Some(super::upper_usage::Written {

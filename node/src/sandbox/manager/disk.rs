@@ -3,12 +3,12 @@
 //! `disk_mb` itself. Every `disk_check_every` it measures each running sandbox's upper
 //! directory and the files bind-mounted writable into it (`/etc/hosts` and the like, which
 //! live on the host's disk outside that directory: `upper_usage`, on the bounded host-work
-//! threads); a sandbox over its limit
-//! has every process but its guest killed, as the OOM killer does for memory: what wrote
-//! stops, the files stay, and the sandbox answers again at once, so that its agent can
-//! delete what it wrote. A sandbox that writes again past the limit is killed again at the
-//! next check. What a sandbox can write beyond its limit is bounded by its write rate over
-//! one check interval (plus the time of one pass over all sandboxes).
+//! threads); a sandbox over its limit has every process but its guest killed, as the OOM
+//! killer does for memory: what wrote stops, the files stay, and the sandbox answers again
+//! at once, so that its agent can delete what it wrote. A sandbox that writes again past
+//! the limit is killed again at the next check. What a sandbox can write beyond its limit
+//! is bounded by its write rate over one check interval (plus the time of one pass over all
+//! sandboxes).
 
 use super::{SandboxManager, Slot};
 use crate::runtime::upper_usage::{self, Usage, Written};
@@ -46,7 +46,7 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
         // Where each sandbox writes (its upper directory and mounted files), asked of the
         // engine once per container: a new container (a restore, a wake) has a new one, and
         // the old one is gone with its container, which the walk finds.
-        let mut uppers: HashMap<String, Written> = HashMap::new();
+        let mut written: HashMap<String, Written> = HashMap::new();
         loop {
             tokio::time::sleep(every).await;
             let Some(mgr) = weak.upgrade() else {
@@ -64,9 +64,9 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
                 .filter(|(_, s)| s.record().is_some_and(|r| r.state == SandboxState::Running))
                 .map(|(id, s)| (id.clone(), s.clone()))
                 .collect();
-            uppers.retain(|id, _| running.iter().any(|(r, _)| r == id));
+            written.retain(|id, _| running.iter().any(|(r, _)| r == id));
             for (id, slot) in running {
-                mgr.keep_within_disk(&id, &slot, &mut uppers).await;
+                mgr.keep_within_disk(&id, &slot, &mut written).await;
             }
         }
     });
@@ -77,17 +77,17 @@ impl SandboxManager {
         &self,
         id: &str,
         slot: &Arc<Slot>,
-        uppers: &mut HashMap<String, Written>,
+        written: &mut HashMap<String, Written>,
     ) {
         let Some(rec) = slot.record().filter(|r| r.state == SandboxState::Running) else {
             return;
         };
-        let upper = match uppers.get(id) {
-            Some(u) => u.clone(),
+        let paths = match written.get(id) {
+            Some(w) => w.clone(),
             None => match self.runtime.written_on_host(id).await {
-                Ok(Some(u)) => {
-                    uppers.insert(id.to_string(), u.clone());
-                    u
+                Ok(Some(w)) => {
+                    written.insert(id.to_string(), w.clone());
+                    w
                 }
                 Ok(None) | Err(_) => return,
             },
@@ -96,13 +96,13 @@ impl SandboxManager {
         let measured = self
             .host_work
             .pool()
-            .run(move || upper_usage::usage_with_files(&upper))
+            .run(move || upper_usage::usage_with_files(&paths))
             .await;
         let usage = match measured {
             Ok(Ok(u)) => u,
             Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
                 // Its container was replaced: asked again at the next round.
-                uppers.remove(id);
+                written.remove(id);
                 return;
             }
             Ok(Err(e)) => {
