@@ -66,3 +66,55 @@ async fn an_idle_sandboxs_fence_looks_about_once_a_second_not_ten_times() {
         "the fence thread stopped looking: {per_second:.1} a second"
     );
 }
+
+/// A dead node's sandboxes stop by themselves (their guests' fence) and stay stopped until
+/// the node returns, which can take long: meanwhile their guests must not be what keeps the
+/// host busy. A stopped sandbox's fence thread reads the file every 100 ms for its first
+/// 10 s, then once a second, and looks its processes over with gaps doubling to 5 s. Before,
+/// every stopped guest read the file and all of its `/proc` ten times a second for as long as
+/// the node stayed away: a killed node's 1,000 sandboxes took this machine's two cores from
+/// the survivors restoring them (`docs/benchmarks.md`).
+#[tokio::test]
+async fn a_dead_nodes_stopped_sandbox_looks_about_once_a_second_after_its_first_10_s() {
+    let mut c = TestCluster::start_with(3, 1, "lease_ms = 2000\ndown_after_ms = 60000\n").await;
+    c.wait_voters_everywhere(3).await;
+    let leader = c.leader().await;
+    let (id, owner) = loop {
+        let id = format!("dead-{}", &unique()[..8]);
+        let owner = owner_of(&c, leader, &id).await;
+        if owner != c.nodes[leader].name {
+            break (id, c.index_of(&owner));
+        }
+        c.nodes[leader].client.delete_sandbox(&id).await.unwrap();
+    };
+    let name = c.nodes[owner].name.clone();
+    let pid = container_pid(&name, &id).expect("the sandbox's container runs");
+    c.kill(owner);
+    // The lease runs out within 2 s; then 10 s of looks every 100 ms.
+    tokio::time::sleep(Duration::from_secs(13)).await;
+    let logs = std::process::Command::new("docker")
+        .args(["logs", &format!("wrn-{name}-{id}")])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&logs.stderr).contains("lease ran out"),
+        "the dead node's sandbox was not stopped"
+    );
+    let window = Duration::from_secs(6);
+    let before = switches_of_thread(&pid, "fence").expect("the guest's fence thread");
+    tokio::time::sleep(window).await;
+    let after = switches_of_thread(&pid, "fence").expect("the guest's fence thread");
+    let per_second = (after - before) as f64 / window.as_secs_f64();
+    eprintln!(
+        "the stopped sandbox's fence thread woke {} times in {window:?} ({per_second:.1} a second)",
+        after - before
+    );
+    assert!(
+        per_second <= 3.0,
+        "a dead node's stopped sandbox's fence thread woke {per_second:.1} times a second"
+    );
+    assert!(
+        per_second >= 0.5,
+        "the fence thread stopped looking: {per_second:.1} a second"
+    );
+}

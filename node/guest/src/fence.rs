@@ -6,11 +6,18 @@
 //! stopped before (job control, a debugger) is left as it was.
 //!
 //! When it looks next is `next_look`: at the time vouched for (so that a dead node's
-//! sandboxes stop then, not a look later), within a second while the sandbox runs, and
-//! every 100 ms while it is stopped (to catch what forked meanwhile and to go on promptly
-//! once renewed). Looking every 100 ms whatever the file said made an idle sandbox's guest
+//! sandboxes stop then, not a look later), within a second while the sandbox runs, every
+//! 100 ms for the first 10 s it is stopped (to go on promptly once renewed) and every second
+//! after that. Looking every 100 ms whatever the file said made an idle sandbox's guest
 //! wake ten times a second, most of its idle CPU (a node with 400 idle sandboxes spent a
-//! sixth of a core on them). A node that is alive and loses its lease freezes its
+//! sixth of a core on them).
+//!
+//! While stopped, the sandbox's processes are looked over again for one that escaped the
+//! stop (forked as the others stopped) 100 ms after the stop, then at gaps that double up to
+//! 5 s while none is found (`rescan_gap`): a stopped process starts nothing. Looking them
+//! all over at every look made a dead node's guests the busiest processes of their host:
+//! 1,000 of them read all of `/proc` ten times a second each, which took the 2 cores of
+//! this machine (60% of it in the kernel) from the nodes taking the sandboxes over. A node that is alive and loses its lease freezes its
 //! containers itself (`control/src/fence.rs`); the file's "stop now" is for the guests that
 //! look while stopped, and otherwise takes effect by the time the node had vouched for.
 //!
@@ -22,8 +29,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use warren_api::fence::{boottime_ns, verdict, Fence, Verdict, FENCE_DIR_IN_CONTAINER, FENCE_FILE};
 
-/// How often the file is read while the sandbox is stopped.
+/// How often the file is read while the sandbox is stopped, at first.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
+/// Stopped for longer than this, the file is read every `LOOK_AT_MOST_EVERY`.
+const LONG_STOPPED: Duration = Duration::from_secs(10);
+/// The first look over the processes after a stop (or after one that stopped an escaped
+/// process).
+const RESCAN_FIRST: Duration = Duration::from_millis(100);
+/// The longest gap between two looks over the processes while stopped.
+const RESCAN_AT_MOST_EVERY: Duration = Duration::from_secs(5);
 /// The longest wait between two looks while the sandbox runs.
 const LOOK_AT_MOST_EVERY: Duration = Duration::from_secs(1);
 /// The shortest wait: a look just before the time vouched for waits for it, not in a loop.
@@ -43,23 +57,28 @@ pub fn spawn(path: PathBuf) -> Option<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("fence".into())
         .spawn(move || {
-            let mut fence = Stopper::default();
+            let mut fence = FenceState::default();
             loop {
                 let content = std::fs::read_to_string(&path).ok();
-                fence.apply(verdict(content.as_deref(), boottime_ns()), processes);
-                std::thread::sleep(next_look(content.as_deref(), boottime_ns(), fence.fenced));
+                let now = boottime_ns();
+                fence.apply(verdict(content.as_deref(), now), now, processes);
+                let now = boottime_ns();
+                std::thread::sleep(next_look(content.as_deref(), now, fence.stopped_for(now)));
             }
         })
         .ok()
 }
 
 /// How long to wait before the next look, from what the file said (`content`; `None`: no
-/// file), the time now (`CLOCK_BOOTTIME`, ns) and whether the sandbox is stopped: never
-/// past the time the node vouched for, at most `LOOK_AT_MOST_EVERY` while it runs,
-/// `LOOK_EVERY` while it is stopped.
-pub fn next_look(content: Option<&str>, now_ns: u64, fenced: bool) -> Duration {
-    if fenced {
-        return LOOK_EVERY;
+/// file), the time now (`CLOCK_BOOTTIME`, ns) and for how long the sandbox has been stopped
+/// (`None`: it runs): never past the time the node vouched for, at most
+/// `LOOK_AT_MOST_EVERY` while it runs, `LOOK_EVERY` while it has been stopped for less than
+/// `LONG_STOPPED`, `LOOK_AT_MOST_EVERY` after that.
+pub fn next_look(content: Option<&str>, now_ns: u64, stopped_for: Option<Duration>) -> Duration {
+    match stopped_for {
+        Some(d) if d < LONG_STOPPED => return LOOK_EVERY,
+        Some(_) => return LOOK_AT_MOST_EVERY,
+        None => {}
     }
     match content.map(Fence::parse) {
         Some(Some(Fence::Until(until))) => Duration::from_nanos(until.saturating_sub(now_ns))
@@ -71,35 +90,73 @@ pub fn next_look(content: Option<&str>, now_ns: u64, fenced: bool) -> Duration {
     }
 }
 
-/// The processes this fence (or a pack hold, `pack_hold`) stopped, by pid, with their start
-/// times (a pid used again by another process is not that process).
-#[derive(Default)]
-pub(crate) struct Stopper {
-    stopped: HashMap<i32, u64>,
-    fenced: bool,
+/// Pure: the gap before the next look over a stopped sandbox's processes, after a look that
+/// waited `gap` and did (`found`) or did not find a process to stop.
+pub(crate) fn rescan_gap(gap: Duration, found: bool) -> Duration {
+    if found {
+        RESCAN_FIRST
+    } else {
+        (gap * 2).clamp(RESCAN_FIRST, RESCAN_AT_MOST_EVERY)
+    }
 }
 
-impl Stopper {
-    /// Acts on a verdict; `list` gives the processes to stop (all of the namespace's).
-    fn apply(&mut self, v: Verdict, list: impl FnOnce() -> Vec<(i32, String)>) {
+/// The fence's state: whether (since when) the sandbox is stopped, and when its processes
+/// are looked over next.
+#[derive(Default)]
+struct FenceState {
+    stopper: Stopper,
+    /// Since when (ns, `CLOCK_BOOTTIME`) the sandbox is stopped; `None`: it runs.
+    stopped_since: Option<u64>,
+    /// The next look over the processes (ns) and the gap that led to it.
+    rescan: (u64, Duration),
+}
+
+impl FenceState {
+    /// Acts on a verdict at `now_ns`; `list` gives the processes to stop (all of the
+    /// namespace's), asked for only when they are looked over.
+    fn apply(&mut self, v: Verdict, now_ns: u64, list: impl FnOnce() -> Vec<(i32, String)>) {
         match v {
             Verdict::Stop => {
-                if !self.fenced {
+                let first = self.stopped_since.is_none();
+                if first {
                     eprintln!("warren-guest: the node's lease ran out: every process of the sandbox is stopped until it is renewed");
-                    self.fenced = true;
+                    self.stopped_since = Some(now_ns);
                 }
-                // Again on every look: a process that was forking as the others stopped.
-                let _ = self.stop_all(list());
+                let (due, gap) = self.rescan;
+                if first || now_ns >= due {
+                    let found = self.stopper.stop_all(list()) > 0;
+                    let gap = if first {
+                        RESCAN_FIRST
+                    } else {
+                        rescan_gap(gap, found)
+                    };
+                    self.rescan = (now_ns + gap.as_nanos() as u64, gap);
+                }
             }
-            Verdict::Run if self.fenced => {
-                self.fenced = false;
-                let n = self.continue_all();
+            Verdict::Run if self.stopped_since.is_some() => {
+                self.stopped_since = None;
+                let n = self.stopper.continue_all();
                 eprintln!("warren-guest: the node renewed its lease: {n} stopped processes go on");
             }
             Verdict::Run => {}
         }
     }
 
+    /// How long the sandbox has been stopped at `now_ns` (`None`: it runs).
+    fn stopped_for(&self, now_ns: u64) -> Option<Duration> {
+        self.stopped_since
+            .map(|since| Duration::from_nanos(now_ns.saturating_sub(since)))
+    }
+}
+
+/// The processes this fence (or a pack hold, `pack_hold`) stopped, by pid, with their start
+/// times (a pid used again by another process is not that process).
+#[derive(Default)]
+pub(crate) struct Stopper {
+    stopped: HashMap<i32, u64>,
+}
+
+impl Stopper {
     /// Stops every process of `procs` but this one that runs; returns how many it stopped.
     pub(crate) fn stop_all(&mut self, procs: Vec<(i32, String)>) -> usize {
         let before = self.stopped.len();
@@ -227,31 +284,32 @@ mod tests {
         let until = |t: u64| Fence::Until(t).render();
         // Vouched for 300 ms more: the next look is then, not a second later.
         assert_eq!(
-            next_look(Some(&until(now + ms(300))), now, false),
+            next_look(Some(&until(now + ms(300))), now, None),
             Duration::from_millis(300)
         );
         // Vouched for long: within a second all the same.
         assert_eq!(
-            next_look(Some(&until(now + ms(30_000))), now, false),
+            next_look(Some(&until(now + ms(30_000))), now, None),
             LOOK_AT_MOST_EVERY
         );
         // Right at the time, or past it before the verdict caught up: no busy loop.
-        assert_eq!(
-            next_look(Some(&until(now)), now, false),
-            LOOK_AT_LEAST_EVERY
-        );
-        // Stopped: every 100 ms, whatever the file says.
+        assert_eq!(next_look(Some(&until(now)), now, None), LOOK_AT_LEAST_EVERY);
+        // Stopped: every 100 ms, whatever the file says; every second once stopped for long
+        // (a dead node's sandboxes: nothing renews their file soon).
         for content in [Some(until(now + ms(30_000))), Some(until(0)), None] {
-            assert_eq!(next_look(content.as_deref(), now, true), LOOK_EVERY);
+            let look = |d: u64| next_look(content.as_deref(), now, Some(Duration::from_millis(d)));
+            assert_eq!(look(0), LOOK_EVERY);
+            assert_eq!(look(9_999), LOOK_EVERY);
+            assert_eq!(look(10_000), LOOK_AT_MOST_EVERY);
         }
         // Off, or no file: nothing to stop for.
         assert_eq!(
-            next_look(Some(&Fence::Off.render()), now, false),
+            next_look(Some(&Fence::Off.render()), now, None),
             LOOK_AT_MOST_EVERY
         );
-        assert_eq!(next_look(None, now, false), LOOK_AT_MOST_EVERY);
+        assert_eq!(next_look(None, now, None), LOOK_AT_MOST_EVERY);
         // Not a fence: looked at again soon.
-        assert_eq!(next_look(Some("garbage"), now, false), LOOK_EVERY);
+        assert_eq!(next_look(Some("garbage"), now, None), LOOK_EVERY);
         // Never past the time vouched for, whatever it is.
         for left in [
             0,
@@ -264,12 +322,54 @@ mod tests {
             ms(1000),
             ms(5000),
         ] {
-            let wait = next_look(Some(&until(now + left)), now, false);
+            let wait = next_look(Some(&until(now + left)), now, None);
             assert!(
                 wait.as_nanos() as u64 <= left.max(ms(1)),
                 "{left} ns left, waits {wait:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_stopped_sandbox_is_looked_over_less_and_less_often_while_nothing_escapes() {
+        let ms = |n: u64| n * 1_000_000;
+        let mut f = FenceState::default();
+        let mut looked_at = Vec::new();
+        // A dead node's sandbox, its file read every 100 ms for a minute: its processes are
+        // listed at the stop, then at gaps doubling to 5 s (before: at every look, 600 times).
+        for t in (0..60_000).step_by(100) {
+            f.apply(Verdict::Stop, ms(t), || {
+                looked_at.push(t);
+                Vec::new()
+            });
+        }
+        assert_eq!(
+            looked_at[..7],
+            [0, 100, 300, 700, 1500, 3100, 6300],
+            "{looked_at:?}"
+        );
+        let gaps: Vec<u64> = looked_at.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.iter().all(|g| *g <= 5_000), "{gaps:?}");
+        assert!(
+            looked_at.len() <= 18,
+            "{} looks over a minute",
+            looked_at.len()
+        );
+        assert_eq!(f.stopped_for(ms(60_000)), Some(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn an_escaped_process_brings_the_looks_back_to_100_ms() {
+        assert_eq!(rescan_gap(Duration::from_secs(5), true), RESCAN_FIRST);
+        assert_eq!(
+            rescan_gap(Duration::from_millis(100), false),
+            Duration::from_millis(200)
+        );
+        assert_eq!(
+            rescan_gap(Duration::from_secs(4), false),
+            RESCAN_AT_MOST_EVERY
+        );
+        assert_eq!(rescan_gap(Duration::ZERO, false), RESCAN_FIRST);
     }
 
     #[test]
@@ -308,18 +408,19 @@ mod tests {
                 })
                 .collect::<Vec<_>>()
         };
-        let mut f = Stopper::default();
-        f.apply(Verdict::Run, list);
+        let mut f = FenceState::default();
+        let at = |ms: u64| ms * 1_000_000;
+        f.apply(Verdict::Run, at(0), list);
         assert_ne!(state_of(pa), 'T', "running while the fence holds");
-        f.apply(Verdict::Stop, list);
+        f.apply(Verdict::Stop, at(1), list);
         assert_eq!(wait_state(pa, |s| s == 'T'), 'T', "stopped once it lapsed");
-        assert_eq!(f.stopped.len(), 1, "only a: b was stopped already");
-        f.apply(Verdict::Stop, list);
-        assert_eq!(f.stopped.len(), 1, "stopped once");
-        f.apply(Verdict::Run, list);
+        assert_eq!(f.stopper.stopped.len(), 1, "only a: b was stopped already");
+        f.apply(Verdict::Stop, at(500), list);
+        assert_eq!(f.stopper.stopped.len(), 1, "stopped once");
+        f.apply(Verdict::Run, at(600), list);
         assert_ne!(wait_state(pa, |s| s != 'T'), 'T', "goes on once renewed");
         assert_eq!(state_of(pb), 'T', "b is left as its owner wanted it");
-        assert!(f.stopped.is_empty());
+        assert!(f.stopper.stopped.is_empty());
         for c in [&mut a, &mut b] {
             c.kill().unwrap();
             c.wait().unwrap();
