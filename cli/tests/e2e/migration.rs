@@ -474,3 +474,89 @@ async fn a_drain_moves_the_sandboxes_of_a_node_several_at_once() {
         "the drain moved one sandbox after another: {spans:?}"
     );
 }
+
+/// Firewall tools that fail on every node but the one whose config file is named in `flag`,
+/// while `flag` exists; the config lines that give them to the nodes.
+fn firewall_broken_but_on(dir: &std::path::Path, flag: &std::path::Path) -> String {
+    let mut lines = String::new();
+    for tool in [
+        "iptables",
+        "ip6tables",
+        "iptables-restore",
+        "ip6tables-restore",
+    ] {
+        let w = dir.join(tool);
+        std::fs::write(
+            &w,
+            format!(
+                "#!/bin/sh\nif [ -e {f} ] && ! tr '\\0' ' ' < /proc/$PPID/cmdline | grep -qF \"$(cat {f})\"; then\n  echo '{tool}: broken for the test' >&2; exit 1\nfi\nexec {tool} \"$@\"\n",
+                f = flag.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&w, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        if !tool.ends_with("-restore") {
+            lines.push_str(&format!("{tool} = \"{}\"\n", w.display()));
+        }
+    }
+    lines
+}
+
+/// A sandbox handed over while it runs must run again on its new node without a request,
+/// also when that node could not start it when it arrived: here every other node's firewall
+/// cannot be put in place during the move (the node refuses to start sandboxes, as it does
+/// while it holds no lease from the majority). Before, the refused start was not tried
+/// again: the sandbox slept until a request woke it.
+#[tokio::test]
+async fn migration_a_moved_sandbox_refused_at_first_runs_once_its_new_node_may_start_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("spared");
+    let c = TestCluster::start_with(3, 1, &firewall_broken_but_on(dir.path(), &flag)).await;
+    let x = c.nodes[0].name.clone();
+    let id = ids_on(&c, 0, &x, 1).await.remove(0);
+    let client = &c.nodes[0].client;
+    let r = client.sh(&id, "echo moved > /workspace/f").await.unwrap();
+    assert_eq!(r.exit_code, 0, "{}", r.stderr);
+
+    // Only the draining node keeps its firewall; the others notice at their next check.
+    std::fs::write(&flag, c.nodes[0].config.display().to_string()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for node in &c.nodes[1..] {
+        while reqwest::get(format!("{}/healthz", node.url))
+            .await
+            .unwrap()
+            .status()
+            != 503
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{} did not find its firewall broken",
+                node.name
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    super::cluster_harness::drain(&c, 0, &x).await;
+    let new_owner = wait_moved(&c, 0, &id, &x).await;
+    // Taken over asleep, and not started: its new node may not start sandboxes.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let s = client.get_sandbox(&id).await.unwrap();
+    assert_eq!(
+        (s.node.as_str(), s.state),
+        (new_owner.as_str(), SandboxState::Sleeping),
+        "the new owner started it with its firewall broken"
+    );
+
+    // The firewall holds again: the sandbox runs, with no request asking for it.
+    std::fs::remove_file(&flag).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(45);
+    while client.get_sandbox(&id).await.unwrap().state != SandboxState::Running {
+        assert!(
+            Instant::now() < deadline,
+            "the sandbox taken over still sleeps 45 s after its new node may start it"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let r = client.sh(&id, "cat /workspace/f").await.unwrap();
+    assert_eq!(r.stdout.trim(), "moved");
+}

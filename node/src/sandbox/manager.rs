@@ -18,6 +18,7 @@ mod pause_holds;
 mod persist;
 mod ports;
 mod restore_fill;
+mod resume;
 mod upgrade;
 
 pub use fork::{ForkTargets, Forked, SnapshotWritten};
@@ -97,6 +98,8 @@ pub struct SandboxManager {
     /// Who keeps which container paused (forks, snapshots, the disk-limit killer, the
     /// freezer).
     pauses: Arc<pause_holds::PauseHolds>,
+    /// Sandboxes taken over while running, owed a start (`resume`).
+    resumes: Arc<resume::Resumes>,
 }
 
 /// A container start admitted and under way (`SandboxManager::admit`).
@@ -286,12 +289,14 @@ impl SandboxManager {
             quarantined: Mutex::new(HashSet::new()),
             host_work,
             recovery,
+            resumes: Arc::default(),
         });
         mgr.adopt().await?;
         idle::spawn(&mgr);
         disk::spawn(&mgr);
         metering::spawn(&mgr);
         freeze::spawn(&mgr);
+        resume::spawn(&mgr);
         let sweeper = mgr.clone();
         tokio::spawn(async move { sweeper.sweep_recovery_points().await });
         Ok(mgr)

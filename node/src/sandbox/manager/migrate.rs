@@ -177,13 +177,7 @@ impl SandboxManager {
         }
         tracing::info!(sandbox_id = %id, snapshot = ?h.snapshot, resume = h.resume, "sandbox taken over");
         if h.resume {
-            let me = self.clone();
-            let id = id.to_string();
-            tokio::spawn(async move {
-                if let Err(e) = me.ensure(&id).await {
-                    tracing::warn!(sandbox_id = %id, error = %e, "could not resume a sandbox taken over");
-                }
-            });
+            self.resumes.owe(id);
         }
         Ok(())
     }
