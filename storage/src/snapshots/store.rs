@@ -9,8 +9,8 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::io::AsyncRead;
 
@@ -24,6 +24,43 @@ const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
 pub struct SnapshotStore {
     objects: Arc<dyn ObjectStore>,
     cache: Arc<ChunkCache>,
+    /// Which sandbox each snapshot seen here is of (`Owners`).
+    owners: Arc<Owners>,
+}
+
+/// How many snapshots' sandboxes are remembered (~100 bytes each); past it, they are all
+/// forgotten and learnt again.
+const OWNERS_KEPT: usize = 200_000;
+
+/// Which sandbox each snapshot is of, as its manifest says. A manifest is written once
+/// (create-only) and never changes, so this never goes stale: a listing of one sandbox's
+/// snapshots reads only the manifests of that sandbox and of snapshots not seen yet, not
+/// every manifest in the store (it read them all, on every listing: ~0.7 s a listing with
+/// 1,000 snapshots on a local store, and one request to the store per snapshot on S3).
+#[derive(Default)]
+struct Owners(Mutex<HashMap<String, String>>);
+
+impl Owners {
+    fn learn(&self, m: &Manifest) {
+        let mut known = self.0.lock().expect("owners lock");
+        if known.len() >= OWNERS_KEPT {
+            known.clear();
+        }
+        known.insert(m.id.clone(), m.sandbox.clone());
+    }
+
+    fn forget(&self, id: &str) {
+        self.0.lock().expect("owners lock").remove(id);
+    }
+
+    /// Whether snapshot `id` may be of `sandbox` (it is, or it was not seen yet).
+    fn may_be_of(&self, id: &str, sandbox: &str) -> bool {
+        self.0
+            .lock()
+            .expect("owners lock")
+            .get(id)
+            .is_none_or(|s| s == sandbox)
+    }
 }
 
 /// The outcome of a garbage collection.
@@ -54,7 +91,11 @@ fn join_err(e: tokio::task::JoinError) -> SnapshotError {
 
 impl SnapshotStore {
     pub fn new(objects: Arc<dyn ObjectStore>, cache: Arc<ChunkCache>) -> Self {
-        SnapshotStore { objects, cache }
+        SnapshotStore {
+            objects,
+            cache,
+            owners: Arc::default(),
+        }
     }
 
     /// The object store itself (the usage export shares it).
@@ -105,11 +146,16 @@ impl SnapshotStore {
                     mode: PutMode::Create,
                     ..Default::default()
                 };
-                self.objects
+                let written = self
+                    .objects
                     .put_opts(&Manifest::key(&m.id), body.into(), opts)
                     .await
                     .map(|_| m)
-                    .map_err(store_err)
+                    .map_err(store_err);
+                if let Ok(m) = &written {
+                    self.owners.learn(m);
+                }
+                written
             }
             Err(e) => Err(e),
         };
@@ -208,7 +254,9 @@ impl SnapshotStore {
             }
             Err(e) => return Err(store_err(e)),
         };
-        parse_manifest(id, &bytes)
+        let m = parse_manifest(id, &bytes)?;
+        self.owners.learn(&m);
+        Ok(m)
     }
 
     /// Every snapshot (of one sandbox when given), oldest first.
@@ -222,6 +270,7 @@ impl SnapshotStore {
                     .location
                     .filename()
                     .and_then(|f| f.strip_suffix(".json"))
+                    .filter(|id| sandbox.is_none_or(|s| self.owners.may_be_of(id, s)))
                     .map(str::to_string))
             })
             .try_collect()
@@ -249,7 +298,9 @@ impl SnapshotStore {
         self.objects
             .delete(&Manifest::key(id))
             .await
-            .map_err(store_err)
+            .map_err(store_err)?;
+        self.owners.forget(id);
+        Ok(())
     }
 
     /// Fetches every chunk the snapshot needs into the local cache and verifies it, before
