@@ -17,6 +17,10 @@ use warren_api::sandbox::SandboxState;
 /// is left asleep for a request to wake.
 pub(super) const MAX_FAILURES: u32 = 5;
 
+/// How long the loop waits with nothing due (it also wakes for a new owed sandbox and for a
+/// change of what the node may do).
+const IDLE_LOOK: Duration = Duration::from_secs(60);
+
 /// What is done after a start that did not happen.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum AfterFailure {
@@ -111,23 +115,27 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
     let mut changes = mgr.safety.subscribe();
     tokio::spawn(async move {
         loop {
+            let Some(mgr) = weak.upgrade() else {
+                return;
+            };
+            // While the node may start nothing, only a change of that (or a new sandbox
+            // owed) is waited for: the owed ones are all due, and would wake this at once.
+            let allowed = mgr.safety.check().is_ok();
+            if allowed {
+                for (id, failures) in resumes.take_due(Instant::now()) {
+                    let mgr = mgr.clone();
+                    tokio::spawn(async move { mgr.resume_owed(&id, failures).await });
+                }
+            }
+            drop(mgr);
             let wait = resumes
                 .next_due_in(Instant::now())
-                .unwrap_or(Duration::from_secs(60));
+                .filter(|_| allowed)
+                .unwrap_or(IDLE_LOOK);
             tokio::select! {
                 _ = resumes.more.notified() => {}
                 changed = changes.changed() => if changed.is_err() { return },
                 _ = tokio::time::sleep(wait) => {}
-            }
-            let Some(mgr) = weak.upgrade() else {
-                return;
-            };
-            if mgr.safety.check().is_err() {
-                continue;
-            }
-            for (id, failures) in resumes.take_due(Instant::now()) {
-                let mgr = mgr.clone();
-                tokio::spawn(async move { mgr.resume_owed(&id, failures).await });
             }
         }
     });
