@@ -150,6 +150,29 @@ pub fn unique() -> String {
     hex::encode(rand::random::<[u8; 4]>())
 }
 
+/// Firewall tools in `dir` that fail while the shell condition `broken_when` holds (the
+/// node's pid is `$PPID` there) and run the real ones otherwise: the `iptables` and
+/// `ip6tables` to give a node (it runs the `-restore` beside each).
+pub fn breakable_firewall_tools(dir: &std::path::Path, broken_when: &str) -> [String; 2] {
+    for tool in [
+        "iptables",
+        "ip6tables",
+        "iptables-restore",
+        "ip6tables-restore",
+    ] {
+        let w = dir.join(tool);
+        std::fs::write(
+            &w,
+            format!(
+                "#!/bin/sh\nif {broken_when}; then\n  echo '{tool}: broken for the test' >&2; exit 1\nfi\nexec {tool} \"$@\"\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&w, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    ["iptables", "ip6tables"].map(|t| dir.join(t).display().to_string())
+}
+
 impl Node {
     /// Starts a node on a free loopback port with its own data dir and node id.
     pub async fn start() -> Node {

@@ -26,6 +26,28 @@ fn switches_of_thread(pid: &str, name: &str) -> Option<u64> {
     None
 }
 
+/// Counts the wake-ups of the fence thread of the container whose init is `pid` over 6 s:
+/// between 0.5 and 3 a second (it looks about once a second, and still looks).
+async fn assert_fence_wakes_about_once_a_second(pid: &str, whose: &str) {
+    let window = Duration::from_secs(6);
+    let before = switches_of_thread(pid, "fence").expect("the guest's fence thread");
+    tokio::time::sleep(window).await;
+    let after = switches_of_thread(pid, "fence").expect("the guest's fence thread");
+    let per_second = (after - before) as f64 / window.as_secs_f64();
+    eprintln!(
+        "{whose} fence thread woke {} times in {window:?} ({per_second:.1} a second)",
+        after - before
+    );
+    assert!(
+        per_second <= 3.0,
+        "{whose} fence thread woke {per_second:.1} times a second"
+    );
+    assert!(
+        per_second >= 0.5,
+        "{whose} fence thread stopped looking: {per_second:.1} a second"
+    );
+}
+
 /// An idle sandbox of a node in a cluster (so its node vouches for it in the fence file,
 /// renewed every 100 ms): the guest's fence thread wakes about once a second, at most at the
 /// time the node vouched for. It read the file every 100 ms before, whatever it said: ten
@@ -48,23 +70,7 @@ async fn an_idle_sandboxs_fence_looks_about_once_a_second_not_ten_times() {
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
 
-    let window = Duration::from_secs(6);
-    let before = switches_of_thread(&pid, "fence").expect("the guest's fence thread");
-    tokio::time::sleep(window).await;
-    let after = switches_of_thread(&pid, "fence").expect("the guest's fence thread");
-    let per_second = (after - before) as f64 / window.as_secs_f64();
-    eprintln!(
-        "the fence thread woke {} times in {window:?} ({per_second:.1} a second)",
-        after - before
-    );
-    assert!(
-        per_second <= 3.0,
-        "an idle sandbox's fence thread woke {per_second:.1} times a second"
-    );
-    assert!(
-        per_second >= 0.5,
-        "the fence thread stopped looking: {per_second:.1} a second"
-    );
+    assert_fence_wakes_about_once_a_second(&pid, "an idle sandbox's").await;
 }
 
 /// A dead node's sandboxes stop by themselves (their guests' fence) and stay stopped until
@@ -100,21 +106,5 @@ async fn a_dead_nodes_stopped_sandbox_looks_about_once_a_second_after_its_first_
         String::from_utf8_lossy(&logs.stderr).contains("lease ran out"),
         "the dead node's sandbox was not stopped"
     );
-    let window = Duration::from_secs(6);
-    let before = switches_of_thread(&pid, "fence").expect("the guest's fence thread");
-    tokio::time::sleep(window).await;
-    let after = switches_of_thread(&pid, "fence").expect("the guest's fence thread");
-    let per_second = (after - before) as f64 / window.as_secs_f64();
-    eprintln!(
-        "the stopped sandbox's fence thread woke {} times in {window:?} ({per_second:.1} a second)",
-        after - before
-    );
-    assert!(
-        per_second <= 3.0,
-        "a dead node's stopped sandbox's fence thread woke {per_second:.1} times a second"
-    );
-    assert!(
-        per_second >= 0.5,
-        "the fence thread stopped looking: {per_second:.1} a second"
-    );
+    assert_fence_wakes_about_once_a_second(&pid, "a dead node's stopped sandbox's").await;
 }

@@ -478,28 +478,14 @@ async fn a_drain_moves_the_sandboxes_of_a_node_several_at_once() {
 /// Firewall tools that fail on every node but the one whose config file is named in `flag`,
 /// while `flag` exists; the config lines that give them to the nodes.
 fn firewall_broken_but_on(dir: &std::path::Path, flag: &std::path::Path) -> String {
-    let mut lines = String::new();
-    for tool in [
-        "iptables",
-        "ip6tables",
-        "iptables-restore",
-        "ip6tables-restore",
-    ] {
-        let w = dir.join(tool);
-        std::fs::write(
-            &w,
-            format!(
-                "#!/bin/sh\nif [ -e {f} ] && ! tr '\\0' ' ' < /proc/$PPID/cmdline | grep -qF \"$(cat {f})\"; then\n  echo '{tool}: broken for the test' >&2; exit 1\nfi\nexec {tool} \"$@\"\n",
-                f = flag.display()
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&w, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        if !tool.ends_with("-restore") {
-            lines.push_str(&format!("{tool} = \"{}\"\n", w.display()));
-        }
-    }
-    lines
+    let [iptables, ip6tables] = super::harness::breakable_firewall_tools(
+        dir,
+        &format!(
+            "[ -e {f} ] && ! tr '\\0' ' ' < /proc/$PPID/cmdline | grep -qF \"$(cat {f})\"",
+            f = flag.display()
+        ),
+    );
+    format!("iptables = \"{iptables}\"\nip6tables = \"{ip6tables}\"\n")
 }
 
 /// A sandbox handed over while it runs must run again on its new node without a request,

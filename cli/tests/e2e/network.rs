@@ -456,26 +456,8 @@ fn paused(node: &Node, id: &str) -> bool {
 /// A node whose iptables (and the tools beside it) fail while the file it returns exists.
 async fn node_with_breakable_iptables(dir: &std::path::Path) -> (std::path::PathBuf, Node) {
     let flag = dir.join("broken");
-    let mut wrappers = Vec::new();
-    // The node runs `<iptables>-restore` beside the iptables it is given.
-    for tool in [
-        "iptables",
-        "ip6tables",
-        "iptables-restore",
-        "ip6tables-restore",
-    ] {
-        let w = dir.join(tool);
-        std::fs::write(
-            &w,
-            format!(
-                "#!/bin/sh\n[ -e {} ] && {{ echo '{tool}: broken for the test' >&2; exit 1; }}\nexec {tool} \"$@\"\n",
-                flag.display()
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&w, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        wrappers.push(w.display().to_string());
-    }
+    let wrappers =
+        super::harness::breakable_firewall_tools(dir, &format!("[ -e {} ]", flag.display()));
     let node = Node::start_with(
         "127.0.0.1:0",
         &["--iptables", &wrappers[0], "--ip6tables", &wrappers[1]],
