@@ -17,9 +17,11 @@
 //! 5 s while none is found (`rescan_gap`): a stopped process starts nothing. Looking them
 //! all over at every look made a dead node's guests the busiest processes of their host:
 //! 1,000 of them read all of `/proc` ten times a second each, which took the 2 cores of
-//! this machine (60% of it in the kernel) from the nodes taking the sandboxes over. A node that is alive and loses its lease freezes its
-//! containers itself (`control/src/fence.rs`); the file's "stop now" is for the guests that
-//! look while stopped, and otherwise takes effect by the time the node had vouched for.
+//! this machine (60% of it in the kernel) from the nodes taking the sandboxes over.
+//!
+//! A node that is alive and loses its lease freezes its containers itself
+//! (`control/src/fence.rs`); the file's "stop now" is for the guests that look while
+//! stopped, and otherwise takes effect by the time the node had vouched for.
 //!
 //! It runs on a thread of its own, not on the runtime that serves the node: a busy runtime
 //! must not delay it.
@@ -107,7 +109,9 @@ struct FenceState {
     stopper: Stopper,
     /// Since when (ns, `CLOCK_BOOTTIME`) the sandbox is stopped; `None`: it runs.
     stopped_since: Option<u64>,
-    /// The next look over the processes (ns) and the gap that led to it.
+    /// The next look over the processes (ns) and the gap that led to it; `(0, 0)` while
+    /// the sandbox runs, so that a stop looks them over at once and starts from the
+    /// shortest gap.
     rescan: (u64, Duration),
 }
 
@@ -117,24 +121,20 @@ impl FenceState {
     fn apply(&mut self, v: Verdict, now_ns: u64, list: impl FnOnce() -> Vec<(i32, String)>) {
         match v {
             Verdict::Stop => {
-                let first = self.stopped_since.is_none();
-                if first {
+                if self.stopped_since.is_none() {
                     eprintln!("warren-guest: the node's lease ran out: every process of the sandbox is stopped until it is renewed");
                     self.stopped_since = Some(now_ns);
                 }
                 let (due, gap) = self.rescan;
-                if first || now_ns >= due {
+                if now_ns >= due {
                     let found = self.stopper.stop_all(list()) > 0;
-                    let gap = if first {
-                        RESCAN_FIRST
-                    } else {
-                        rescan_gap(gap, found)
-                    };
+                    let gap = rescan_gap(gap, found);
                     self.rescan = (now_ns + gap.as_nanos() as u64, gap);
                 }
             }
             Verdict::Run if self.stopped_since.is_some() => {
                 self.stopped_since = None;
+                self.rescan = Default::default();
                 let n = self.stopper.continue_all();
                 eprintln!("warren-guest: the node renewed its lease: {n} stopped processes go on");
             }
