@@ -206,6 +206,21 @@ pub enum ClusterCommand {
     /// Join tokens for new nodes, expiring and single-use unless asked otherwise.
     #[command(subcommand)]
     Token(JoinTokenCommand),
+    /// Make this stopped node the only voter of its cluster, when the majority is lost for
+    /// good (docs/operations.md, "Losing a majority"). Without --yes, only says what it
+    /// would do. The lost nodes must never come back with their data dirs.
+    #[command(group(clap::ArgGroup::new("node").required(true).args(["data_dir", "config"])))]
+    Recover {
+        /// The stopped node's data dir.
+        #[arg(long)]
+        data_dir: Option<std::path::PathBuf>,
+        /// Or the stopped node's config file (its `data_dir` and `ca_file`).
+        #[arg(long)]
+        config: Option<std::path::PathBuf>,
+        /// Rewrite the node's Raft state (its old state is kept beside it).
+        #[arg(long)]
+        yes: bool,
+    },
     /// Show, or set with --cluster-token, whether the cluster's own join token (the
     /// `join_token` setting) still admits new nodes; off, only issued tokens do.
     JoinPolicy {

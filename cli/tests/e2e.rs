@@ -32,6 +32,7 @@ mod e2e {
     mod lifecycle;
     mod listener;
     mod logs;
+    mod majority_loss;
     mod membership;
     mod migration;
     mod network;

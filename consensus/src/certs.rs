@@ -119,7 +119,16 @@ impl Cluster {
                 node,
                 csr_pem: csr_pem.to_string(),
             };
-            match rpc::call(self.peers(), &addr, &name, req, Duration::from_secs(5)).await {
+            match rpc::call(
+                self.peers(),
+                self.generation(),
+                &addr,
+                &name,
+                req,
+                Duration::from_secs(5),
+            )
+            .await
+            {
                 Ok(Reply::Signed(Ok(cert))) => return Ok(cert),
                 Ok(Reply::Signed(Err(e))) if e == SignRefusal::NotASigner.to_string() => {}
                 Ok(Reply::Signed(Err(e))) => why.push(format!("node {id}: {e}")),

@@ -1,6 +1,7 @@
 //! A running cluster member.
 
 use crate::authority::{self, Refusal};
+use crate::generation::Generation;
 use crate::latency::RaftLatency;
 use crate::lease::{FollowerLease, Grant, Grants};
 use crate::liveness;
@@ -128,6 +129,8 @@ pub struct Cluster {
     pub cfg: ClusterConfig,
     view: StateView,
     peers: Arc<Peers>,
+    /// This node's generation of the cluster and the newest it heard of (`generation`).
+    generation: Arc<Generation>,
     epoch: Instant,
     /// When the leader's last AppendEntries (a heartbeat or entries) was answered here, in
     /// milliseconds after `epoch` plus one (0: never).
@@ -147,6 +150,32 @@ pub struct Cluster {
     rtt_warned: Mutex<HashMap<NodeId, Instant>>,
     stopping: AtomicBool,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// Where a node keeps the newest generation of its cluster it heard of (`generation`).
+const META_HEARD_GENERATION: &[u8] = b"heard_generation";
+
+fn read_heard_generation(db: &RaftDb) -> u64 {
+    match db.get_meta(META_HEARD_GENERATION) {
+        Ok(Some(b)) => b
+            .as_slice()
+            .try_into()
+            .map(u64::from_be_bytes)
+            .unwrap_or_default(),
+        Ok(None) => 0,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read the newest generation this node heard of");
+            0
+        }
+    }
+}
+
+fn remember_heard_generation(db: Arc<RaftDb>) -> crate::generation::Remember {
+    Box::new(move |g| {
+        if let Err(e) = db.put_meta(META_HEARD_GENERATION, &g.to_be_bytes()) {
+            tracing::error!(error = %e, "cannot keep the newest generation this node heard of");
+        }
+    })
 }
 
 /// How long node certificates live unless configured (`certs`): a node may be off for up to
@@ -171,6 +200,11 @@ impl Cluster {
         let db = Arc::new(RaftDb::open(dir).map_err(|e| ClusterError::Storage(e.to_string()))?);
         let sm = StateMachine::open(db.clone()).map_err(ClusterError::Storage)?;
         let view = sm.view();
+        let generation = Arc::new(Generation::new(
+            view.clone(),
+            read_heard_generation(&db),
+            remember_heard_generation(db.clone()),
+        ));
         let timing = crate::timing::raft_timing(cfg.heartbeat);
         let latency = Arc::new(RaftLatency::default());
         let raft_cfg = openraft::Config {
@@ -192,6 +226,7 @@ impl Cluster {
             Network {
                 id,
                 peers: peers.clone(),
+                generation: generation.clone(),
             },
             LogStore::new(db, latency.clone()),
             sm,
@@ -204,6 +239,7 @@ impl Cluster {
             cfg,
             view,
             peers,
+            generation,
             epoch: Instant::now(),
             leader_contact: AtomicU64::new(0),
             latency,
@@ -219,6 +255,16 @@ impl Cluster {
 
     pub fn peers(&self) -> &Arc<Peers> {
         &self.peers
+    }
+
+    /// This node's generation of the cluster (`generation`).
+    pub fn generation(&self) -> &Generation {
+        &self.generation
+    }
+
+    /// Why this node takes part in nothing: its cluster was recovered without it.
+    pub fn superseded(&self) -> Option<String> {
+        self.generation.superseded()
     }
 
     pub fn view(&self) -> &StateView {
@@ -280,7 +326,12 @@ impl Cluster {
         }
     }
 
+    /// The leader this node knows of; none while it was left behind by a recovery of its
+    /// cluster (its Raft may still believe in an old leader, itself included).
     pub fn leader(&self) -> Option<NodeId> {
+        if self.generation.superseded().is_some() {
+            return None;
+        }
         self.raft.metrics().borrow().current_leader
     }
 
@@ -322,6 +373,7 @@ impl Cluster {
                     if let Some(node) = f.leader_node.filter(|_| f.leader_id != Some(self.id)) {
                         let call = rpc::call(
                             &self.peers,
+                            &self.generation,
                             &node.peer_addr,
                             &node.name,
                             Request::Propose(cmd.clone()),
@@ -378,6 +430,9 @@ impl Cluster {
     /// How long this node's lease still runs (`has_lease`); None: it holds none. A leader
     /// that is the only voter holds a whole lease at every moment.
     pub fn lease_left(&self) -> Option<Duration> {
+        if self.generation.superseded().is_some() {
+            return None;
+        }
         let m = self.raft.metrics().borrow().clone();
         let lease = self.cfg.lease.as_millis() as u64;
         let left_ms = if m.current_leader == Some(self.id) {
@@ -457,6 +512,7 @@ impl Cluster {
         let asked_at_ms = self.now_ms();
         let reply = rpc::call(
             &self.peers,
+            &self.generation,
             &leader.peer_addr,
             &leader.name,
             Request::Lease,
@@ -593,6 +649,9 @@ impl Cluster {
                 "RPC version {} is not supported (this node speaks {RPC_VERSION})",
                 req.version
             ))
+        } else if let Some(why) = self.generation.meet(req.generation).refusal() {
+            tracing::warn!(peer = %peer.name, %why, "peer request refused");
+            Reply::Refused(why)
         } else {
             self.handle(&peer, req.body).await
         };
@@ -600,6 +659,7 @@ impl Cluster {
             &mut send,
             &Envelope {
                 version: RPC_VERSION,
+                generation: self.generation.mine(),
                 body: reply,
             },
         )
@@ -718,6 +778,7 @@ impl Cluster {
         matches!(
             rpc::call(
                 &self.peers,
+                &self.generation,
                 &n.peer_addr,
                 &n.name,
                 Request::Ping,

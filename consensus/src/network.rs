@@ -1,5 +1,6 @@
 //! openraft's network: Raft RPCs as [`rpc`](crate::rpc) calls over the node's QUIC endpoint.
 
+use crate::generation::Generation;
 use crate::rpc::{self, Reply, Request};
 use crate::types::{Peer, TypeConfig};
 use openraft::error::{
@@ -19,11 +20,14 @@ pub struct Network {
     /// This member's node id (named in the errors of its calls).
     pub id: u64,
     pub peers: Arc<Peers>,
+    /// This node's generation of the cluster, sent with every call (`generation`).
+    pub generation: Arc<Generation>,
 }
 
 pub struct Connection {
     id: u64,
     peers: Arc<Peers>,
+    generation: Arc<Generation>,
     target: u64,
     node: Peer,
 }
@@ -62,6 +66,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         Connection {
             id: self.id,
             peers: self.peers.clone(),
+            generation: self.generation.clone(),
             target,
             node: node.clone(),
         }
@@ -86,7 +91,8 @@ impl Connection {
             Request::InstallSnapshot(_) => RPCTypes::InstallSnapshot,
             _ => RPCTypes::AppendEntries,
         };
-        rpc::call(&self.peers, &self.node.peer_addr, &self.node.name, req, ttl)
+        let (addr, name) = (&self.node.peer_addr, &self.node.name);
+        rpc::call(&self.peers, &self.generation, addr, name, req, ttl)
             .await
             .map_err(|e| match failure(&e) {
                 Failure::Unreachable => RPCError::Unreachable(Unreachable::new(&e)),

@@ -1,5 +1,6 @@
 //! Raft and cluster RPCs: one request frame and one reply frame per QUIC stream.
 
+use crate::generation::Generation;
 use crate::state::{Command, CommandResult, NodeId};
 use crate::types::TypeConfig;
 use openraft::error::{InstallSnapshotError, RaftError};
@@ -19,6 +20,10 @@ pub const RPC_VERSION: u32 = 3;
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Envelope<T> {
     pub version: u32,
+    /// The sender's generation of the cluster (`generation`); none while it has applied
+    /// nothing. Nodes before generations send none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
     pub body: T,
 }
 
@@ -82,14 +87,20 @@ pub async fn resolve(addr: &str) -> Result<SocketAddr, TransportError> {
         })
 }
 
-/// Sends one request to the peer `name` at `addr` and waits for its reply.
+/// Sends one request to the peer `name` at `addr` and waits for its reply. A node left
+/// behind by a recovery of its cluster sends nothing, and a reply from one is not taken
+/// (`generation`).
 pub async fn call(
     peers: &Peers,
+    generation: &Generation,
     addr: &str,
     name: &str,
     req: Request,
     timeout: Duration,
 ) -> Result<Reply, TransportError> {
+    if let Some(why) = generation.superseded() {
+        return Err(TransportError::Frame(why));
+    }
     let addr = resolve(addr).await?;
     let exchange = async {
         let (mut send, mut recv) = peers.open(addr, name, StreamKind::Rpc).await?;
@@ -97,6 +108,7 @@ pub async fn call(
             &mut send,
             &Envelope {
                 version: RPC_VERSION,
+                generation: generation.mine(),
                 body: req,
             },
         )
@@ -109,6 +121,9 @@ pub async fn call(
                 "peer speaks RPC version {}",
                 reply.version
             )));
+        }
+        if let Some(why) = generation.meet(reply.generation).refusal() {
+            return Err(TransportError::Frame(format!("{name}: {why}")));
         }
         Ok(reply.body)
     };

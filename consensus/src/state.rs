@@ -340,6 +340,10 @@ pub struct ClusterState {
     /// off while it was deleted) is always older than the new one's `owner_since`.
     #[serde(default)]
     pub retired_epoch: u64,
+    /// How many times the cluster was rebuilt from a survivor of a lost majority
+    /// (`recover`); nodes of an older generation are refused (`generation`).
+    #[serde(default)]
+    pub generation: u64,
 }
 
 /// One API key: the SHA-256 of its secret part, whose key it is and what it may do.

@@ -47,9 +47,9 @@ fn logs_write(e: impl std::error::Error + 'static) -> StorageError<u64> {
     io_err(ErrorSubject::Logs, ErrorVerb::Write, e)
 }
 
-const META_VOTE: &[u8] = b"vote";
-const META_PURGED: &[u8] = b"last_purged";
-const META_COMMITTED: &[u8] = b"committed";
+pub(crate) const META_VOTE: &[u8] = b"vote";
+pub(crate) const META_PURGED: &[u8] = b"last_purged";
+pub(crate) const META_COMMITTED: &[u8] = b"committed";
 
 #[derive(Clone)]
 pub struct LogStore {
@@ -197,6 +197,22 @@ pub struct SmData {
     pub state: ClusterState,
 }
 
+impl SmData {
+    /// Applies one log entry: a command to the cluster state, a membership to the last
+    /// membership.
+    pub fn apply(&mut self, entry: &Entry<TypeConfig>) -> CommandResult {
+        self.last_applied = Some(entry.log_id);
+        match &entry.payload {
+            EntryPayload::Blank => CommandResult::Done,
+            EntryPayload::Normal(cmd) => self.state.apply_entry(cmd, entry.log_id.leader_id.term),
+            EntryPayload::Membership(m) => {
+                self.last_membership = StoredMembership::new(Some(entry.log_id), m.clone());
+                CommandResult::Done
+            }
+        }
+    }
+}
+
 /// A shared, read-mostly view of the applied state.
 #[derive(Clone)]
 pub struct StateView {
@@ -339,18 +355,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         {
             let mut sm = self.sm.write().expect("state lock");
             for entry in entries {
-                sm.last_applied = Some(entry.log_id);
                 last = Some(entry.log_id.index);
-                out.push(match &entry.payload {
-                    EntryPayload::Blank => CommandResult::Done,
-                    EntryPayload::Normal(cmd) => {
-                        sm.state.apply_entry(cmd, entry.log_id.leader_id.term)
-                    }
-                    EntryPayload::Membership(m) => {
-                        sm.last_membership = StoredMembership::new(Some(entry.log_id), m.clone());
-                        CommandResult::Done
-                    }
-                });
+                out.push(sm.apply(&entry));
             }
         }
         if let Some(i) = last {

@@ -59,6 +59,8 @@ async fn look(st: &Control) {
             settle_taken_over(st).await;
             safety.set(Guarantee::Lease, None);
         }
+    } else if let Some(why) = cl.superseded() {
+        safety.set(Guarantee::Lease, Some(why));
     } else if !fenced {
         safety.set(Guarantee::Lease, Some(NO_LEASE.to_string()));
     }

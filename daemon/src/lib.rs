@@ -15,6 +15,7 @@ mod files;
 mod host;
 mod identity;
 mod parent;
+pub mod recover;
 mod stop;
 mod unwind;
 

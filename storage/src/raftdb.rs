@@ -21,6 +21,8 @@ pub enum StorageError {
     Format { found: u32 },
     #[error("corrupt entry: {0}")]
     Corrupt(String),
+    #[error("no Raft database at {0}")]
+    Missing(String),
 }
 
 pub struct RaftDb {
@@ -61,6 +63,41 @@ impl RaftDb {
             }
         }
         Ok(me)
+    }
+
+    /// Opens the database at `path` only if one is there (an offline tool must not make an
+    /// empty one); fails while another process has it open (RocksDB's lock).
+    pub fn open_existing(path: &Path) -> Result<Self, StorageError> {
+        if !path.join("CURRENT").is_file() {
+            return Err(StorageError::Missing(path.display().to_string()));
+        }
+        Self::open(path)
+    }
+
+    /// A consistent copy of the whole database at `to` (a RocksDB checkpoint: files are
+    /// hard-linked where they can be); `to` must not exist.
+    pub fn checkpoint(&self, to: &Path) -> Result<(), StorageError> {
+        rocksdb::checkpoint::Checkpoint::new(&self.db)?.create_checkpoint(to)?;
+        Ok(())
+    }
+
+    /// Replaces the whole Raft state at once, durably: the snapshot, the given metadata
+    /// values, and every log entry at or below `purge_upto` gone. One synced batch, so a
+    /// crash leaves the old state or the new one, never a mix.
+    pub fn replace_state(
+        &self,
+        snapshot: &[u8],
+        meta: &[(&[u8], Vec<u8>)],
+        purge_upto: u64,
+    ) -> Result<(), StorageError> {
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf(CF_META), KEY_SNAPSHOT, snapshot);
+        for (k, v) in meta {
+            batch.put_cf(self.cf(CF_META), k, v);
+        }
+        batch.delete_range_cf(self.cf(CF_LOGS), key(0), key(purge_upto.saturating_add(1)));
+        self.db.write_opt(batch, &Self::synced())?;
+        Ok(())
     }
 
     fn cf(&self, name: &str) -> &rocksdb::ColumnFamily {
@@ -198,6 +235,44 @@ mod tests {
         assert_eq!(db.last().unwrap(), Some((7, vec![7])));
         assert_eq!(db.get_meta(b"vote").unwrap().as_deref(), Some(&b"v1"[..]));
         assert_eq!(db.get_snapshot().unwrap().as_deref(), Some(&b"snap"[..]));
+    }
+
+    #[test]
+    fn replacing_the_state_swaps_snapshot_and_meta_and_drops_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = RaftDb::open(dir.path()).unwrap();
+        db.append((1..=10).map(|i| (i, vec![i as u8]))).unwrap();
+        db.put_snapshot(b"old").unwrap();
+        db.put_meta(b"vote", b"v1").unwrap();
+        let copy = dir.path().join("copy");
+        db.checkpoint(&copy).unwrap();
+        db.replace_state(b"new", &[(b"vote", b"v2".to_vec())], 11)
+            .unwrap();
+        drop(db);
+        let db = RaftDb::open_existing(dir.path()).unwrap();
+        assert_eq!(db.last().unwrap(), None);
+        assert_eq!(db.get_snapshot().unwrap().as_deref(), Some(&b"new"[..]));
+        assert_eq!(db.get_meta(b"vote").unwrap().as_deref(), Some(&b"v2"[..]));
+        // The checkpoint taken before still holds the old state.
+        let old = RaftDb::open_existing(&copy).unwrap();
+        assert_eq!(old.last().unwrap(), Some((10, vec![10])));
+        assert_eq!(old.get_snapshot().unwrap().as_deref(), Some(&b"old"[..]));
+    }
+
+    #[test]
+    fn an_offline_open_makes_no_database_and_waits_for_no_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            RaftDb::open_existing(&dir.path().join("raft")),
+            Err(StorageError::Missing(_))
+        ));
+        assert!(!dir.path().join("raft").exists());
+        let _running = RaftDb::open(dir.path()).unwrap();
+        // A second opener (a node still running) is refused at once.
+        assert!(matches!(
+            RaftDb::open_existing(dir.path()),
+            Err(StorageError::Rocks(_))
+        ));
     }
 
     #[test]

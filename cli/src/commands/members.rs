@@ -7,7 +7,15 @@ use crate::output;
 use warren_api::join_tokens::{CreateJoinTokenRequest, JoinPolicy};
 
 pub async fn cluster(conn: &Conn, cmd: ClusterCommand) -> anyhow::Result<i32> {
-    let c = client(conn)?;
+    // Offline: needs no node to answer, nor a key.
+    let c = match &cmd {
+        ClusterCommand::Recover {
+            data_dir,
+            config,
+            yes,
+        } => return recover(data_dir.as_deref(), config.as_deref(), *yes),
+        _ => client(conn)?,
+    };
     match cmd {
         ClusterCommand::Status => {
             let v = c.cluster().await?;
@@ -52,6 +60,11 @@ pub async fn cluster(conn: &Conn, cmd: ClusterCommand) -> anyhow::Result<i32> {
             }
         }
         ClusterCommand::Token(cmd) => return join_token(conn, &c, cmd).await,
+        ClusterCommand::Recover {
+            data_dir,
+            config,
+            yes,
+        } => return recover(data_dir.as_deref(), config.as_deref(), yes),
         ClusterCommand::JoinPolicy { cluster_token } => {
             let policy = match cluster_token {
                 Some(v) => {
@@ -152,4 +165,29 @@ pub fn completions(shell: clap_complete::Shell) -> anyhow::Result<i32> {
     let mut cmd = <crate::args::Cli as clap::CommandFactory>::command();
     clap_complete::generate(shell, &mut cmd, "warren", &mut std::io::stdout());
     Ok(0)
+}
+
+/// `warren cluster recover`: offline, on a stopped node's data dir (given, or its config's).
+fn recover(
+    data_dir: Option<&std::path::Path>,
+    config: Option<&std::path::Path>,
+    yes: bool,
+) -> anyhow::Result<i32> {
+    let (data_dir, ca_file) = match (data_dir, config) {
+        (Some(dir), _) => (dir.to_path_buf(), None),
+        (None, Some(config)) => {
+            let s = warren_daemon::settings::Settings::load(config)?;
+            (warren_daemon::data_dir_of(&s), s.ca_file)
+        }
+        (None, None) => anyhow::bail!("name the node: --data-dir or --config"),
+    };
+    let report = warren_daemon::recover::recover_cluster(&data_dir, ca_file, yes)?;
+    println!("{}", report.describe(yes));
+    if yes {
+        println!("start the node again; remove the lost nodes (warren cluster remove NAME --force) and join new ones");
+        Ok(0)
+    } else {
+        eprintln!("nothing was changed: run again with --yes to recover");
+        Ok(1)
+    }
 }

@@ -285,6 +285,26 @@ impl TestCluster {
         want - 1
     }
 
+    /// Starts one more node (in `region`) that joins through node `seed`; returns its index
+    /// once `seed` lists it as up, whatever became of the nodes before it.
+    pub async fn join_through(&mut self, region: &str, seed: usize) -> usize {
+        let token = self.token.clone();
+        self.spawn_node(region, &token, seed);
+        let name = self.nodes.last().expect("spawned").name.clone();
+        let up = |c: &serde_json::Value| {
+            c["nodes"].as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|x| x["id"] == name.as_str() && x["state"] == "up")
+            })
+        };
+        assert!(
+            self.wait(Duration::from_secs(60), up).await,
+            "{name} did not join through {}",
+            self.nodes[seed].name
+        );
+        self.nodes.len() - 1
+    }
+
     /// Starts a node; it joins through node `seed` unless it is the first.
     fn spawn_node(&mut self, region: &str, token: &str, seed: usize) {
         let name = format!("{}n{}", self.prefix, self.nodes.len() + 1);

@@ -43,6 +43,7 @@ pub(super) async fn join_as(c: &TestCluster, name: &str) -> (NodeIdentity, u64) 
 pub(super) async fn rpc_to(c: &TestCluster, i: usize, peers: &Peers, req: Request) -> Reply {
     rpc::call(
         peers,
+        &warren_consensus::generation::Generation::none(),
         &format!("127.0.0.1:{}", c.nodes[i].peer_port),
         &c.nodes[i].name,
         req,

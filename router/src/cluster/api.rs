@@ -43,6 +43,10 @@ pub struct ClusterView {
     /// How much recent activity an owner's death can lose: the checkpoint interval (plus
     /// the time one checkpoint takes); `null` when checkpoints are off.
     pub loss_window_s: Option<u64>,
+    /// Added: how many times the cluster was rebuilt from a survivor of a lost majority
+    /// (`warren cluster recover`), as this node's applied state says.
+    #[serde(default)]
+    pub generation: u64,
     pub nodes: Vec<ClusterNode>,
 }
 
@@ -89,14 +93,15 @@ pub async fn get(
                 voter: voters.contains(&n.id),
             })
             .collect();
-        let leader = metrics
-            .current_leader
+        let leader = cl
+            .leader()
             .and_then(|l| s.nodes.get(&l))
             .map(|n| n.name.clone());
         ClusterView {
             leader,
             term: metrics.current_term,
             loss_window_s,
+            generation: s.generation,
             nodes,
         }
     });
