@@ -300,6 +300,8 @@ pub fn operations() -> Vec<Operation> {
         op("delete", "/v1/cluster/nodes/{node}", "removeNode", OPS, "Remove a node from the cluster")
             .query(&[("force", "boolean", "also when it still holds sandboxes or is down")])
             .gives(204, Body::None),
+        op("get", "/v1/cluster/backup", "backupCluster", OPS, "A tar of this node's Raft state (taken while it runs) and cluster files, to rebuild the cluster from with `warren cluster restore` when every node is lost (admin only)")
+            .gives(200, Body::Bytes),
         op("post", "/v1/cluster/join-tokens", "createJoinToken", OPS, "Make a join token for new nodes, expiring (default 1 h) and single-use unless asked otherwise (admin only); its value is shown once")
             .takes(Json(of::<join_tokens::CreateJoinTokenRequest>)).gives(201, Json(of::<join_tokens::CreatedJoinToken>)),
         op("get", "/v1/cluster/join-tokens", "listJoinTokens", OPS, "Every join token's id, state, expiry and the nodes it admitted, never a value (admin only)")

@@ -221,6 +221,28 @@ pub enum ClusterCommand {
         #[arg(long)]
         yes: bool,
     },
+    /// Save what rebuilds the cluster when every node is lost: a tar of the answering
+    /// node's Raft state and cluster files (`GET /v1/cluster/backup`; admin key).
+    Backup {
+        /// Where to write the tar.
+        #[arg(short, long)]
+        output: std::path::PathBuf,
+    },
+    /// Rebuild a cluster whose every node is lost from a backup: unpack it into the empty
+    /// data dir of a stopped node of the backed-up node's name, and make that node the only
+    /// voter of the next generation (docs/operations.md, "Backups").
+    #[command(group(clap::ArgGroup::new("target").required(true).args(["data_dir", "config"])))]
+    Restore {
+        /// The tar `warren cluster backup` wrote.
+        #[arg(long)]
+        from: std::path::PathBuf,
+        /// The node's (empty) data dir.
+        #[arg(long)]
+        data_dir: Option<std::path::PathBuf>,
+        /// Or the node's config file (its `data_dir`, `secrets_key_file` and `ca_file`).
+        #[arg(long)]
+        config: Option<std::path::PathBuf>,
+    },
     /// Show, or set with --cluster-token, whether the cluster's own join token (the
     /// `join_token` setting) still admits new nodes; off, only issued tokens do.
     JoinPolicy {

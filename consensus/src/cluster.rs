@@ -128,6 +128,8 @@ pub struct Cluster {
     pub id: NodeId,
     pub cfg: ClusterConfig,
     view: StateView,
+    /// The node's Raft database (for backups: `checkpoint`).
+    db: Arc<RaftDb>,
     peers: Arc<Peers>,
     /// This node's generation of the cluster and the newest it heard of (`generation`).
     generation: Arc<Generation>,
@@ -228,7 +230,7 @@ impl Cluster {
                 peers: peers.clone(),
                 generation: generation.clone(),
             },
-            LogStore::new(db, latency.clone()),
+            LogStore::new(db.clone(), latency.clone()),
             sm,
         )
         .await
@@ -238,6 +240,7 @@ impl Cluster {
             id,
             cfg,
             view,
+            db,
             peers,
             generation,
             epoch: Instant::now(),
@@ -255,6 +258,14 @@ impl Cluster {
 
     pub fn peers(&self) -> &Arc<Peers> {
         &self.peers
+    }
+
+    /// A consistent copy of this node's Raft state at `to` (which must not exist), taken
+    /// while it runs: a backup to rebuild the cluster from (`recover`). Blocking.
+    pub fn checkpoint(&self, to: &Path) -> Result<(), ClusterError> {
+        self.db
+            .checkpoint(to)
+            .map_err(|e| ClusterError::Storage(e.to_string()))
     }
 
     /// This node's generation of the cluster (`generation`).

@@ -234,6 +234,7 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
     // Cluster identity: restart, join, or bootstrap.
     let cluster_dir = data_dir.join("cluster");
     std::fs::create_dir_all(&cluster_dir)?;
+    recover::remove_leftovers(&cluster_dir);
     let paths = IdentityPaths::of(s, &cluster_dir);
     let (stored, bootstrap_ca) = identity::establish(s, &cluster_dir, &paths, &api_addr).await?;
 
@@ -322,6 +323,14 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
         join_token: join_token.clone(),
         secrets_key,
         fence_file,
+        backup: warren_router::cluster::backup::BackupSources {
+            cluster_dir: cluster_dir.clone(),
+            files: vec![
+                ("identity.json".into(), paths.identity.clone()),
+                ("secrets.key".into(), paths.secrets_key.clone()),
+                ("ca.pem".into(), paths.ca.clone()),
+            ],
+        },
     });
     let own_ports = vec![listener.local_addr()?.port(), peers.local_addr()?.port()];
     let meter_owner = mgr.clone();

@@ -14,6 +14,11 @@ pub async fn cluster(conn: &Conn, cmd: ClusterCommand) -> anyhow::Result<i32> {
             config,
             yes,
         } => return recover(data_dir.as_deref(), config.as_deref(), *yes),
+        ClusterCommand::Restore {
+            from,
+            data_dir,
+            config,
+        } => return restore(from, data_dir.as_deref(), config.as_deref()),
         _ => client(conn)?,
     };
     match cmd {
@@ -65,6 +70,12 @@ pub async fn cluster(conn: &Conn, cmd: ClusterCommand) -> anyhow::Result<i32> {
             config,
             yes,
         } => return recover(data_dir.as_deref(), config.as_deref(), yes),
+        ClusterCommand::Restore {
+            from,
+            data_dir,
+            config,
+        } => return restore(&from, data_dir.as_deref(), config.as_deref()),
+        ClusterCommand::Backup { output } => return backup(&c, &output).await,
         ClusterCommand::JoinPolicy { cluster_token } => {
             let policy = match cluster_token {
                 Some(v) => {
@@ -167,21 +178,44 @@ pub fn completions(shell: clap_complete::Shell) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// A stopped node's data dir and its `secrets_key_file` and `ca_file` settings: given, or
+/// from its config file.
+struct OfflineNode {
+    data_dir: std::path::PathBuf,
+    secrets_key_file: Option<std::path::PathBuf>,
+    ca_file: Option<std::path::PathBuf>,
+}
+
+fn offline_node(
+    data_dir: Option<&std::path::Path>,
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<OfflineNode> {
+    match (data_dir, config) {
+        (Some(dir), _) => Ok(OfflineNode {
+            data_dir: dir.to_path_buf(),
+            secrets_key_file: None,
+            ca_file: None,
+        }),
+        (None, Some(config)) => {
+            let s = warren_daemon::settings::Settings::load(config)?;
+            Ok(OfflineNode {
+                data_dir: warren_daemon::data_dir_of(&s),
+                secrets_key_file: s.secrets_key_file,
+                ca_file: s.ca_file,
+            })
+        }
+        (None, None) => anyhow::bail!("name the node: --data-dir or --config"),
+    }
+}
+
 /// `warren cluster recover`: offline, on a stopped node's data dir (given, or its config's).
 fn recover(
     data_dir: Option<&std::path::Path>,
     config: Option<&std::path::Path>,
     yes: bool,
 ) -> anyhow::Result<i32> {
-    let (data_dir, ca_file) = match (data_dir, config) {
-        (Some(dir), _) => (dir.to_path_buf(), None),
-        (None, Some(config)) => {
-            let s = warren_daemon::settings::Settings::load(config)?;
-            (warren_daemon::data_dir_of(&s), s.ca_file)
-        }
-        (None, None) => anyhow::bail!("name the node: --data-dir or --config"),
-    };
-    let report = warren_daemon::recover::recover_cluster(&data_dir, ca_file, yes)?;
+    let node = offline_node(data_dir, config)?;
+    let report = warren_daemon::recover::recover_cluster(&node.data_dir, node.ca_file, yes)?;
     println!("{}", report.describe(yes));
     if yes {
         println!("start the node again; remove the lost nodes (warren cluster remove NAME --force) and join new ones");
@@ -189,5 +223,73 @@ fn recover(
     } else {
         eprintln!("nothing was changed: run again with --yes to recover");
         Ok(1)
+    }
+}
+
+/// `warren cluster restore`: offline, into a stopped node's empty data dir.
+fn restore(
+    from: &std::path::Path,
+    data_dir: Option<&std::path::Path>,
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<i32> {
+    let node = offline_node(data_dir, config)?;
+    match warren_daemon::recover::restore_backup(
+        from,
+        &node.data_dir,
+        node.secrets_key_file,
+        node.ca_file,
+    )? {
+        warren_daemon::recover::Restored::Recovered(report) => {
+            println!("{}", report.describe(true));
+        }
+        warren_daemon::recover::Restored::Alone => {
+            println!("restored a cluster of one node: it needs no recovery");
+        }
+    }
+    println!("start the node (same name and addresses as the backed-up one); remove the lost nodes (warren cluster remove NAME --force) and join new ones");
+    Ok(0)
+}
+
+/// `warren cluster backup -o FILE`: the tar, written whole or not at all.
+async fn backup(c: &warren_client::Client, output: &std::path::Path) -> anyhow::Result<i32> {
+    use futures_util::StreamExt;
+    use tokio::io::AsyncWriteExt;
+    let resp = warren_client::Client::check(
+        c.request(reqwest::Method::GET, "/v1/cluster/backup")
+            .send()
+            .await?,
+    )
+    .await?;
+    let partial = output.with_extension("part");
+    let written = async {
+        // It holds the cluster's secrets key (and perhaps its CA key): for the owner only.
+        let mut file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&partial)
+            .await?;
+        let mut body = resp.bytes_stream();
+        let mut bytes = 0u64;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk?;
+            bytes += chunk.len() as u64;
+            file.write_all(&chunk).await?;
+        }
+        file.sync_all().await?;
+        tokio::fs::rename(&partial, output).await?;
+        anyhow::Ok(bytes)
+    }
+    .await;
+    match written {
+        Ok(bytes) => {
+            println!("{} ({bytes} bytes)", output.display());
+            Ok(0)
+        }
+        Err(e) => {
+            let _ = tokio::fs::remove_file(&partial).await;
+            Err(e.context("the backup was cut off; nothing was written"))
+        }
     }
 }

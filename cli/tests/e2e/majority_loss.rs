@@ -326,3 +326,117 @@ async fn a_survivor_of_a_lost_majority_becomes_the_cluster_with_every_sandbox() 
     let (status, _, body) = exec_via(&c, new, "through-the-new-node", "true").await;
     assert_eq!(status, 200, "{body}");
 }
+
+/// Every node of a cluster is lost (processes, data dirs and containers); only a backup
+/// taken while it ran (`warren cluster backup`, through a follower) and the object store are
+/// left. Restored into the empty data dir of one node, that node is the cluster again: its
+/// keys work, every sandbox serves with its file. A tenant key gets no backup, and a restore
+/// never overwrites a node's state.
+#[tokio::test]
+async fn a_cluster_whose_every_node_is_lost_comes_back_from_a_backup() {
+    let mut c = TestCluster::start_with(
+        3,
+        1,
+        "checkpoint_every_s = 1\ndown_after_ms = 5000\nlease_ms = 2000\n",
+    )
+    .await;
+    c.wait_voters_everywhere(3).await;
+    let via = (c.leader().await + 1) % 3;
+    let mut sandboxes = Vec::new();
+    for i in 0..3 {
+        let name = c.nodes[i].name.clone();
+        let id = ids_on(&c, via, &name, 1).await.remove(0);
+        let (status, _, body) =
+            exec_via(&c, via, &id, &format!("echo kept-{id} > /workspace/mark")).await;
+        assert_eq!(status, 200, "{body}");
+        sandboxes.push(id);
+    }
+    for id in &sandboxes {
+        wait_recovery_point(&c, via, id).await;
+    }
+    let tenant = c.nodes[via]
+        .client
+        .create_key("acme", warren_api::keys::KeyScope::Tenant, Some("ci"))
+        .await
+        .unwrap();
+
+    // Only an admin key gets a backup.
+    let tenant_client = warren_client::Client::new(&c.nodes[via].url, &tenant.key).unwrap();
+    let refused = tenant_client
+        .request(reqwest::Method::GET, "/v1/cluster/backup")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    let dir = tempfile::tempdir().unwrap();
+    let tar = dir.path().join("backup.tar");
+    let out = Command::new(env!("CARGO_BIN_EXE_warren"))
+        .args(["cluster", "backup", "-o"])
+        .arg(&tar)
+        .env("WARREN_URL", &c.nodes[via].url)
+        .env("WARREN_API_KEY", c.admin_key())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    // It holds the cluster's secrets key: for its owner's eyes only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&tar).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "backup mode {mode:o}");
+
+    // Everything is lost.
+    for i in 0..3 {
+        c.kill(i);
+        warren_node::runtime::docker::remove_node_resources_blocking(&c.nodes[i].name);
+        std::fs::remove_dir_all(c.data_dir(i)).unwrap();
+    }
+    let config = c.nodes[via].config.clone();
+    let restore = |from: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_warren"))
+            .args(["cluster", "restore", "--from"])
+            .arg(from)
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap()
+    };
+    // Something that is not a backup is refused, and leaves the data dir as it was.
+    let junk = dir.path().join("junk.tar");
+    std::fs::write(&junk, b"not a tar at all").unwrap();
+    let refused = restore(&junk);
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(!c.data_dir(via).join("cluster/raft").exists());
+    let done = restore(&tar);
+    assert!(done.status.success(), "{}", text(&done));
+    // A second restore would overwrite a node's state: refused.
+    let again = restore(&tar);
+    assert!(!again.status.success());
+    assert!(
+        text(&again).contains("already holds a node's cluster state"),
+        "{}",
+        text(&again)
+    );
+
+    c.restart(via);
+    wait_leads(&c, via).await;
+    let me = c.nodes[via].name.clone();
+    let view = c.view(via).await.unwrap();
+    assert_eq!(view["generation"], 1, "{view}");
+    // The keys came back with the state: the tenant's key works, and sees only its own.
+    let (status, body) = {
+        let r = tenant_client
+            .request(reqwest::Method::GET, "/v1/sandboxes")
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    };
+    assert_eq!(status, 200, "{body}");
+    for id in &sandboxes {
+        assert!(!body.contains(id.as_str()), "{body}");
+    }
+    for id in &sandboxes {
+        let (status, node, body) = answer(&c, via, id, "cat /workspace/mark").await;
+        assert_eq!((status, node.as_str()), (200, me.as_str()), "{id}: {body}");
+        assert_eq!(body["stdout"], format!("kept-{id}\n"), "{id}");
+    }
+}

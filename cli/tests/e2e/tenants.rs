@@ -46,7 +46,8 @@ fn expected(method: &str, path: &str) -> Expect {
         (_, p)
             if p.starts_with("/v1/keys")
                 || p.starts_with("/v1/cluster/nodes/")
-                || p.starts_with("/v1/cluster/join-") =>
+                || p.starts_with("/v1/cluster/join-")
+                || p == "/v1/cluster/backup" =>
         {
             Status(403)
         }

@@ -6,6 +6,7 @@
 //! fence — is the controller, `warren_control`.
 
 pub mod api;
+pub mod backup;
 pub mod forward;
 pub mod gather;
 pub mod join;
@@ -27,6 +28,8 @@ pub struct ClusterCtx {
     pub secrets_key: warren_consensus::secrets::SecretsKey,
     /// Until when this node vouches for its sandboxes to their guests (`fence`).
     pub fence_file: Arc<warren_node::runtime::fence_file::FenceFile>,
+    /// What `GET /v1/cluster/backup` puts in its tar (`backup`).
+    pub backup: backup::BackupSources,
 }
 
 /// Marks a request that arrived from a peer over QUIC (never set by public clients).

@@ -80,6 +80,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/cluster", get(cluster::api::get))
         .route("/v1/cluster/nodes/{node}/drain", post(cluster::api::drain))
         .route("/v1/cluster/nodes/{node}", delete(cluster::api::remove))
+        .route("/v1/cluster/backup", get(cluster::backup::backup))
         .route(
             "/v1/cluster/join-tokens",
             post(join_tokens::create).get(join_tokens::list),
