@@ -64,6 +64,35 @@ async fn health(c: &TestCluster, i: usize) -> serde_json::Value {
     }
 }
 
+/// Every one of `sandboxes` answers through node `via`, from it, with its file.
+async fn assert_all_served_by(c: &TestCluster, via: usize, sandboxes: &[String]) {
+    let me = c.nodes[via].name.as_str();
+    for id in sandboxes {
+        let (status, node, body) = answer(c, via, id, "cat /workspace/mark").await;
+        assert_eq!((status, node.as_str()), (200, me), "{id}: {body}");
+        assert_eq!(body["stdout"], format!("kept-{id}\n"), "{id}");
+    }
+}
+
+/// None of the nodes `lost` serves its own old sandbox (`sandboxes[i]`) itself.
+async fn assert_none_serves_its_own(
+    c: &TestCluster,
+    lost: &[usize],
+    sandboxes: &[String],
+    when: &str,
+) {
+    for &i in lost {
+        let theirs = &sandboxes[i];
+        let (status, node, body) = answer(c, i, theirs, "cat /workspace/mark").await;
+        assert_ne!(
+            (status, node.as_str()),
+            (200, c.nodes[i].name.as_str()),
+            "{} served {theirs} {when}: {body}",
+            c.nodes[i].name
+        );
+    }
+}
+
 /// Waits until node `i` says it leads.
 async fn wait_leads(c: &TestCluster, i: usize) {
     let name = c.nodes[i].name.clone();
@@ -232,11 +261,7 @@ async fn a_survivor_of_a_lost_majority_becomes_the_cluster_with_every_sandbox() 
     assert_eq!((status, node.as_str()), (200, me.as_str()), "{body}");
     // Every sandbox serves from the survivor, with its file: its own kept, the lost nodes'
     // failed over from their recovery points.
-    for id in &sandboxes {
-        let (status, node, body) = exec_via(&c, survivor, id, "cat /workspace/mark").await;
-        assert_eq!((status, node.as_str()), (200, me.as_str()), "{id}: {body}");
-        assert_eq!(body["stdout"], format!("kept-{id}\n"), "{id}");
-    }
+    assert_all_served_by(&c, survivor, &sandboxes).await;
 
     // The lost nodes come back with their old state, together a majority of the old
     // voters. Each hears of the recovered generation at its first call to the survivor and
@@ -247,22 +272,9 @@ async fn a_survivor_of_a_lost_majority_becomes_the_cluster_with_every_sandbox() 
     }
     // Long enough for an election among them (their old lease and election timeouts).
     tokio::time::sleep(Duration::from_secs(8)).await;
-    for &i in &lost {
-        let theirs = &sandboxes[i];
-        let (status, node, body) = answer(&c, i, theirs, "cat /workspace/mark").await;
-        assert_ne!(
-            (status, node.as_str()),
-            (200, c.nodes[i].name.as_str()),
-            "{} served {theirs} after the recovery: {body}",
-            c.nodes[i].name
-        );
-    }
+    assert_none_serves_its_own(&c, &lost, &sandboxes, "after the recovery").await;
     wait_leads(&c, survivor).await;
-    for id in &sandboxes {
-        let (status, node, body) = answer(&c, survivor, id, "cat /workspace/mark").await;
-        assert_eq!((status, node.as_str()), (200, me.as_str()), "{id}: {body}");
-        assert_eq!(body["stdout"], format!("kept-{id}\n"), "{id}");
-    }
+    assert_all_served_by(&c, survivor, &sandboxes).await;
     // Each says why: on /healthz, and with no leader in its view.
     for &i in &lost {
         let health = health(&c, i).await;
@@ -285,15 +297,8 @@ async fn a_survivor_of_a_lost_majority_becomes_the_cluster_with_every_sandbox() 
         c.restart(i);
     }
     tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_none_serves_its_own(&c, &lost, &sandboxes, "cut off from the survivor").await;
     for &i in &lost {
-        let theirs = &sandboxes[i];
-        let (status, node, body) = answer(&c, i, theirs, "cat /workspace/mark").await;
-        assert_ne!(
-            (status, node.as_str()),
-            (200, c.nodes[i].name.as_str()),
-            "{} served {theirs} cut off from the survivor: {body}",
-            c.nodes[i].name
-        );
         let health = health(&c, i).await;
         assert!(
             health.to_string().contains("recovered without it"),
@@ -418,7 +423,6 @@ async fn a_cluster_whose_every_node_is_lost_comes_back_from_a_backup() {
 
     c.restart(via);
     wait_leads(&c, via).await;
-    let me = c.nodes[via].name.clone();
     let view = c.view(via).await.unwrap();
     assert_eq!(view["generation"], 1, "{view}");
     // The keys came back with the state: the tenant's key works, and sees only its own.
@@ -434,9 +438,5 @@ async fn a_cluster_whose_every_node_is_lost_comes_back_from_a_backup() {
     for id in &sandboxes {
         assert!(!body.contains(id.as_str()), "{body}");
     }
-    for id in &sandboxes {
-        let (status, node, body) = answer(&c, via, id, "cat /workspace/mark").await;
-        assert_eq!((status, node.as_str()), (200, me.as_str()), "{id}: {body}");
-        assert_eq!(body["stdout"], format!("kept-{id}\n"), "{id}");
-    }
+    assert_all_served_by(&c, via, &sandboxes).await;
 }
