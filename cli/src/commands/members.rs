@@ -219,6 +219,9 @@ fn recover(
     println!("{}", report.describe(yes));
     if yes {
         println!("start the node again; remove the lost nodes (warren cluster remove NAME --force) and join new ones");
+        println!(
+            "never start a lost node with its old data dir: wipe it and join it as a new node"
+        );
         Ok(0)
     } else {
         eprintln!("nothing was changed: run again with --yes to recover");
