@@ -134,3 +134,45 @@ pub async fn call(
             after: timeout,
         })?
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a node before generations wrote and read: the same envelope without the field.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct EnvelopeBeforeGenerations<T> {
+        version: u32,
+        body: T,
+    }
+
+    #[test]
+    fn envelopes_with_and_without_a_generation_read_both_ways() {
+        // From a node before generations: read as "none", which every node proceeds with.
+        let old = serde_json::to_vec(&EnvelopeBeforeGenerations {
+            version: RPC_VERSION,
+            body: Request::Ping,
+        })
+        .unwrap();
+        let read: Envelope<Request> = serde_json::from_slice(&old).unwrap();
+        assert_eq!(read.generation, None);
+        assert!(matches!(read.body, Request::Ping));
+        // To a node before generations: the field it does not know is passed over.
+        let new = serde_json::to_vec(&Envelope {
+            version: RPC_VERSION,
+            generation: Some(1),
+            body: Request::Ping,
+        })
+        .unwrap();
+        let read: EnvelopeBeforeGenerations<Request> = serde_json::from_slice(&new).unwrap();
+        assert_eq!(read.version, RPC_VERSION);
+        // A node that has applied nothing sends no field at all.
+        let none = serde_json::to_string(&Envelope {
+            version: RPC_VERSION,
+            generation: None,
+            body: Request::Ping,
+        })
+        .unwrap();
+        assert!(!none.contains("generation"), "{none}");
+    }
+}

@@ -29,10 +29,15 @@ pub async fn cluster(conn: &Conn, cmd: ClusterCommand) -> anyhow::Result<i32> {
                 return Ok(0);
             }
             println!(
-                "leader {}  term {}  loss window {} s",
+                "leader {}  term {}  loss window {} s{}",
                 output::field(&v, "leader"),
                 output::field(&v, "term"),
-                output::field(&v, "loss_window_s")
+                output::field(&v, "loss_window_s"),
+                // A cluster rebuilt from a survivor of a lost majority says how often.
+                match v["generation"].as_u64() {
+                    Some(g) if g > 0 => format!("  generation {g}"),
+                    _ => String::new(),
+                }
             );
             let rows = v["nodes"]
                 .as_array()
