@@ -98,7 +98,8 @@ impl Generation {
     /// This node's generation; none before it applied anything.
     pub fn mine(&self) -> Option<u64> {
         let view = self.view.as_ref()?;
-        (view.applied_index() > 0).then(|| view.read(|s| s.generation))
+        // Lock-free: callers may hold the state's read lock (`StateView::generation`).
+        (view.applied_index() > 0).then(|| view.generation())
     }
 
     /// Meets a peer's generation (noting a newer one).
@@ -130,6 +131,52 @@ impl Generation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::StateMachine;
+    use crate::types::LogId;
+    use openraft::storage::RaftStateMachine;
+    use openraft::{CommittedLeaderId, Entry, EntryPayload};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// Routing and the cluster view ask for the leader (and so for this node's generation)
+    /// while they read the applied state; the applier may be waiting for its write lock
+    /// then. A second read of the state's lock there is never granted (std's lock lets the
+    /// waiting writer go first): a node deadlocked that way forming a cluster of two.
+    #[tokio::test]
+    async fn the_generation_is_known_inside_a_read_of_the_state_while_the_applier_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(warren_storage::RaftDb::open(dir.path()).unwrap());
+        let mut sm = StateMachine::open(db).unwrap();
+        let entry = Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), 1),
+            payload: EntryPayload::Blank,
+        };
+        sm.apply(vec![entry]).await.unwrap();
+        let view = sm.view();
+        let generation = Generation::new(view.clone(), 0, Box::new(|_| {}));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            view.read(|_| {
+                // The applier comes for its write lock and waits behind this read.
+                let mut applier = sm.clone();
+                let writer = std::thread::spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .build()
+                        .unwrap();
+                    rt.block_on(applier.apply(Vec::<Entry<crate::types::TypeConfig>>::new()))
+                        .unwrap();
+                });
+                std::thread::sleep(Duration::from_millis(100));
+                tx.send(generation.mine()).unwrap();
+                writer
+            })
+        });
+        let mine = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the generation was not known within 5 s: a nested read of the state");
+        assert_eq!(mine, Some(0));
+        reader.join().unwrap().join().unwrap();
+    }
 
     #[test]
     fn a_joining_node_meets_every_generation() {

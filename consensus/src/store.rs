@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt::Debug;
 use std::io::Cursor;
 use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use tokio::sync::watch;
 use warren_storage::RaftDb;
@@ -218,6 +219,10 @@ impl SmData {
 pub struct StateView {
     inner: Arc<RwLock<SmData>>,
     applied: watch::Receiver<u64>,
+    /// The applied state's `generation`, readable without the state's lock (peer calls
+    /// and the lease read it, also from code that holds the lock: a second read lock
+    /// behind a waiting writer would never be granted).
+    generation: Arc<AtomicU64>,
 }
 
 impl StateView {
@@ -229,6 +234,11 @@ impl StateView {
     /// Index of the last applied entry.
     pub fn applied_index(&self) -> u64 {
         *self.applied.borrow()
+    }
+
+    /// The applied state's generation (`ClusterState::generation`), without its lock.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// Resolves when the applied index changes.
@@ -246,6 +256,7 @@ pub struct StateMachine {
     db: Arc<RaftDb>,
     sm: Arc<RwLock<SmData>>,
     applied: Arc<watch::Sender<u64>>,
+    generation: Arc<AtomicU64>,
     /// Runs on the encoding thread before a snapshot is serialized (tests hold it there).
     #[cfg(test)]
     before_encode: Arc<std::sync::Mutex<Option<EncodeHook>>>,
@@ -265,10 +276,12 @@ impl StateMachine {
         }
         let index = data.last_applied.map(|l| l.index).unwrap_or(0);
         let (tx, _) = watch::channel(index);
+        let generation = Arc::new(AtomicU64::new(data.state.generation));
         Ok(StateMachine {
             db,
             sm: Arc::new(RwLock::new(data)),
             applied: Arc::new(tx),
+            generation,
             #[cfg(test)]
             before_encode: Default::default(),
         })
@@ -278,6 +291,7 @@ impl StateMachine {
         StateView {
             inner: self.sm.clone(),
             applied: self.applied.subscribe(),
+            generation: self.generation.clone(),
         }
     }
 }
@@ -358,6 +372,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 last = Some(entry.log_id.index);
                 out.push(sm.apply(&entry));
             }
+            self.generation
+                .store(sm.state.generation, Ordering::Release);
         }
         if let Some(i) = last {
             self.applied.send_replace(i);
@@ -387,7 +403,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         })
         .await?;
         let index = new.last_applied.map(|l| l.index).unwrap_or(0);
-        *self.sm.write().expect("state lock") = new;
+        let generation = new.state.generation;
+        {
+            let mut sm = self.sm.write().expect("state lock");
+            *sm = new;
+            self.generation.store(generation, Ordering::Release);
+        }
         self.applied.send_replace(index);
         Ok(())
     }

@@ -69,6 +69,7 @@ pub async fn get(
     let metrics = cl.raft.metrics().borrow().clone();
     let voters: BTreeSet<u64> = metrics.membership_config.membership().voter_ids().collect();
     let every = st.mgr.config().checkpoint_every.as_secs();
+    let leader_id = cl.leader();
     let loss_window_s = (every > 0).then_some(every);
     let view = cl.read(|s| {
         let nodes = s
@@ -93,8 +94,7 @@ pub async fn get(
                 voter: voters.contains(&n.id),
             })
             .collect();
-        let leader = cl
-            .leader()
+        let leader = leader_id
             .and_then(|l| s.nodes.get(&l))
             .map(|n| n.name.clone());
         ClusterView {
