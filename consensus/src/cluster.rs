@@ -513,13 +513,27 @@ impl Cluster {
     }
 
     /// Follower: asks the current leader for a lease and records the grant; its read index.
+    /// Timed by outcome (`warren_lease_request_seconds`).
     async fn request_lease(&self, timeout: Duration) -> Result<u64, String> {
+        let started = Instant::now();
+        let (outcome, result) = self.ask_for_lease(timeout).await;
+        self.latency
+            .lease_requests
+            .with_label_values(&[outcome])
+            .observe(started.elapsed().as_secs_f64());
+        result
+    }
+
+    /// One lease request: its outcome (`granted`, `refused`, `failed`) and result.
+    async fn ask_for_lease(&self, timeout: Duration) -> (&'static str, Result<u64, String>) {
         let m = self.raft.metrics().borrow().clone();
-        let leader = m
+        let Some(leader) = m
             .current_leader
             .filter(|l| *l != self.id)
             .and_then(|l| m.membership_config.membership().get_node(&l).cloned())
-            .ok_or("no other node is known to lead")?;
+        else {
+            return ("failed", Err("no other node is known to lead".into()));
+        };
         let asked_at_ms = self.now_ms();
         let reply = rpc::call(
             &self.peers,
@@ -529,17 +543,17 @@ impl Cluster {
             Request::Lease,
             timeout,
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await;
         match reply {
-            Reply::Lease { read_index } => {
+            Ok(Reply::Lease { read_index }) => {
                 self.lease.lock().expect("lease lock").granted(Grant {
                     asked_at_ms,
                     read_index,
                 });
-                Ok(read_index)
+                ("granted", Ok(read_index))
             }
-            other => Err(format!("lease not granted: {other:?}")),
+            Ok(other) => ("refused", Err(format!("lease not granted: {other:?}"))),
+            Err(e) => ("failed", Err(e.to_string())),
         }
     }
 
@@ -554,8 +568,15 @@ impl Cluster {
     }
 
     /// Leader: grants `peer` a lease once a quorum confirmed this node's leadership after the
-    /// request arrived; answers with the read index.
+    /// request arrived; answers with the read index. Timed (`warren_lease_grant_seconds`).
     async fn grant_lease(&self, node: NodeId) -> Reply {
+        let timer = self.latency.lease_grants.start_timer();
+        let reply = self.answer_lease(node).await;
+        timer.observe_duration();
+        reply
+    }
+
+    async fn answer_lease(&self, node: NodeId) -> Reply {
         if self.read(|s| !s.nodes.contains_key(&node)) {
             return Reply::Refused(format!("node {node} is not a member"));
         }
@@ -592,8 +613,10 @@ impl Cluster {
                 if me.is_leader() {
                     continue;
                 }
+                let asked = Instant::now();
                 if let Err(why) = me.request_lease(me.cfg.lease / 2).await {
-                    tracing::debug!(%why, "no lease this round");
+                    let left_ms = me.lease_left().map_or(0, |d| d.as_millis() as u64);
+                    tracing::info!(%why, ms = asked.elapsed().as_millis() as u64, left_ms, "no lease this round");
                 }
             }
         });

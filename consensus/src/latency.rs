@@ -2,9 +2,10 @@
 //! its log writes (each synced to disk before openraft counts it) and serving the
 //! leader's AppendEntries calls (a follower's side of a heartbeat: the Raft member's answer,
 //! its log writes included). A follower that hears its leader late shows here whether the disk or
-//! the member held the call up.
+//! the member held the call up. And the path a lease takes: a follower's requests (their
+//! round trip and outcome) and the leader's answers to them.
 
-use prometheus::{Histogram, HistogramOpts};
+use prometheus::{Histogram, HistogramOpts, HistogramVec};
 
 /// From half a millisecond to beyond the slowest election timeout a deployment uses.
 const BUCKETS: &[f64] = &[
@@ -16,6 +17,13 @@ pub struct RaftLatency {
     pub log_writes: Histogram,
     /// AppendEntries served for the leader (`warren_raft_append_entries_seconds`).
     pub append_entries: Histogram,
+    /// A follower's lease requests to the leader, by outcome (`granted`, `refused`: the
+    /// leader answered no, `failed`: no answer in time or no leader known)
+    /// (`warren_lease_request_seconds`).
+    pub lease_requests: HistogramVec,
+    /// The leader's answers to lease requests: from arrival to the grant or refusal, its
+    /// quorum confirmation included (`warren_lease_grant_seconds`).
+    pub lease_grants: Histogram,
 }
 
 fn histogram(name: &str, help: &str) -> Histogram {
@@ -33,6 +41,19 @@ impl Default for RaftLatency {
             append_entries: histogram(
                 "warren_raft_append_entries_seconds",
                 "Time this node's Raft member took to answer the leader's AppendEntries calls (heartbeats and entries)",
+            ),
+            lease_requests: HistogramVec::new(
+                HistogramOpts::new(
+                    "warren_lease_request_seconds",
+                    "A follower's lease requests to the leader, by outcome: granted, refused (the leader said no) or failed (no answer in time, or no leader known)",
+                )
+                .buckets(BUCKETS.to_vec()),
+                &["outcome"],
+            )
+            .expect("valid histogram"),
+            lease_grants: histogram(
+                "warren_lease_grant_seconds",
+                "On the leader: time from a lease request's arrival to its answer, the quorum's confirmation of the leader included",
             ),
         }
     }

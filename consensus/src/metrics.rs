@@ -96,7 +96,7 @@ impl RaftCollector {
         Ok(c)
     }
 
-    fn parts(&self) -> [&dyn Collector; 13] {
+    fn parts(&self) -> [&dyn Collector; 15] {
         [
             &self.term,
             &self.leader,
@@ -111,6 +111,8 @@ impl RaftCollector {
             &self.nodes,
             &self.latency.log_writes,
             &self.latency.append_entries,
+            &self.latency.lease_requests,
+            &self.latency.lease_grants,
         ]
     }
 

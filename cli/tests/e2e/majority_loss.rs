@@ -93,6 +93,23 @@ async fn assert_none_serves_its_own(
     }
 }
 
+/// How many lease requests node `i` made with `outcome` (`warren_lease_request_seconds`).
+async fn lease_requests(c: &TestCluster, i: usize, outcome: &str) -> f64 {
+    let text = c.nodes[i]
+        .client
+        .request(reqwest::Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series = format!("warren_lease_request_seconds_count{{outcome=\"{outcome}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(series.as_str())?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// Waits until node `i` says it leads.
 async fn wait_leads(c: &TestCluster, i: usize) {
     let name = c.nodes[i].name.clone();
@@ -184,6 +201,9 @@ async fn a_survivor_of_a_lost_majority_becomes_the_cluster_with_every_sandbox() 
         wait_recovery_point(&c, survivor, id).await;
     }
 
+    // A follower renews its lease from the leader (and its metrics say so)...
+    assert!(lease_requests(&c, survivor, "granted").await > 0.0);
+    let failed_before = lease_requests(&c, survivor, "failed").await;
     for &i in &lost {
         c.kill(i);
     }
@@ -193,6 +213,8 @@ async fn a_survivor_of_a_lost_majority_becomes_the_cluster_with_every_sandbox() 
         status, 503,
         "a placement committed without a majority: {body}"
     );
+    // ...its lease requests fail (the lease runs out: its sandboxes freeze)...
+    assert!(lease_requests(&c, survivor, "failed").await > failed_before);
     // ...nor after a restart: its Raft state still names the lost voters.
     c.terminate(survivor);
     c.restart(survivor);
