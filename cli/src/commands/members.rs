@@ -70,16 +70,9 @@ pub async fn cluster(conn: &Conn, cmd: ClusterCommand) -> anyhow::Result<i32> {
             }
         }
         ClusterCommand::Token(cmd) => return join_token(conn, &c, cmd).await,
-        ClusterCommand::Recover {
-            data_dir,
-            config,
-            yes,
-        } => return recover(data_dir.as_deref(), config.as_deref(), yes),
-        ClusterCommand::Restore {
-            from,
-            data_dir,
-            config,
-        } => return restore(&from, data_dir.as_deref(), config.as_deref()),
+        ClusterCommand::Recover { .. } | ClusterCommand::Restore { .. } => {
+            unreachable!("offline commands are answered before a client is made")
+        }
         ClusterCommand::Backup { output } => return backup(&c, &output).await,
         ClusterCommand::JoinPolicy { cluster_token } => {
             let policy = match cluster_token {

@@ -94,7 +94,7 @@ async fn assert_none_serves_its_own(
 }
 
 /// How many lease requests node `i` made with `outcome` (`warren_lease_request_seconds`).
-async fn lease_requests(c: &TestCluster, i: usize, outcome: &str) -> f64 {
+async fn lease_requests(c: &TestCluster, i: usize, outcome: &str) -> u64 {
     let text = c.nodes[i]
         .client
         .request(reqwest::Method::GET, "/metrics")
@@ -104,10 +104,10 @@ async fn lease_requests(c: &TestCluster, i: usize, outcome: &str) -> f64 {
         .text()
         .await
         .unwrap();
-    let series = format!("warren_lease_request_seconds_count{{outcome=\"{outcome}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(series.as_str())?.trim().parse().ok())
-        .unwrap_or(0.0)
+    super::harness::metric_in(
+        &text,
+        &format!("warren_lease_request_seconds_count{{outcome=\"{outcome}\"}}"),
+    )
 }
 
 /// Waits until node `i` says it leads.
@@ -122,24 +122,12 @@ async fn wait_leads(c: &TestCluster, i: usize) {
 
 /// The ids of `sandbox`'s snapshots, listed through node `via`.
 async fn snapshot_ids(c: &TestCluster, via: usize, sandbox: &str) -> Vec<String> {
-    let v: serde_json::Value = c.nodes[via]
+    let list = c.nodes[via]
         .client
-        .request(
-            reqwest::Method::GET,
-            &format!("/v1/snapshots?sandbox={sandbox}"),
-        )
-        .send()
-        .await
-        .unwrap()
-        .json()
+        .list_snapshots(Some(sandbox))
         .await
         .unwrap();
-    v["snapshots"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["id"].as_str().map(str::to_string))
-        .collect()
+    list.snapshots.into_iter().map(|s| s.id).collect()
 }
 
 /// Waits until `sandbox` has a recovery point that holds what was written into it before
@@ -202,7 +190,7 @@ async fn a_survivor_of_a_lost_majority_becomes_the_cluster_with_every_sandbox() 
     }
 
     // A follower renews its lease from the leader (and its metrics say so)...
-    assert!(lease_requests(&c, survivor, "granted").await > 0.0);
+    assert!(lease_requests(&c, survivor, "granted").await > 0);
     let failed_before = lease_requests(&c, survivor, "failed").await;
     for &i in &lost {
         c.kill(i);
