@@ -35,6 +35,7 @@ mod e2e {
     mod majority_loss;
     mod membership;
     mod migration;
+    mod moved_nodes;
     mod network;
     mod oci_runtime;
     mod openapi;

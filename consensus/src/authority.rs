@@ -90,7 +90,9 @@ pub fn authorize_command(
         Command::Init { .. } => return Err(Refusal::Forbidden("the cluster's initialisation")),
         // Only the leader judges liveness, and it writes its judgements itself.
         Command::Liveness { .. } => return Err(Refusal::Forbidden("a liveness judgement")),
-        Command::SetSecretsKeys { node, .. } | Command::SetNodeLimits { node, .. }
+        Command::SetSecretsKeys { node, .. }
+        | Command::SetNodeLimits { node, .. }
+        | Command::SetAddresses { node, .. }
             if *node != caller =>
         {
             return Err(Refusal::Impersonation {
@@ -111,6 +113,7 @@ pub fn authorize_command(
         | Command::ResealSecret { .. }
         | Command::SetSecretsKeys { .. }
         | Command::SetNodeLimits { .. }
+        | Command::SetAddresses { .. }
         | Command::DeleteSecret { .. }
         | Command::CreateKey { .. }
         | Command::RevokeKey { .. }
@@ -287,6 +290,21 @@ mod tests {
                 Err(Refusal::Impersonation { .. })
             ),
             "declaring another node full (failover and placement would pass it over)"
+        );
+        let addresses = |node| {
+            Request::Propose(Command::SetAddresses {
+                node,
+                api_addr: "127.0.0.9:1".into(),
+                peer_addr: "127.0.0.9:2".into(),
+            })
+        };
+        assert_eq!(authorize(&s, 3, &addresses(3)), Ok(()));
+        assert!(
+            matches!(
+                authorize(&s, 3, &addresses(2)),
+                Err(Refusal::Impersonation { .. })
+            ),
+            "pointing another node's traffic (forwarded requests, Raft) at an address of its choosing"
         );
         let ca = warren_transport::tls::new_ca("t").unwrap();
         let init = Request::Propose(Command::Init {

@@ -9,7 +9,7 @@
 
 use crate::cluster::Cluster;
 use crate::rpc::{self, Reply, Request};
-use crate::state::{ClusterState, NodeId};
+use crate::state::{ClusterState, NodeId, NodeState};
 use std::sync::Arc;
 use std::time::Duration;
 use warren_transport::tls::{self, Validity, BACKDATE};
@@ -104,17 +104,11 @@ impl Cluster {
             Err(SignRefusal::NotASigner) => {}
             done => return done,
         }
-        let leader = self.leader();
-        let mut others: Vec<(NodeId, String, String)> = self.read(|s| {
-            s.nodes
-                .values()
-                .filter(|n| n.id != self.id)
-                .map(|n| (n.id, n.name.clone(), n.peer_addr.clone()))
-                .collect()
-        });
-        others.sort_by_key(|(id, _, _)| (Some(*id) != leader, *id));
         let mut why = Vec::new();
-        for (id, name, addr) in others {
+        // Neither the node asking (it has no certificate to sign with yet) nor one called
+        // down (each would cost the join a timeout).
+        let skip = |n: &crate::NodeRecord| n.id == node || n.state == NodeState::Down;
+        for (id, name, addr) in self.others_leader_first(skip) {
             let req = Request::Sign {
                 node,
                 csr_pem: csr_pem.to_string(),

@@ -749,6 +749,24 @@ impl Cluster {
         self.stopping.load(Ordering::Relaxed)
     }
 
+    /// Every other registered member but those `skip` names, as (id, name, peer address),
+    /// the leader first: whom to ask, in turn, for what only some member can do.
+    pub(crate) fn others_leader_first(
+        &self,
+        skip: impl Fn(&crate::NodeRecord) -> bool,
+    ) -> Vec<(NodeId, String, String)> {
+        let leader = self.leader();
+        let mut others: Vec<(NodeId, String, String)> = self.read(|s| {
+            s.nodes
+                .values()
+                .filter(|n| n.id != self.id && !skip(n))
+                .map(|n| (n.id, n.name.clone(), n.peer_addr.clone()))
+                .collect()
+        });
+        others.sort_by_key(|(id, _, _)| (Some(*id) != leader, *id));
+        others
+    }
+
     /// Keeps a task this cluster runs, to be ended at shutdown.
     pub(crate) fn own_task(&self, handle: tokio::task::JoinHandle<()>) {
         self.tasks.lock().expect("tasks lock").push(handle);
@@ -772,6 +790,7 @@ impl Cluster {
     /// spread over regions). Also starts asking the leader for leases.
     pub fn start_supervisor(self: &Arc<Self>) {
         self.start_lease_keeper();
+        self.start_address_keeper();
         let me = self.clone();
         let handle = tokio::spawn(async move {
             let mut last_seen: HashMap<NodeId, Instant> = HashMap::new();
@@ -946,6 +965,18 @@ impl Cluster {
                 .add_learner(n.id, peer, false)
                 .await
                 .map_err(|e| ClusterError::Rejected(e.to_string()))?;
+        }
+        // Members that moved: Raft sends to the address they registered last.
+        let records: BTreeMap<NodeId, crate::NodeRecord> =
+            nodes.iter().map(|n| (n.id, n.clone())).collect();
+        let moved = crate::addresses::stale_members(membership.nodes(), &records);
+        if !moved.is_empty() {
+            tracing::info!(nodes = ?moved, "pointing Raft at members' new addresses");
+            self.raft
+                .change_membership(openraft::ChangeMembers::SetNodes(moved), false)
+                .await
+                .map_err(|e| ClusterError::Rejected(e.to_string()))?;
+            return Ok(());
         }
         // Removed nodes leave Raft entirely.
         let gone: BTreeSet<NodeId> = members.difference(&registered).copied().collect();

@@ -12,6 +12,7 @@
 //!   when heard.
 //! - `lease`: the lease rules (pure): read-index grants, and when the leader may hand a
 //!   node's sandboxes on.
+//! - `addresses`: a member that starts on other addresses says so, and Raft follows (pure).
 //! - `authority`: who may say what (pure): a peer speaks only as the node id its
 //!   certificate binds, removed nodes are refused, sandbox commands come from their owner.
 //! - `certs`: node certificates: signed only by nodes holding the CA key (never in the
@@ -25,6 +26,7 @@
 //!
 //! Must not depend on Docker, HTTP routing or sandbox code.
 
+pub mod addresses;
 pub mod authority;
 pub mod certs;
 pub mod cluster;

@@ -254,6 +254,14 @@ pub enum Command {
         #[serde(default)]
         full: bool,
     },
+    /// The addresses `node` is reached at now (only the node itself says so): it restarted
+    /// on other addresses (a moved machine, a restored backup). Nodes before it cannot read
+    /// this entry: a node moves only once every node runs a version that has it.
+    SetAddresses {
+        node: NodeId,
+        api_addr: String,
+        peer_addr: String,
+    },
     /// Forgets a secret (nothing when there is none).
     DeleteSecret {
         name: String,
@@ -743,6 +751,20 @@ impl ClusterState {
                 }
                 CommandResult::Done
             }
+            Command::SetAddresses {
+                node,
+                api_addr,
+                peer_addr,
+            } => match self.nodes.get_mut(node) {
+                Some(n) => {
+                    n.api_addr = api_addr.clone();
+                    n.peer_addr = peer_addr.clone();
+                    CommandResult::Done
+                }
+                None => CommandResult::Rejected {
+                    reason: format!("node {node} is not a member"),
+                },
+            },
             Command::DeleteSecret { name } => {
                 self.secrets.remove(name);
                 CommandResult::Done
@@ -950,6 +972,31 @@ mod tests {
         assert_eq!(
             s.apply(&Command::RemoveNode { node: 7 }),
             CommandResult::Done
+        );
+    }
+
+    #[test]
+    fn a_member_moves_to_other_addresses_and_only_a_member_does() {
+        let mut s = ClusterState::default();
+        s.apply(&reg("a"));
+        s.apply(&reg("b"));
+        let moved = |node| Command::SetAddresses {
+            node,
+            api_addr: "10.0.0.2:7070".into(),
+            peer_addr: "10.0.0.2:7071".into(),
+        };
+        assert_eq!(s.apply(&moved(2)), CommandResult::Done);
+        let b = &s.nodes[&2];
+        assert_eq!(
+            (b.api_addr.as_str(), b.peer_addr.as_str(), b.state),
+            ("10.0.0.2:7070", "10.0.0.2:7071", NodeState::Joining),
+            "only its addresses change"
+        );
+        assert_ne!(s.nodes[&1].peer_addr, "10.0.0.2:7071");
+        assert!(matches!(s.apply(&moved(9)), CommandResult::Rejected { .. }));
+        assert!(
+            !s.nodes.contains_key(&9),
+            "no record is made for a stranger"
         );
     }
 

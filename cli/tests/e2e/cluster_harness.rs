@@ -584,6 +584,35 @@ impl TestCluster {
         self.nodes[i].try_spawn()
     }
 
+    /// Restarts node `i` with its data dir on other addresses (new API and peer ports), as
+    /// when its machine moved: its client follows it.
+    pub fn restart_elsewhere(&mut self, i: usize) {
+        assert!(
+            self.wan.is_none(),
+            "a WAN node's peer address is its relay's"
+        );
+        self.kill(i);
+        let (api, peer) = (free_tcp_port(), free_udp_port());
+        let cfg = std::fs::read_to_string(&self.nodes[i].config).unwrap();
+        let cfg: String = cfg
+            .lines()
+            .map(|l| {
+                if l.starts_with("listen = ") {
+                    format!("listen = \"127.0.0.1:{api}\"")
+                } else if l.starts_with("peer_listen = ") {
+                    format!("peer_listen = \"127.0.0.1:{peer}\"")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(&self.nodes[i].config, cfg).unwrap();
+        self.nodes[i].peer_port = peer;
+        self.nodes[i].spawn();
+        self.nodes[i].client = Client::new(&self.nodes[i].url, &self.key).unwrap();
+    }
+
     /// Cuts the nodes of `a` off from those of `b`, both ways (clients still reach all).
     pub fn partition(&mut self, a: &[usize], b: &[usize]) {
         for &x in a {

@@ -66,9 +66,20 @@ async fn health(c: &TestCluster, i: usize) -> serde_json::Value {
 
 /// Every one of `sandboxes` answers through node `via`, from it, with its file.
 async fn assert_all_served_by(c: &TestCluster, via: usize, sandboxes: &[String]) {
-    let me = c.nodes[via].name.as_str();
+    assert_all_served_through(c, via, via, sandboxes).await;
+}
+
+/// Every sandbox of `sandboxes` answers a request entering node `entry` from node `owner`,
+/// with its mark.
+async fn assert_all_served_through(
+    c: &TestCluster,
+    entry: usize,
+    owner: usize,
+    sandboxes: &[String],
+) {
+    let me = c.nodes[owner].name.as_str();
     for id in sandboxes {
-        let (status, node, body) = answer(c, via, id, "cat /workspace/mark").await;
+        let (status, node, body) = answer(c, entry, id, "cat /workspace/mark").await;
         assert_eq!((status, node.as_str()), (200, me), "{id}: {body}");
         assert_eq!(body["stdout"], format!("kept-{id}\n"), "{id}");
     }
@@ -344,8 +355,9 @@ async fn a_survivor_of_a_lost_majority_becomes_the_cluster_with_every_sandbox() 
 
 /// Every node of a cluster is lost (processes, data dirs and containers); only a backup
 /// taken while it ran (`warren cluster backup`, through a follower) and the object store are
-/// left. Restored into the empty data dir of one node, that node is the cluster again: its
-/// keys work, every sandbox serves with its file. A tenant key gets no backup, and a restore
+/// left. Restored into the empty data dir of one node, on other addresses (a new machine),
+/// that node is the cluster again: its keys work, every sandbox serves with its file, also
+/// through a node that joins it afterwards. A tenant key gets no backup, and a restore
 /// never overwrites a node's state.
 #[tokio::test]
 async fn a_cluster_whose_every_node_is_lost_comes_back_from_a_backup() {
@@ -398,6 +410,10 @@ async fn a_cluster_whose_every_node_is_lost_comes_back_from_a_backup() {
     let mode = std::fs::metadata(&tar).unwrap().permissions().mode();
     assert_eq!(mode & 0o077, 0, "backup mode {mode:o}");
 
+    // The CA's key is on the first node only; the operator keeps its own backup of it.
+    let ca_backup = dir.path().join("ca.pem");
+    std::fs::copy(c.data_dir(0).join("cluster/ca.pem"), &ca_backup).unwrap();
+
     // Everything is lost.
     for i in 0..3 {
         c.kill(i);
@@ -431,11 +447,17 @@ async fn a_cluster_whose_every_node_is_lost_comes_back_from_a_backup() {
         text(&again)
     );
 
-    c.restart(via);
+    let ca = c.data_dir(via).join("cluster/ca.pem");
+    if !ca.exists() {
+        std::fs::copy(&ca_backup, &ca).unwrap();
+    }
+    // On a new machine: other addresses than the backup's node registered.
+    c.restart_elsewhere(via);
     wait_leads(&c, via).await;
     let view = c.view(via).await.unwrap();
     assert_eq!(view["generation"], 1, "{view}");
     // The keys came back with the state: the tenant's key works, and sees only its own.
+    let tenant_client = warren_client::Client::new(&c.nodes[via].url, &tenant.key).unwrap();
     let (status, body) = {
         let r = tenant_client
             .request(reqwest::Method::GET, "/v1/sandboxes")
@@ -449,4 +471,8 @@ async fn a_cluster_whose_every_node_is_lost_comes_back_from_a_backup() {
         assert!(!body.contains(id.as_str()), "{body}");
     }
     assert_all_served_by(&c, via, &sandboxes).await;
+    // A new node joins the restored cluster and reaches it at its new addresses: Raft
+    // catches it up, and requests entering it are forwarded there.
+    let joined = c.join_through("r1", via).await;
+    assert_all_served_through(&c, joined, via, &sandboxes).await;
 }

@@ -220,6 +220,19 @@ async fn a_certified_peer_cannot_speak_as_another_node_nor_move_what_it_does_not
         );
     }
 
+    // Pointing the leader's traffic (Raft, forwarded requests) at an address of its own:
+    // a node says only where it is itself.
+    let hijack = Request::Propose(Command::SetAddresses {
+        node: leader_id,
+        api_addr: "127.0.0.1:9".into(),
+        peer_addr: "127.0.0.1:9".into(),
+    });
+    let reply = rpc_to(&c, leader_idx, &peers, hijack).await;
+    assert!(
+        matches!(reply, Reply::Refused(_)),
+        "another node's addresses were changed: {reply:?}"
+    );
+
     // A forwarded HTTP request, as a member may send: answered while it is one.
     assert!(
         http_over_peer_stream(&c, follower, &peers)
