@@ -38,8 +38,11 @@ dev: setup guest-release
 	$(CARGO) build --release -p warren-cli
 	WARREN_GUEST_BIN=$(GUEST_RELEASE) $(TARGET_DIR)/release/warren dev
 
+# The rolling-upgrade test starts the previous version (test-support/previous-version) too.
 test: setup-test guest
-	WARREN_GUEST_BIN=$(abspath $(GUEST_DEBUG)) $(CARGO) nextest run --workspace --no-fail-fast
+	previous=$$(test-support/build-previous-version.sh) && \
+	WARREN_PREVIOUS_BIN=$$previous WARREN_GUEST_BIN=$(abspath $(GUEST_DEBUG)) \
+		$(CARGO) nextest run --workspace --no-fail-fast
 
 fmt:
 	$(CARGO) fmt --all -- --check

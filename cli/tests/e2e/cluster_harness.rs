@@ -24,6 +24,8 @@ pub struct TestNode {
     log_filter: String,
     /// Every line it logged, as well as printed.
     pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The `warren` binary it starts with (this build's unless a test says otherwise).
+    bin: PathBuf,
 }
 
 pub struct TestCluster {
@@ -43,6 +45,13 @@ pub struct TestCluster {
     /// The WAN between regions, when the test asked for one: every node advertises its
     /// relay address as its peer address.
     wan: Option<Wan>,
+    /// The `warren` binary new nodes start with.
+    bin: PathBuf,
+}
+
+/// This build's `warren` binary.
+fn this_build() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_warren"))
 }
 
 /// The relay between a WAN cluster's regions, on a runtime of its own: the harness blocks
@@ -102,7 +111,7 @@ impl TestNode {
 
     /// Starts the node; why not, when it exits before it is ready.
     fn try_spawn(&mut self) -> Result<(), String> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_warren"))
+        let mut child = Command::new(&self.bin)
             .args(["serve", "--config"])
             .arg(&self.config)
             // Stops with this test process, however it ends.
@@ -178,7 +187,7 @@ impl TestCluster {
     /// Like [`start_with`](Self::start_with), with every node on the object store at
     /// `location` (e.g. an S3 bucket) instead of a shared directory.
     pub async fn start_on_store(n: usize, extra: &str, location: &str) -> TestCluster {
-        TestCluster::start_inner(n, 1, extra, Some(location.to_string()), None, None).await
+        TestCluster::start_inner(n, 1, extra, Some(location.to_string()), None, None, None).await
     }
 
     /// Like [`start_with`](Self::start_with), with the round trips of `wan` (the regions are
@@ -189,17 +198,17 @@ impl TestCluster {
         wan: warren_cli::wan::DelayMatrix,
         extra: &str,
     ) -> TestCluster {
-        TestCluster::start_inner(n, regions, extra, None, None, Some(wan)).await
+        TestCluster::start_inner(n, regions, extra, None, None, Some(wan), None).await
     }
 
     /// Like [`start`](Self::start), with more settings (TOML lines) for every node.
     pub async fn start_with(n: usize, regions: usize, extra: &str) -> TestCluster {
-        TestCluster::start_inner(n, regions, extra, None, None, None).await
+        TestCluster::start_inner(n, regions, extra, None, None, None, None).await
     }
 
     /// Like `start`, the nodes logging at `log_filter` (a `WARREN_LOG` directive).
     pub async fn start_logging(n: usize, log_filter: &str) -> TestCluster {
-        TestCluster::start_inner(n, 1, "", None, Some(log_filter), None).await
+        TestCluster::start_inner(n, 1, "", None, Some(log_filter), None, None).await
     }
 
     /// Like [`start_with`](Self::start_with), the nodes logging at `log_filter`.
@@ -209,7 +218,18 @@ impl TestCluster {
         extra: &str,
         log_filter: &str,
     ) -> TestCluster {
-        TestCluster::start_inner(n, regions, extra, None, Some(log_filter), None).await
+        TestCluster::start_inner(n, regions, extra, None, Some(log_filter), None, None).await
+    }
+
+    /// Like [`start_with`](Self::start_with), every node started with the `warren` binary
+    /// at `bin` (another version's; [`use_this_build`](Self::use_this_build) upgrades one).
+    pub async fn start_on_binary(
+        n: usize,
+        regions: usize,
+        extra: &str,
+        bin: PathBuf,
+    ) -> TestCluster {
+        TestCluster::start_inner(n, regions, extra, None, None, None, Some(bin)).await
     }
 
     async fn start_inner(
@@ -219,6 +239,7 @@ impl TestCluster {
         store: Option<String>,
         log_filter: Option<&str>,
         wan: Option<warren_cli::wan::DelayMatrix>,
+        bin: Option<PathBuf>,
     ) -> TestCluster {
         let prefix = format!("c{}", &unique()[..6]);
         let dir = PathBuf::from(format!("/tmp/wc-{prefix}"));
@@ -238,6 +259,7 @@ impl TestCluster {
                 .unwrap_or("warn,warren_consensus=info")
                 .to_string(),
             wan: wan.map(Wan::new),
+            bin: bin.unwrap_or_else(this_build),
         };
         let token = cluster.token.clone();
         for i in 0..n {
@@ -375,6 +397,7 @@ impl TestCluster {
             stopped: false,
             log_filter: self.log_filter.clone(),
             log: Default::default(),
+            bin: self.bin.clone(),
         };
         node.spawn();
         node.client = Client::new(&node.url, &self.key).unwrap();
@@ -582,6 +605,11 @@ impl TestCluster {
             .join("\n");
         std::fs::write(&self.nodes[i].config, cfg).unwrap();
         self.nodes[i].try_spawn()
+    }
+
+    /// Node `i` starts with this build's `warren` from its next (re)start on: an upgrade.
+    pub fn use_this_build(&mut self, i: usize) {
+        self.nodes[i].bin = this_build();
     }
 
     /// Restarts node `i` with its data dir on other addresses (new API and peer ports), as

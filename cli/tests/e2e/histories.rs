@@ -556,16 +556,61 @@ async fn an_owner_cut_off_past_the_failure_timeout_forks_nothing_and_keeps_what_
 /// a node while it was down may go unanswered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_of_every_node_loses_nothing_and_forks_nothing() {
-    let mut c = TestCluster::start_with(
-        3,
-        1,
-        "checkpoint_every_s = 1\ndown_after_ms = 15000\nlease_ms = 2000\n",
-    )
-    .await;
+    let c = TestCluster::start_with(3, 1, ROLLING).await;
+    restart_one_by_one(c, false).await;
+}
+
+/// The same rolling restart as an upgrade from the previous version
+/// (`test-support/previous-version`, built by `test-support/build-previous-version.sh`,
+/// which `make test` runs and names in `WARREN_PREVIOUS_BIN`): the cluster forms on that
+/// version's binary and each node is restarted on this build's in turn, so that for most of
+/// the run the two versions serve side by side, the leader moving between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_upgrade_from_the_previous_version_loses_nothing_and_forks_nothing() {
+    let previous = std::env::var("WARREN_PREVIOUS_BIN").expect(
+        "WARREN_PREVIOUS_BIN names the previous version's warren: make test builds it (test-support/build-previous-version.sh)",
+    );
+    let c = TestCluster::start_on_binary(3, 1, ROLLING, previous.into()).await;
+    restart_one_by_one(c, true).await;
+}
+
+/// Every request entering any of `nodes` for any of `sandboxes` was acknowledged at least
+/// once among those sent in `[from, until)`, allowing the first 2 s (leases and forwarding
+/// connections come back).
+fn judge_every_entry_serves_every_sandbox(
+    ops: &[Op],
+    nodes: usize,
+    sandboxes: &[String],
+    from: Duration,
+    until: Duration,
+) {
+    let from = from + Duration::from_secs(2);
+    for entry in 0..nodes {
+        for s in sandboxes {
+            let acked = ops
+                .iter()
+                .filter(|o| o.entry == entry && &o.sandbox == s)
+                .filter(|o| o.sent >= from && o.sent < until)
+                .filter(|o| matches!(o.outcome, Outcome::Acked { .. }))
+                .count();
+            assert!(
+                acked > 0,
+                "no append to {s} entering node {entry} was acknowledged between {from:?} and {until:?}"
+            );
+        }
+    }
+}
+
+/// The settings of the rolling restarts: a failure timeout longer than a restart.
+const ROLLING: &str = "checkpoint_every_s = 1\ndown_after_ms = 15000\nlease_ms = 2000\n";
+
+/// Restarts each node of `c` in turn (on this build's binary when `upgrade`) while clients
+/// append through every node, and judges the history.
+async fn restart_one_by_one(mut c: TestCluster, upgrade: bool) {
     c.wait_voters_everywhere(3).await;
     let sandboxes = one_sandbox_per_node(&c).await;
     let start = Instant::now();
-    let clients = start_clients(&c, &sandboxes, start, Duration::from_secs(45));
+    let clients = start_clients(&c, &sandboxes, start, Duration::from_secs(60));
     let all_up = |v: &serde_json::Value| {
         v["leader"].is_string()
             && v["nodes"]
@@ -578,6 +623,9 @@ async fn a_rolling_restart_of_every_node_loses_nothing_and_forks_nothing() {
         eprintln!("upgrade: restarting {}", c.nodes[i].name);
         let from = start.elapsed();
         c.terminate(i);
+        if upgrade {
+            c.use_this_build(i);
+        }
         c.restart(i);
         assert!(
             c.wait(Duration::from_secs(60), all_up).await,
@@ -585,13 +633,19 @@ async fn a_rolling_restart_of_every_node_loses_nothing_and_forks_nothing() {
             c.nodes[i].name
         );
         down.push((i, from, start.elapsed()));
-        tokio::time::sleep(Duration::from_secs(4)).await;
+        tokio::time::sleep(Duration::from_secs(6)).await;
     }
     let last_back = down.last().map(|d| d.2).unwrap_or_default();
 
     let ops = join_all(clients).await;
     let files = settled_files(&c, &sandboxes).await;
     judge_nothing_lost(&ops, &files, &down);
+    // Between restarts (the two versions side by side, in an upgrade) the cluster serves in
+    // full: every node forwards to every sandbox's owner and every owner serves.
+    for (k, step) in down.iter().enumerate() {
+        let until = down.get(k + 1).map_or(start.elapsed(), |next| next.1);
+        judge_every_entry_serves_every_sandbox(&ops, c.nodes.len(), &sandboxes, step.2, until);
+    }
     // Every sandbox took appends again after the last restart.
     for s in &sandboxes {
         let after = ops
