@@ -55,16 +55,17 @@ impl Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// Where `warren dev` keeps its data (and its API key): `$WARREN_DATA_DIR`, else
-/// `$XDG_DATA_HOME/warren/dev`, else `~/.local/share/warren/dev`.
+/// `$XDG_DATA_HOME/warren/dev`, else `~/.local/share/warren/dev` (the home from the
+/// password database when `HOME` is unset), else `/var/lib/warren/dev`.
 pub fn dev_data_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("WARREN_DATA_DIR") {
         return PathBuf::from(d);
     }
-    let base = std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .unwrap_or_else(|| PathBuf::from("/var/lib"));
-    base.join("warren/dev")
+    // The user's data dir ($XDG_DATA_HOME, else ~/.local/share); /var/lib without a home.
+    directories::BaseDirs::new()
+        .map(|d| d.data_dir().to_path_buf())
+        .unwrap_or_else(|| PathBuf::from("/var/lib"))
+        .join("warren/dev")
 }
 
 /// The API key file inside a data dir.
@@ -309,5 +310,26 @@ impl Client {
     ) -> Result<GitCheckoutResponse> {
         self.call(Method::POST, &Self::sandbox_path(id, "/git/checkout"), req)
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Each test runs in a process of its own under nextest, so the environment is its own.
+    #[test]
+    fn the_dev_data_dir_is_the_named_one_then_the_users_data_dir() {
+        std::env::remove_var("WARREN_DATA_DIR");
+        std::env::set_var("XDG_DATA_HOME", "/srv/xdg-data");
+        assert_eq!(dev_data_dir(), PathBuf::from("/srv/xdg-data/warren/dev"));
+        std::env::remove_var("XDG_DATA_HOME");
+        std::env::set_var("HOME", "/home/agent");
+        assert_eq!(
+            dev_data_dir(),
+            PathBuf::from("/home/agent/.local/share/warren/dev")
+        );
+        std::env::set_var("WARREN_DATA_DIR", "/var/lib/w");
+        assert_eq!(dev_data_dir(), PathBuf::from("/var/lib/w"));
     }
 }

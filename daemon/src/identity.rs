@@ -4,7 +4,8 @@
 
 use crate::files::{load_or_create_secret, write_private};
 use crate::settings::Settings;
-use anyhow::{bail, Context};
+use anyhow::{anyhow, Context};
+use backon::{ConstantBuilder, Retryable};
 use std::path::{Path, PathBuf};
 use warren_consensus::join::{JoinRequest, JoinResponse};
 use warren_transport::{tls, CaMaterial, NodeIdentity};
@@ -100,61 +101,95 @@ async fn join(
         }
     }
     let http = http.build()?;
-    let mut last = String::new();
-    // The seed may still be starting: try for a while.
-    for _ in 0..60 {
-        match http.post(&url).json(&req).send().await {
-            Ok(r) if r.status().is_success() => {
-                let resp: JoinResponse = r.json().await?;
-                anyhow::ensure!(
-                    resp.verify(token),
-                    "the answer from {seed} does not prove the join token"
-                );
-                let sealed = resp
-                    .secrets_key
-                    .as_ref()
-                    .context("the cluster sent no secrets key (a member of an older version?)")?;
-                warren_consensus::secrets::SecretsKey::open_from_join(token, sealed)
-                    .and_then(|k| k.write(secrets_key_path))
-                    .context("the secrets key from the join answer")?;
-                let identity = NodeIdentity {
-                    name: s.name.clone(),
-                    cert_pem: resp.cert_pem,
-                    key_pem,
-                    ca_pem: resp.ca_pem,
-                };
-                tracing::info!(node_id = resp.node_id, cluster = %resp.cluster, "joined");
-                return Ok(StoredIdentity {
-                    format: IDENTITY_FORMAT,
-                    node_id: resp.node_id,
-                    identity,
-                    // An issued token is spent (or expires): it is not this node's to admit
-                    // others with. The cluster's own token is.
-                    join_token: if warren_api::join_tokens::token_id(token).is_some() {
-                        String::new()
-                    } else {
-                        token.to_string()
-                    },
-                    bootstrap_ca: None,
-                });
-            }
-            // A wrong token, or a name that is already a member's: retrying cannot help.
-            Ok(r) if r.status() == 403 || r.status() == 409 => bail!(
-                "{seed} refused the join: {}",
-                r.text().await.unwrap_or_default()
-            ),
-            Ok(r) => last = format!("{}: {}", r.status(), r.text().await.unwrap_or_default()),
-            // A seed whose certificate this node does not trust will not become trusted by
-            // waiting: say so at once (join_ca_file names the CA to trust).
-            Err(e) if untrusted_certificate(&e) => bail!(
-                "{seed}'s certificate is not trusted ({}); set join_ca_file to the CA that issued it",
-                error_chain(&e)
-            ),
-            Err(e) => last = e.to_string(),
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // The seed may still be starting, or the cluster cannot commit yet: try for a while.
+    // A refusal (a wrong token, a member's name) or a seed this node does not trust will not
+    // change by waiting: those end the join at once.
+    let resp = (|| ask_to_join(&http, &url, &req, seed))
+        .retry(
+            ConstantBuilder::default()
+                .with_delay(JOIN_RETRY_EVERY)
+                .with_max_times(JOIN_TRIES - 1),
+        )
+        .when(|e: &JoinFailure| matches!(e, JoinFailure::Transient(_)))
+        .await
+        .map_err(|e| match e {
+            JoinFailure::Transient(last) => anyhow!("could not join through {seed}: {last}"),
+            JoinFailure::Final(e) => e,
+        })?;
+    anyhow::ensure!(
+        resp.verify(token),
+        "the answer from {seed} does not prove the join token"
+    );
+    let sealed = resp
+        .secrets_key
+        .as_ref()
+        .context("the cluster sent no secrets key (a member of an older version?)")?;
+    warren_consensus::secrets::SecretsKey::open_from_join(token, sealed)
+        .and_then(|k| k.write(secrets_key_path))
+        .context("the secrets key from the join answer")?;
+    let identity = NodeIdentity {
+        name: s.name.clone(),
+        cert_pem: resp.cert_pem,
+        key_pem,
+        ca_pem: resp.ca_pem,
+    };
+    tracing::info!(node_id = resp.node_id, cluster = %resp.cluster, "joined");
+    Ok(StoredIdentity {
+        format: IDENTITY_FORMAT,
+        node_id: resp.node_id,
+        identity,
+        // An issued token is spent (or expires): it is not this node's to admit others
+        // with. The cluster's own token is.
+        join_token: if warren_api::join_tokens::token_id(token).is_some() {
+            String::new()
+        } else {
+            token.to_string()
+        },
+        bootstrap_ca: None,
+    })
+}
+
+/// How many times a joining node asks its seed, and how long it waits between tries.
+const JOIN_TRIES: usize = 60;
+const JOIN_RETRY_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Why one join request did not admit this node.
+enum JoinFailure {
+    /// Worth another try (the seed is starting, or its cluster cannot commit yet).
+    Transient(String),
+    /// Another try would get the same answer.
+    Final(anyhow::Error),
+}
+
+/// One join request to the seed.
+async fn ask_to_join(
+    http: &reqwest::Client,
+    url: &str,
+    req: &JoinRequest,
+    seed: &str,
+) -> Result<JoinResponse, JoinFailure> {
+    match http.post(url).json(req).send().await {
+        Ok(r) if r.status().is_success() => r
+            .json()
+            .await
+            .map_err(|e| JoinFailure::Transient(format!("the answer was cut: {e}"))),
+        // A wrong token, or a name that is already a member's.
+        Ok(r) if r.status() == 403 || r.status() == 409 => Err(JoinFailure::Final(anyhow!(
+            "{seed} refused the join: {}",
+            r.text().await.unwrap_or_default()
+        ))),
+        Ok(r) => Err(JoinFailure::Transient(format!(
+            "{}: {}",
+            r.status(),
+            r.text().await.unwrap_or_default()
+        ))),
+        // join_ca_file names the CA to trust.
+        Err(e) if untrusted_certificate(&e) => Err(JoinFailure::Final(anyhow!(
+            "{seed}'s certificate is not trusted ({}); set join_ca_file to the CA that issued it",
+            error_chain(&e)
+        ))),
+        Err(e) => Err(JoinFailure::Transient(e.to_string())),
     }
-    bail!("could not join through {seed}: {last}")
 }
 
 /// Where a node's files of the cluster live, under `cluster_dir`.
