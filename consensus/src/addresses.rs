@@ -133,21 +133,12 @@ pub fn stale_members<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::NodeState;
 
     fn record(id: NodeId, api: &str, peer: &str) -> NodeRecord {
         NodeRecord {
-            id,
-            name: format!("n{id}"),
-            region: "r".into(),
             api_addr: api.into(),
             peer_addr: peer.into(),
-            state: NodeState::Up,
-            capacity: 1,
-            key_id: String::new(),
-            secrets_keys: Vec::new(),
-            max_sandboxes: None,
-            full: false,
+            ..NodeRecord::placeable(id, "r")
         }
     }
 

@@ -196,15 +196,16 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
         }
     }
     if docker.id_shift().is_some() {
-        // Every sandbox's namespace counts against the host root's inotify budget too, and
-        // every sandbox's session keyring against one user's key quota.
+        // Every sandbox's namespace counts against the host root's inotify budget too,
+        // every sandbox's session keyring against one user's key quota, and its shim,
+        // guest and processes against the host's process ids.
         match warren_node::runtime::userns_limits::ensure_host_budget(cfg.max_sandboxes as u64) {
             Ok(changed) if !changed.is_empty() => {
-                tracing::info!(changed = %changed.join(", "), "raised the host's per-user limits so that every sandbox's budget fits")
+                tracing::info!(changed = %changed.join(", "), "raised the host's limits so that every sandbox's budget fits")
             }
             Ok(_) => {}
             Err(e) => {
-                tracing::warn!(error = %e, "cannot raise the host's per-user limits (inotify, keys): sandboxes together may use them up")
+                tracing::warn!(error = %e, "cannot raise the host's limits (inotify, keys, process ids): sandboxes together may use them up")
             }
         }
     }

@@ -591,20 +591,25 @@ impl TestCluster {
         self.kill(i);
         // Keep the node's API address: pin the port it had.
         let port = self.nodes[i].url.rsplit(':').next().unwrap().to_string();
+        self.set_in_config(i, &[("listen", format!("127.0.0.1:{port}"))]);
+        self.nodes[i].try_spawn()
+    }
+
+    /// Sets string settings of node `i`'s config file (each `key = "value"` line it has).
+    fn set_in_config(&self, i: usize, settings: &[(&str, String)]) {
         let cfg = std::fs::read_to_string(&self.nodes[i].config).unwrap();
         let cfg: String = cfg
             .lines()
             .map(|l| {
-                if l.starts_with("listen = ") {
-                    format!("listen = \"127.0.0.1:{port}\"")
-                } else {
-                    l.to_string()
+                let key = l.split(" = ").next().unwrap_or_default();
+                match settings.iter().find(|(k, _)| *k == key) {
+                    Some((k, v)) => format!("{k} = \"{v}\""),
+                    None => l.to_string(),
                 }
             })
             .collect::<Vec<_>>()
             .join("\n");
         std::fs::write(&self.nodes[i].config, cfg).unwrap();
-        self.nodes[i].try_spawn()
     }
 
     /// Node `i` starts with this build's `warren` from its next (re)start on: an upgrade.
@@ -621,21 +626,13 @@ impl TestCluster {
         );
         self.kill(i);
         let (api, peer) = (free_tcp_port(), free_udp_port());
-        let cfg = std::fs::read_to_string(&self.nodes[i].config).unwrap();
-        let cfg: String = cfg
-            .lines()
-            .map(|l| {
-                if l.starts_with("listen = ") {
-                    format!("listen = \"127.0.0.1:{api}\"")
-                } else if l.starts_with("peer_listen = ") {
-                    format!("peer_listen = \"127.0.0.1:{peer}\"")
-                } else {
-                    l.to_string()
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        std::fs::write(&self.nodes[i].config, cfg).unwrap();
+        self.set_in_config(
+            i,
+            &[
+                ("listen", format!("127.0.0.1:{api}")),
+                ("peer_listen", format!("127.0.0.1:{peer}")),
+            ],
+        );
         self.nodes[i].peer_port = peer;
         self.nodes[i].spawn();
         self.nodes[i].client = Client::new(&self.nodes[i].url, &self.key).unwrap();

@@ -114,6 +114,26 @@ async fn root_in_a_sandbox_is_not_root_on_the_host() {
     );
 }
 
+/// Every sandbox costs the host process ids of its own (its containerd shim's threads, its
+/// guest's, its processes): a node holding its full complement must not run the host out
+/// of them, or no thread starts anywhere — guests, shims, dockerd, the node itself (seen
+/// at ~1,750 sandboxes under the kernel's default of 32768, in a 1,000-sandbox failover).
+#[tokio::test]
+async fn a_node_makes_room_for_its_sandboxes_in_the_hosts_process_ids() {
+    let _node = Node::start().await;
+    let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let most = warren_node::NodeConfig::new("n", "/tmp", "/bin/true").max_sandboxes as u64;
+    let needed = most * warren_node::runtime::userns_limits::PIDS_PER_SANDBOX + 32_768;
+    assert!(
+        pid_max >= needed.min(4_194_304),
+        "kernel.pid_max is {pid_max}: {most} sandboxes need {needed}"
+    );
+}
+
 #[tokio::test]
 async fn a_fork_bomb_and_a_memory_hog_stay_inside_their_sandbox() {
     let node = Node::start().await;
