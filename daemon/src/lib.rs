@@ -10,6 +10,7 @@
 
 pub mod settings;
 
+mod cpu_share;
 mod egress;
 mod files;
 mod host;
@@ -193,6 +194,15 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
                 Guarantee::UserNamespaces,
                 Some("Docker runs containers without user namespaces; start dockerd with --userns-remap=default (or run the node with --allow-host-root on a development machine)".into()),
             );
+        }
+    }
+    match cpu_share::raise_own_share() {
+        Ok(Some(done)) => {
+            tracing::info!(%done, "this node's session weighs more than a sandbox's on the CPU")
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot raise this node's CPU share: under a saturated host its lease renewals may miss their deadline")
         }
     }
     if docker.id_shift().is_some() {
