@@ -416,6 +416,20 @@ impl TestCluster {
         r.json().await.ok()
     }
 
+    /// Node `i`'s `/metrics` page (as [`Node::metrics_text`](super::harness::Node) reads a
+    /// single node's).
+    pub async fn metrics_text(&self, i: usize) -> String {
+        self.nodes[i]
+            .client
+            .request(reqwest::Method::GET, "/metrics")
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// Waits until `pred` holds on the cluster view of some running node.
     pub async fn wait(&self, limit: Duration, pred: impl Fn(&serde_json::Value) -> bool) -> bool {
         let deadline = Instant::now() + limit;
@@ -443,16 +457,31 @@ impl TestCluster {
                 .as_array()
                 .map_or(0, |a| a.iter().filter(|x| x["voter"] == true).count())
         };
-        let deadline = Instant::now() + Duration::from_secs(60);
+        assert!(
+            self.wait_everywhere(Duration::from_secs(60), |v| voters(v) == n)
+                .await,
+            "the voters did not settle"
+        );
+    }
+
+    /// Waits until `pred` holds on the cluster view of every node at once.
+    pub async fn wait_everywhere(
+        &self,
+        limit: Duration,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> bool {
+        let deadline = Instant::now() + limit;
         loop {
             let mut settled = true;
             for i in 0..self.nodes.len() {
-                settled &= self.view(i).await.is_some_and(|v| voters(&v) == n);
+                settled &= self.view(i).await.is_some_and(|v| pred(&v));
             }
             if settled {
-                return;
+                return true;
             }
-            assert!(Instant::now() < deadline, "the voters did not settle");
+            if Instant::now() >= deadline {
+                return false;
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }

@@ -106,17 +106,8 @@ async fn assert_none_serves_its_own(
 
 /// How many lease requests node `i` made with `outcome` (`warren_lease_request_seconds`).
 async fn lease_requests(c: &TestCluster, i: usize, outcome: &str) -> u64 {
-    let text = c.nodes[i]
-        .client
-        .request(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
     super::harness::metric_in(
-        &text,
+        &c.metrics_text(i).await,
         &format!("warren_lease_request_seconds_count{{outcome=\"{outcome}\"}}"),
     )
 }

@@ -45,25 +45,12 @@ async fn a_member_restarted_on_other_addresses_is_reached_there_and_keeps_its_sa
     c.restart_elsewhere(moved);
     let (api, peer) = addresses_of(&c, moved);
     assert_ne!((&api, &peer), (&before.0, &before.1));
-    for i in 0..3 {
-        let mut seen = false;
-        for _ in 0..100 {
-            if c.view(i)
-                .await
-                .is_some_and(|v| listed_at(&v, &name, &api, &peer))
-            {
-                seen = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        assert!(
-            seen,
-            "{} does not list {name} at {api} / {peer}: {:?}",
-            c.nodes[i].name,
-            c.view(i).await
-        );
-    }
+    let listed = |v: &serde_json::Value| listed_at(v, &name, &api, &peer);
+    assert!(
+        c.wait_everywhere(Duration::from_secs(30), listed).await,
+        "not every node lists {name} at {api} / {peer}: {:?}",
+        [c.view(0).await, c.view(1).await, c.view(2).await]
+    );
     let (status, node, body) = exec_via(&c, via, &theirs, "cat /workspace/mark").await;
     assert_eq!((status, node.as_str()), (200, name.as_str()), "{body}");
     assert_eq!(body["stdout"], "kept\n");

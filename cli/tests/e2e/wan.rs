@@ -5,7 +5,6 @@
 
 use super::cluster_harness::{exec_via, TestCluster};
 use super::harness::unique;
-use reqwest::Method;
 use std::time::{Duration, Instant};
 use warren_cli::wan::DelayMatrix;
 
@@ -62,15 +61,7 @@ async fn five_nodes_in_three_regions_up_to_150_ms_apart_commit_forward_and_catch
 
     // The relay is really in the path: the leader measures the round trips it adds.
     let leader = c.leader().await;
-    let text = c.nodes[leader]
-        .client
-        .request(Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = c.metrics_text(leader).await;
     let slowest = text
         .lines()
         .filter(|l| l.starts_with("warren_peer_rtt_seconds{"))
