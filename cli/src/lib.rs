@@ -17,7 +17,10 @@ pub fn run() -> i32 {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    // A node's request threads (`warren-worker`); its Raft runs on a runtime of its own
+    // (`warren_daemon::consensus_runtime`, threads `warren-raft`).
     let rt = match tokio::runtime::Builder::new_multi_thread()
+        .thread_name("warren-worker")
         .enable_all()
         .build()
     {

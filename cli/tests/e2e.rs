@@ -55,6 +55,7 @@ mod e2e {
     mod shutdown;
     mod snapshots;
     mod stale_copies;
+    mod stalled_node;
     mod tenants;
     mod terminals;
     mod usage;

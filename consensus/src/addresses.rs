@@ -8,7 +8,7 @@
 //! checks, from the caller's certificate, that a node moves only itself).
 
 use crate::cluster::Cluster;
-use crate::rpc::{self, Reply, Request};
+use crate::rpc::{Reply, Request};
 use crate::state::{Command, CommandResult, NodeId, NodeRecord};
 use crate::types::Peer;
 use std::collections::BTreeMap;
@@ -22,7 +22,7 @@ impl Cluster {
     /// Starts keeping this node's registered addresses in line with its configuration.
     pub(crate) fn start_address_keeper(self: &Arc<Self>) {
         let me = self.clone();
-        self.own_task(tokio::spawn(async move {
+        self.spawn_owned(async move {
             while !me.is_stopping() {
                 tokio::time::sleep(CHECK_EVERY).await;
                 if me.superseded().is_some() {
@@ -45,7 +45,7 @@ impl Cluster {
                     }
                 }
             }
-        }));
+        });
     }
 
     /// Commits a command about this node itself: directly as leader, otherwise through
@@ -62,15 +62,9 @@ impl Cluster {
         // Down ones too: this node's view may be older than theirs.
         for (id, name, addr) in self.others_leader_first(|_| false) {
             let req = Request::Propose(cmd.clone());
-            match rpc::call(
-                self.peers(),
-                self.generation(),
-                &addr,
-                &name,
-                req,
-                Duration::from_secs(5),
-            )
-            .await
+            match self
+                .call_member(&addr, &name, req, Duration::from_secs(5))
+                .await
             {
                 Ok(Reply::Proposed(Ok(p))) => {
                     return match p.result {

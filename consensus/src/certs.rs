@@ -8,7 +8,7 @@
 //! cannot renew, and its certificate opens nothing meanwhile (`authority`).
 
 use crate::cluster::Cluster;
-use crate::rpc::{self, Reply, Request};
+use crate::rpc::{Reply, Request};
 use crate::state::{ClusterState, NodeId, NodeState};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +37,10 @@ pub enum SignRefusal {
     NotASigner,
     #[error("no member holding the cluster CA's key signed: {0}")]
     NoSigner(String),
+    /// Every member answered and none holds the key: asking again changes nothing until an
+    /// operator puts a CA file back.
+    #[error("no member of this cluster holds the CA's key (every member answered): put the CA file with its key back on a member (docs/operations.md, backup and restore), then join again")]
+    NoCaHolder,
 }
 
 impl SignRefusal {
@@ -108,20 +112,20 @@ impl Cluster {
         // Neither the node asking (it has no certificate to sign with yet) nor one called
         // down (each would cost the join a timeout).
         let skip = |n: &crate::NodeRecord| n.id == node || n.state == NodeState::Down;
+        let down = self.read(|s| {
+            s.nodes
+                .values()
+                .filter(|n| n.id != node && n.id != self.id && n.state == NodeState::Down)
+                .count()
+        });
         for (id, name, addr) in self.others_leader_first(skip) {
             let req = Request::Sign {
                 node,
                 csr_pem: csr_pem.to_string(),
             };
-            match rpc::call(
-                self.peers(),
-                self.generation(),
-                &addr,
-                &name,
-                req,
-                Duration::from_secs(5),
-            )
-            .await
+            match self
+                .call_member(&addr, &name, req, Duration::from_secs(5))
+                .await
             {
                 Ok(Reply::Signed(Ok(cert))) => return Ok(cert),
                 Ok(Reply::Signed(Err(e))) if e == SignRefusal::NotASigner.to_string() => {}
@@ -130,8 +134,13 @@ impl Cluster {
                 Err(e) => why.push(format!("node {id}: {e}")),
             }
         }
-        if why.is_empty() {
-            why.push("no member holds it".into());
+        if why.is_empty() && down == 0 {
+            return Err(SignRefusal::NoCaHolder);
+        }
+        if down > 0 {
+            why.push(format!(
+                "{down} member(s) down, which may hold it: asking again once they are up"
+            ));
         }
         Err(SignRefusal::NoSigner(why.join("; ")))
     }
@@ -159,7 +168,7 @@ impl Cluster {
     /// renewed identity before it is used (a restart must not come back with the old one).
     pub fn start_cert_renewal(self: &Arc<Self>, persist: PersistIdentity) {
         let me = self.clone();
-        let handle = tokio::spawn(async move {
+        self.spawn_owned(async move {
             let every = check_every(me.cfg.cert_lifetime);
             let mut warned_expired = false;
             while !me.is_stopping() {
@@ -183,7 +192,6 @@ impl Cluster {
                 tokio::time::sleep(every).await;
             }
         });
-        self.own_task(handle);
     }
 
     /// Renews the certificate if due; the new validity when it did.

@@ -13,6 +13,7 @@ use crate::store::{LogStore, StateMachine, StateView};
 use crate::types::{Peer, Raft};
 use openraft::error::{ClientWriteError, RaftError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -152,6 +153,9 @@ pub struct Cluster {
     rtt_warned: Mutex<HashMap<NodeId, Instant>>,
     stopping: AtomicBool,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The runtime the cluster was opened on: Raft's tasks, and every task of its own
+    /// (`spawn_owned`), run there (`runtime`).
+    runtime: tokio::runtime::Handle,
 }
 
 /// Where a node keeps the newest generation of its cluster it heard of (`generation`).
@@ -253,6 +257,7 @@ impl Cluster {
             rtt_warned: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
             tasks: Mutex::new(Vec::new()),
+            runtime: tokio::runtime::Handle::current(),
         }))
     }
 
@@ -382,9 +387,7 @@ impl Cluster {
                 Ok(Ok(resp)) => return Ok(resp.data),
                 Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
                     if let Some(node) = f.leader_node.filter(|_| f.leader_id != Some(self.id)) {
-                        let call = rpc::call(
-                            &self.peers,
-                            &self.generation,
+                        let call = self.call_member(
                             &node.peer_addr,
                             &node.name,
                             Request::Propose(cmd.clone()),
@@ -535,15 +538,9 @@ impl Cluster {
             return ("failed", Err("no other node is known to lead".into()));
         };
         let asked_at_ms = self.now_ms();
-        let reply = rpc::call(
-            &self.peers,
-            &self.generation,
-            &leader.peer_addr,
-            &leader.name,
-            Request::Lease,
-            timeout,
-        )
-        .await;
+        let reply = self
+            .call_member(&leader.peer_addr, &leader.name, Request::Lease, timeout)
+            .await;
         match reply {
             Ok(Reply::Lease { read_index }) => {
                 self.lease.lock().expect("lease lock").granted(Grant {
@@ -607,7 +604,7 @@ impl Cluster {
     /// Follower: asks the current leader for a lease, every quarter of a lease.
     fn start_lease_keeper(self: &Arc<Self>) {
         let me = self.clone();
-        let handle = tokio::spawn(async move {
+        self.spawn_owned(async move {
             while !me.stopping.load(Ordering::Relaxed) {
                 tokio::time::sleep(me.cfg.lease / 4).await;
                 if me.is_leader() {
@@ -620,7 +617,6 @@ impl Cluster {
                 }
             }
         });
-        self.tasks.lock().expect("tasks lock").push(handle);
     }
 
     /// Waits up to `timeout` for the lease.
@@ -767,9 +763,29 @@ impl Cluster {
         others
     }
 
-    /// Keeps a task this cluster runs, to be ended at shutdown.
-    pub(crate) fn own_task(&self, handle: tokio::task::JoinHandle<()>) {
+    /// One call to the member at `addr` (named `name`), from this node, within `timeout`.
+    pub(crate) async fn call_member(
+        &self,
+        addr: &str,
+        name: &str,
+        req: Request,
+        timeout: Duration,
+    ) -> Result<Reply, warren_transport::TransportError> {
+        rpc::call(&self.peers, &self.generation, addr, name, req, timeout).await
+    }
+
+    /// Runs `task` on the cluster's runtime and keeps it, to be ended at shutdown.
+    pub(crate) fn spawn_owned(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let handle = self.runtime.spawn(task);
         self.tasks.lock().expect("tasks lock").push(handle);
+    }
+
+    /// The runtime the cluster was opened on, where Raft and the cluster's own loops run.
+    /// A node opens it on a runtime of its own (the daemon's consensus runtime), so that
+    /// Raft, leases and the fence keep their pace while the node's request threads are busy
+    /// or starved: what else must keep that pace runs there too.
+    pub fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
     }
 
     /// Checks who `peer` is and whether it may send `req`. A sandbox command from a node this
@@ -792,7 +808,7 @@ impl Cluster {
         self.start_lease_keeper();
         self.start_address_keeper();
         let me = self.clone();
-        let handle = tokio::spawn(async move {
+        self.spawn_owned(async move {
             let mut last_seen: HashMap<NodeId, Instant> = HashMap::new();
             let mut was_leader = false;
             while !me.stopping.load(Ordering::Relaxed) {
@@ -814,7 +830,6 @@ impl Cluster {
                 }
             }
         });
-        self.tasks.lock().expect("tasks lock").push(handle);
     }
 
     /// Whether `node` answers a ping now (the applied state may still call a node up that
@@ -829,15 +844,8 @@ impl Cluster {
     /// One ping, answered within a second.
     async fn ping(&self, n: &crate::NodeRecord) -> bool {
         matches!(
-            rpc::call(
-                &self.peers,
-                &self.generation,
-                &n.peer_addr,
-                &n.name,
-                Request::Ping,
-                Duration::from_secs(1)
-            )
-            .await,
+            self.call_member(&n.peer_addr, &n.name, Request::Ping, Duration::from_secs(1))
+                .await,
             Ok(Reply::Pong { .. })
         )
     }

@@ -39,9 +39,12 @@ pub fn fence_until_leased(cluster: &Cluster, safety: &Safety, file: &FenceFile) 
 }
 
 /// Runs the fence until its task is aborted: the node does so last when it stops, and the
-/// fence file then says what it said last, as when the process ends.
+/// fence file then says what it said last, as when the process ends. It runs on the
+/// cluster's runtime, beside the lease it follows: while the node's request threads are
+/// stalled, the fence file is still renewed for as long as the lease holds.
 pub fn spawn(st: Control) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+    let runtime = st.cluster.runtime().clone();
+    runtime.spawn(async move {
         loop {
             look(&st).await;
             tokio::time::sleep(LOOK_EVERY).await;

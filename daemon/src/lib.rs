@@ -10,6 +10,7 @@
 
 pub mod settings;
 
+pub mod consensus_runtime;
 mod cpu_share;
 mod egress;
 mod files;
@@ -261,12 +262,21 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
     let egress_tls = egress::proxy_tls(s, egress_ca_seed)?;
     let egress_nets = egress::allowed_nets(s)?;
 
-    let peers = Peers::bind(
-        s.peer_listen
-            .parse()
-            .context("peer_listen must be ip:port")?,
-        &stored.identity,
-    )?;
+    // Raft, the peer endpoint and the fence get a runtime of their own
+    // (`consensus_runtime`); the endpoint runs on the runtime it is bound on.
+    let consensus = consensus_runtime::ConsensusRuntime::start()
+        .context("cannot start the consensus runtime")?;
+    let on_consensus = consensus.handle().clone();
+    started.consensus = Some(consensus);
+    let peers = {
+        let _on = on_consensus.enter();
+        Peers::bind(
+            s.peer_listen
+                .parse()
+                .context("peer_listen must be ip:port")?,
+            &stored.identity,
+        )?
+    };
     started.peers = Some(peers.clone());
     let peer_addr = s
         .advertise_peer
@@ -282,14 +292,14 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
     ccfg.cert_lifetime = std::time::Duration::from_secs(s.cert_lifetime_s);
     ccfg.ca = identity::read_ca_file(&paths.ca, bootstrap_ca.as_ref())?;
     identity::warn_if_expired(&stored.identity);
-    let cluster = Cluster::open(
-        &cluster_dir.join("raft"),
-        stored.node_id,
-        ccfg,
-        peers.clone(),
-    )
-    .await
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    // Opened on the consensus runtime: Raft's tasks run where they are started.
+    let raft_dir = cluster_dir.join("raft");
+    let (node_id, raft_peers) = (stored.node_id, peers.clone());
+    let cluster = on_consensus
+        .spawn(async move { Cluster::open(&raft_dir, node_id, ccfg, raft_peers).await })
+        .await
+        .context("opening the cluster's state panicked")?
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     started.cluster = Some(cluster.clone());
 
     let registry = prometheus::Registry::new();

@@ -34,6 +34,8 @@ pub(crate) struct Started {
     pub state: Option<warren_router::AppState>,
     /// Aborted last, as when a running node stops.
     pub fence: Option<JoinHandle<()>>,
+    /// Where Raft, the peer endpoint and the fence run: shut down after everything else.
+    pub consensus: Option<crate::consensus_runtime::ConsensusRuntime>,
 }
 
 /// What a node that served writes on its way out: the usage its ledger holds since the last
@@ -85,5 +87,6 @@ impl Started {
             fence.abort();
             let _ = fence.await;
         }
+        drop(self.consensus);
     }
 }

@@ -7,12 +7,14 @@
 //!   stream starts with a [`StreamKind`] byte so Raft RPCs and forwarded HTTP share it.
 //! - `frame`: length-prefixed JSON messages for RPCs.
 //! - `udp_socket`: the endpoint's UDP socket, with buffers that hold bursts of datagrams.
+//! - `quinn_runtime`: keeps the endpoint and every connection on the runtime it was bound on.
 //!
 //! It knows nothing about Raft or HTTP semantics; those crates bring their own handlers.
 
 pub mod frame;
 mod peer_metrics;
 pub mod peers;
+mod quinn_runtime;
 pub mod tls;
 pub mod udp_socket;
 

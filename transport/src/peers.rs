@@ -108,6 +108,9 @@ pub struct Peers {
     /// This node's identity, and the client side of it, replaced when the certificate is
     /// renewed (`rotate`).
     identity: Mutex<(NodeIdentity, quinn::ClientConfig)>,
+    /// The runtime the endpoint was bound on: it drives the endpoint and every connection,
+    /// accepts peers' connections and serves their Raft and cluster calls (`serve`).
+    runtime: tokio::runtime::Handle,
 }
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -136,14 +139,17 @@ fn transport_config() -> Arc<TransportConfig> {
 }
 
 impl Peers {
-    /// Binds the node's UDP port with its identity.
+    /// Binds the node's UDP port with its identity. The endpoint, its connections and the
+    /// serving of peers' Raft and cluster calls run on the runtime this is called on,
+    /// whatever runtime later opens a stream or serves forwarded requests.
     pub fn bind(addr: SocketAddr, id: &NodeIdentity) -> Result<Arc<Self>, TransportError> {
+        let runtime = tokio::runtime::Handle::current();
         let socket = crate::udp_socket::bind(addr)?;
         let endpoint = Endpoint::new(
             quinn::EndpointConfig::default(),
             Some(server_config(id)?),
             socket,
-            Arc::new(quinn::TokioRuntime),
+            Arc::new(crate::quinn_runtime::Pinned::new(runtime.clone())),
         )?;
         Ok(Arc::new(Peers {
             endpoint,
@@ -151,6 +157,7 @@ impl Peers {
             name: id.name.clone(),
             metrics: PeerMetrics::default(),
             identity: Mutex::new((id.clone(), client_config(id)?)),
+            runtime,
         }))
     }
 
@@ -312,15 +319,20 @@ impl Peers {
         unreachable!("the loop returns")
     }
 
-    /// Accepts peers' connections and hands each stream to `handler`, until closed.
+    /// Accepts peers' connections and hands each stream to `handler`, until closed. The
+    /// accepting and the Raft and cluster calls ([`Lane::Control`]) run on the endpoint's
+    /// runtime; forwarded requests ([`Lane::Bulk`]) on the runtime this is called on.
     pub fn serve<H: Handler>(self: &Arc<Self>, handler: Arc<H>) -> tokio::task::JoinHandle<()> {
         let endpoint = self.endpoint.clone();
         let metrics = self.metrics.clone();
-        tokio::spawn(async move {
+        let control = self.runtime.clone();
+        let bulk = tokio::runtime::Handle::current();
+        self.runtime.spawn(async move {
             while let Some(incoming) = endpoint.accept().await {
                 let handler = handler.clone();
                 let metrics = metrics.clone();
-                tokio::spawn(async move {
+                let (control, bulk) = (control.clone(), bulk.clone());
+                control.clone().spawn(async move {
                     let conn = match incoming.await {
                         Ok(c) => c,
                         Err(e) => {
@@ -358,7 +370,11 @@ impl Peers {
                             .streams
                             .with_label_values(&["in", kind.label()])
                             .inc();
-                        tokio::spawn(handler.clone().handle(kind, peer.clone(), send, recv));
+                        let serving = handler.clone().handle(kind, peer.clone(), send, recv);
+                        match kind.lane() {
+                            Lane::Control => control.spawn(serving),
+                            Lane::Bulk => bulk.spawn(serving),
+                        };
                     }
                 });
             }
@@ -437,8 +453,18 @@ mod tests {
 
     /// One request from `from` to `to` over the peer protocol: its echo, or why not.
     async fn ask(from: &Peers, to: &Peers, name: &str) -> Result<String, String> {
+        ask_on(from, to, name, StreamKind::Rpc).await
+    }
+
+    /// [`ask`] on a stream of `kind`.
+    async fn ask_on(
+        from: &Peers,
+        to: &Peers,
+        name: &str,
+        kind: StreamKind,
+    ) -> Result<String, String> {
         let (mut send, mut recv) = from
-            .open(to.local_addr().unwrap(), name, StreamKind::Rpc)
+            .open(to.local_addr().unwrap(), name, kind)
             .await
             .map_err(|e| e.to_string())?;
         send.write_all(b"hi").await.map_err(|e| e.to_string())?;
@@ -591,5 +617,58 @@ mod tests {
         .expect("opening a stream hung past its deadline");
         let err = more.expect_err("no stream credit is left").to_string();
         assert!(err.contains("granted no stream"), "{err}");
+    }
+
+    /// A node's request threads can be busy or starved of CPU for seconds; its Raft and
+    /// cluster calls (heartbeats, lease renewals) must not wait for them. Here the runtime
+    /// that serves forwarded requests is stalled outright (a current-thread runtime that
+    /// nobody runs), and a peer's Raft call is still answered, while a forwarded request
+    /// waits for that runtime.
+    #[test]
+    fn raft_calls_are_answered_while_the_runtime_serving_requests_is_stalled() {
+        let consensus = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let requests = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let ca = tls::new_ca("t").unwrap();
+        let (a, b) = {
+            let _on = consensus.enter();
+            (node(&ca, "a", 1), node(&ca, "b", 2))
+        };
+        // The node serves its peers from its request runtime, as the router does.
+        requests.block_on(async {
+            b.serve(Arc::new(Echo));
+        });
+        // From here on nothing runs the request runtime.
+        let raft = consensus.block_on(async {
+            tokio::time::timeout(Duration::from_secs(5), ask(&a, &b, "b")).await
+        });
+        assert_eq!(
+            raft.expect("a Raft call waited for the stalled request runtime")
+                .unwrap(),
+            "Rpc from a (Some(1)): hi"
+        );
+        let forwarded = consensus.spawn({
+            let (a, b) = (a.clone(), b.clone());
+            async move { ask_on(&a, &b, "b", StreamKind::Http).await }
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(
+            !forwarded.is_finished(),
+            "a forwarded request was served off the request runtime"
+        );
+        // The request runtime runs again: the forwarded request is served there.
+        let answer = requests.block_on(async {
+            tokio::time::timeout(Duration::from_secs(5), forwarded)
+                .await
+                .expect("the forwarded request was not served once its runtime ran")
+                .unwrap()
+        });
+        assert_eq!(answer.unwrap(), "Http from a (Some(1)): hi");
     }
 }
