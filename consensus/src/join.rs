@@ -178,10 +178,16 @@ pub async fn admit(
     let (ca, name) = cluster.read(|s| (s.ca.clone(), s.cluster.clone()));
     let ca = ca.ok_or_else(|| ClusterError::Rejected("the cluster has no CA yet".into()))?;
     // Signed here if this member holds the CA key, else by one that does.
-    let cert_pem = cluster
-        .sign_member_csr(node_id, &req.csr_pem)
-        .await
-        .map_err(JoinError::Sign)?;
+    let cert_pem = match cluster.sign_member_csr(node_id, &req.csr_pem).await {
+        Ok(cert) => cert,
+        Err(refusal) if refusal.retryable() => return Err(JoinError::Sign(refusal)),
+        Err(refusal) => {
+            // No try of this join will be signed: the registration goes again instead of
+            // staying behind as a `joining` node nobody runs.
+            forget_unsigned(cluster, node_id).await;
+            return Err(JoinError::Sign(refusal));
+        }
+    };
     let parts = JoinResponse::parts(node_id, &cert_pem, &ca.cert_pem);
     let proof = tls::proof(&token, &as_slices(&parts));
     Ok(JoinResponse {
@@ -192,6 +198,28 @@ pub async fn admit(
         proof,
         secrets_key: Some(secrets_key.seal_for_join(&token)),
     })
+}
+
+/// Removes the registration of `node`, whose join was refused a certificate, while it is
+/// still `joining` (a node that got a certificate in an earlier try and runs is kept).
+async fn forget_unsigned(cluster: &Cluster, node: NodeId) {
+    let joining = cluster.read(|s| {
+        s.nodes
+            .get(&node)
+            .is_some_and(|n| n.state == crate::state::NodeState::Joining)
+    });
+    if !joining {
+        return;
+    }
+    match cluster.propose(Command::RemoveNode { node }).await {
+        Ok(_) => tracing::info!(
+            node,
+            "removed the registration of a join that cannot be signed"
+        ),
+        Err(e) => {
+            tracing::warn!(node, error = %e, "cannot remove the registration of a join that cannot be signed: remove it with DELETE /v1/cluster/nodes/{{name}}?force=true")
+        }
+    }
 }
 
 /// How long a member that does not know a token's id waits to have applied what is

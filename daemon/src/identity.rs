@@ -173,8 +173,11 @@ async fn ask_to_join(
             .json()
             .await
             .map_err(|e| JoinFailure::Transient(format!("the answer was cut: {e}"))),
-        // A wrong token, or a name that is already a member's.
-        Ok(r) if r.status() == 403 || r.status() == 409 => Err(JoinFailure::Final(anyhow!(
+        // A wrong token, a name that is already a member's, a request the seed cannot
+        // take, a cluster that cannot sign: asking again gets the same answer. Only a seed
+        // that is starting or cannot commit (5xx), or one that holds requests off (408,
+        // 429), is asked again.
+        Ok(r) if final_refusal(r.status()) => Err(JoinFailure::Final(anyhow!(
             "{seed} refused the join: {}",
             r.text().await.unwrap_or_default()
         ))),
@@ -190,6 +193,13 @@ async fn ask_to_join(
         ))),
         Err(e) => Err(JoinFailure::Transient(e.to_string())),
     }
+}
+
+/// Whether a join answered with `status` is refused for good.
+fn final_refusal(status: reqwest::StatusCode) -> bool {
+    status.is_client_error()
+        && status != reqwest::StatusCode::REQUEST_TIMEOUT
+        && status != reqwest::StatusCode::TOO_MANY_REQUESTS
 }
 
 /// Where a node's files of the cluster live, under `cluster_dir`.
@@ -277,4 +287,26 @@ pub async fn establish(
 /// Stores `stored` as this node's identity (atomically, mode 0600).
 pub fn store(path: &Path, stored: &StoredIdentity) -> anyhow::Result<()> {
     write_private(path, &serde_json::to_string(stored)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::StatusCode;
+
+    #[test]
+    fn a_join_is_asked_again_only_while_the_seed_may_answer_otherwise() {
+        for final_ in [400, 403, 404, 409, 413] {
+            assert!(
+                final_refusal(StatusCode::from_u16(final_).unwrap()),
+                "{final_}"
+            );
+        }
+        for again in [408, 429, 500, 502, 503] {
+            assert!(
+                !final_refusal(StatusCode::from_u16(again).unwrap()),
+                "{again}"
+            );
+        }
+    }
 }

@@ -194,3 +194,66 @@ async fn certificates_are_renewed_before_they_expire_also_on_nodes_that_joined_t
         assert!(!expired, "node {i} logged an expired certificate");
     }
 }
+
+/// A cluster whose CA file is gone from every member (a backup restored without it, as
+/// docs/operations.md warns) cannot sign a joining node's certificate. The join is refused
+/// at once with a reason that says what to do, instead of being answered "try again" for
+/// every one of the joiner's tries, and the registration it made goes again instead of
+/// staying behind as a `joining` node nobody runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_join_no_member_can_sign_is_refused_at_once_and_leaves_no_registration() {
+    let mut c = TestCluster::start(2, 1).await;
+    let ca_file = c.data_dir(0).join("cluster/ca.pem");
+    std::fs::rename(&ca_file, ca_file.with_extension("pem.away")).unwrap();
+    c.restart(0);
+    let up = c
+        .wait_everywhere(Duration::from_secs(30), |v| {
+            v["nodes"]
+                .as_array()
+                .is_some_and(|a| a.len() == 2 && a.iter().all(|x| x["state"] == "up"))
+        })
+        .await;
+    assert!(up, "the nodes are not both up again: {:?}", c.view(0).await);
+
+    let name = format!("j{}", &unique()[..8]);
+    let (_key, csr) = tls::new_key_and_csr(&name).unwrap();
+    let req = warren_consensus::join::JoinRequest::new(
+        c.join_token(),
+        &name,
+        "r1",
+        "127.0.0.1:9",
+        "127.0.0.1:9",
+        1,
+        &csr,
+    );
+    for via in [1, 0] {
+        let asked = std::time::Instant::now();
+        let (status, body) = c.post_join(via, &req).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (409, Some("CONFLICT")),
+            "through node {via}: {body}"
+        );
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(message.contains("CA file"), "{message}");
+        assert!(
+            asked.elapsed() < Duration::from_secs(15),
+            "the refusal took {:?}",
+            asked.elapsed()
+        );
+    }
+    let gone = c
+        .wait_everywhere(Duration::from_secs(10), |v| {
+            !v["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n["id"] == name.as_str())
+        })
+        .await;
+    assert!(
+        gone,
+        "the refused node is still registered: {:?}",
+        c.view(0).await
+    );
+}

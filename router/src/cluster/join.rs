@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::Json;
 use bytes::Bytes;
 use warren_api::{ApiError, ErrorCode};
+use warren_consensus::certs::SignRefusal;
 use warren_consensus::join::{admit, JoinError, JoinRequest, JoinResponse};
 
 pub async fn join(State(st): State<AppState>, body: Bytes) -> ApiResult<Json<JoinResponse>> {
@@ -44,6 +45,10 @@ pub async fn join(State(st): State<AppState>, body: Bytes) -> ApiResult<Json<Joi
         Err(JoinError::Sign(e)) if e.retryable() => {
             tracing::warn!(node = %req.name, error = %e, "join: no certificate yet");
             Err(ApiError::new(ErrorCode::Unavailable, e.to_string()).into())
+        }
+        Err(e @ JoinError::Sign(SignRefusal::NoCaHolder)) => {
+            tracing::warn!(node = %req.name, "join refused: no member holds the CA key");
+            Err(ApiError::new(ErrorCode::Conflict, e.to_string()).into())
         }
         Err(e @ JoinError::Sign(_)) => Err(ApiError::invalid(e.to_string()).into()),
         Err(JoinError::Cluster(e)) => Err(ApiError::from(e).into()),
