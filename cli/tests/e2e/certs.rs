@@ -217,15 +217,7 @@ async fn a_join_no_member_can_sign_is_refused_at_once_and_leaves_no_registration
 
     let name = format!("j{}", &unique()[..8]);
     let (_key, csr) = tls::new_key_and_csr(&name).unwrap();
-    let req = warren_consensus::join::JoinRequest::new(
-        c.join_token(),
-        &name,
-        "r1",
-        "127.0.0.1:9",
-        "127.0.0.1:9",
-        1,
-        &csr,
-    );
+    let req = c.join_request(&name, &csr);
     for via in [1, 0] {
         let asked = std::time::Instant::now();
         let (status, body) = c.post_join(via, &req).await;

@@ -587,6 +587,20 @@ impl TestCluster {
         &self.token
     }
 
+    /// A join request for a node called `name` with the CSR `csr_pem`, proved with the
+    /// cluster's token, in region `r1`, at addresses nothing listens on.
+    pub fn join_request(&self, name: &str, csr_pem: &str) -> warren_consensus::join::JoinRequest {
+        warren_consensus::join::JoinRequest::new(
+            self.join_token(),
+            name,
+            "r1",
+            "127.0.0.1:9",
+            "127.0.0.1:9",
+            1,
+            csr_pem,
+        )
+    }
+
     /// Posts a join request to node `i`, as a joining node would: status and body.
     pub async fn post_join(
         &self,

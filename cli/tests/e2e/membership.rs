@@ -9,7 +9,7 @@ use reqwest::Method;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use std::time::Duration;
-use warren_consensus::join::{JoinRequest, JoinResponse};
+use warren_consensus::join::JoinResponse;
 use warren_consensus::rpc::{self, Reply, Request};
 use warren_consensus::Command;
 use warren_transport::{tls, NodeIdentity, Peers, StreamKind};
@@ -17,15 +17,7 @@ use warren_transport::{tls, NodeIdentity, Peers, StreamKind};
 /// Joins as `name` with the cluster's token, as a new node would: its identity and id.
 pub(super) async fn join_as(c: &TestCluster, name: &str) -> (NodeIdentity, u64) {
     let (key_pem, csr) = tls::new_key_and_csr(name).unwrap();
-    let req = JoinRequest::new(
-        c.join_token(),
-        name,
-        "r1",
-        "127.0.0.1:9",
-        "127.0.0.1:9",
-        1,
-        &csr,
-    );
+    let req = c.join_request(name, &csr);
     let (status, body) = c.post_join(0, &req).await;
     assert_eq!(status, 200, "{body}");
     let resp: JoinResponse = serde_json::from_value(body).unwrap();
@@ -90,15 +82,7 @@ async fn a_join_token_holder_cannot_take_a_members_name_or_change_what_a_joiner_
     // The leader's name, with the token but another key: its certificate would let the
     // holder answer as the leader.
     let (_key, csr) = tls::new_key_and_csr(&leader).unwrap();
-    let req = JoinRequest::new(
-        c.join_token(),
-        &leader,
-        "r1",
-        "127.0.0.1:9",
-        "127.0.0.1:9",
-        1,
-        &csr,
-    );
+    let req = c.join_request(&leader, &csr);
     let (status, body) = c.post_join(1, &req).await;
     assert_eq!(status, 409, "registered over the leader: {body}");
     assert_eq!(body["code"], "ALREADY_EXISTS", "{body}");
@@ -107,15 +91,7 @@ async fn a_join_token_holder_cannot_take_a_members_name_or_change_what_a_joiner_
     // HTTP): refused, and no node is registered.
     let name = format!("j{}", &unique()[..8]);
     let (_key, csr) = tls::new_key_and_csr(&name).unwrap();
-    let mut req = JoinRequest::new(
-        c.join_token(),
-        &name,
-        "r1",
-        "127.0.0.1:9",
-        "127.0.0.1:9",
-        1,
-        &csr,
-    );
+    let mut req = c.join_request(&name, &csr);
     req.peer_addr = "127.0.0.1:4444".into();
     let (status, body) = c.post_join(0, &req).await;
     assert_eq!(status, 403, "a changed join was admitted: {body}");
