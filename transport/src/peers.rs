@@ -325,14 +325,14 @@ impl Peers {
     pub fn serve<H: Handler>(self: &Arc<Self>, handler: Arc<H>) -> tokio::task::JoinHandle<()> {
         let endpoint = self.endpoint.clone();
         let metrics = self.metrics.clone();
-        let control = self.runtime.clone();
+        let runtime = self.runtime.clone();
         let bulk = tokio::runtime::Handle::current();
         self.runtime.spawn(async move {
             while let Some(incoming) = endpoint.accept().await {
                 let handler = handler.clone();
                 let metrics = metrics.clone();
-                let (control, bulk) = (control.clone(), bulk.clone());
-                control.clone().spawn(async move {
+                let (control, bulk) = (runtime.clone(), bulk.clone());
+                runtime.spawn(async move {
                     let conn = match incoming.await {
                         Ok(c) => c,
                         Err(e) => {

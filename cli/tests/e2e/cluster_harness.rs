@@ -419,15 +419,7 @@ impl TestCluster {
     /// Node `i`'s `/metrics` page (as [`Node::metrics_text`](super::harness::Node) reads a
     /// single node's).
     pub async fn metrics_text(&self, i: usize) -> String {
-        self.nodes[i]
-            .client
-            .request(reqwest::Method::GET, "/metrics")
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
+        super::harness::metrics_through(&self.nodes[i].client).await
     }
 
     /// Waits until `pred` holds on the cluster view of some running node.

@@ -368,13 +368,7 @@ impl Node {
 
     /// The node's `/metrics` page.
     pub async fn metrics_text(&self) -> String {
-        self.req(reqwest::Method::GET, "/metrics")
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
+        metrics_through(&self.client).await
     }
 
     /// The value of one line of the node's metrics, named with its labels (0 when absent).
@@ -485,4 +479,16 @@ pub fn patterned_upload(mib: u64) -> (reqwest::Body, String) {
     }
     let body = futures_util::stream::iter(0..mib).map(move |i| Ok::<_, std::io::Error>(chunk(i)));
     (reqwest::Body::wrap_stream(body), hex::encode(h.finalize()))
+}
+
+/// The `/metrics` page of the node `client` talks to.
+pub async fn metrics_through(client: &warren_client::Client) -> String {
+    client
+        .request(reqwest::Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
 }

@@ -92,15 +92,8 @@ async fn silent_and_slow_clients_are_cut_while_others_are_served() {
     );
     dripping.join().unwrap();
     // On a new connection: the client's pooled ones have idled out by now.
-    let metrics = Client::new(&node.url, &node.key)
-        .unwrap()
-        .request(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics =
+        super::harness::metrics_through(&Client::new(&node.url, &node.key).unwrap()).await;
     let cut = super::harness::metric_in(
         &metrics,
         "warren_http_connections_cut_total{reason=\"header_timeout\"}",
