@@ -217,6 +217,14 @@ pub async fn failover_time(n: usize, with_baseline: bool, table: &mut Table) -> 
     .collect::<anyhow::Result<Vec<Duration>>>()
     .context("failover")?;
     let all = back.iter().max().copied().unwrap_or_default();
+    // Said now: the table prints after the cluster's removal, which can take minutes.
+    let (p50, p99) = percentiles(&back);
+    eprintln!(
+        "failover: all {n} back in {:.1} s after the kill (p50 {:.0} ms, p99 {:.0} ms)",
+        all.as_secs_f64(),
+        p50,
+        p99
+    );
     let wake_all = wakes.iter().max().copied().unwrap_or_default();
     let election = if leader == victim {
         ", the leader: an election first"

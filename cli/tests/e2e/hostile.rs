@@ -293,3 +293,95 @@ async fn a_corrupt_record_leaves_its_container_running() {
     node.restart().await;
     assert_eq!(sh(&node.client, &id, "cat /workspace/f").await, "kept\n");
 }
+
+/// Threads that keep this host's CPUs busy until dropped.
+struct BusyHost(
+    Arc<std::sync::atomic::AtomicBool>,
+    Vec<std::thread::JoinHandle<()>>,
+);
+
+impl BusyHost {
+    fn start(threads: usize) -> BusyHost {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spinners = (0..threads)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        BusyHost(stop, spinners)
+    }
+}
+
+impl Drop for BusyHost {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+        for t in self.1.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A sandbox whose code starts programs without pause (sixteen shell loops, each starting
+/// two at a time), on a host kept busy, makes the cgroup v1 freezer lose its race with the
+/// sandbox's tasks: the engine then answers a pause with 500 "unable to freeze" (12 times in
+/// 30 with `docker pause` here), and the snapshot, the fork or the freeze on a lost lease
+/// that needed the pause failed (a snapshot answered 503, as one in CI did on an ordinary
+/// sandbox of a busy host). Every snapshot and fork of such a sandbox must succeed and
+/// hold its files, and it must run on afterwards (not be left frozen).
+#[tokio::test]
+async fn a_sandbox_that_never_stops_starting_programs_is_still_paused_for_snapshots_and_forks() {
+    use warren_api::snapshot::{CreateSnapshotRequest, ForkRequest};
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("forker-{}", unique());
+    sh(c, &id, "echo kept > /workspace/marker").await;
+    let storm = "for j in $(seq 1 16); do (while :; do sh -c '/bin/true & /bin/true & wait'; done) & done; wait";
+    c.start_process(
+        &id,
+        &serde_json::from_value(serde_json::json!({"command": storm})).unwrap(),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let procs = sh(c, &id, "ps -e --no-headers | wc -l").await;
+    assert!(
+        procs.trim().parse::<u32>().unwrap_or(0) > 16,
+        "the loops do not run: {procs}"
+    );
+    let busy = BusyHost::start(2);
+    let mut snapshots = Vec::new();
+    for i in 0..8 {
+        let snap = c
+            .create_snapshot(&id, &CreateSnapshotRequest::default())
+            .await
+            .unwrap_or_else(|e| panic!("snapshot {i} of a forking sandbox failed: {e}"));
+        snapshots.push(snap.id);
+    }
+    let mut forks = Vec::new();
+    for i in 0..2 {
+        let req = ForkRequest {
+            count: 1,
+            ids: Some(vec![format!("{id}-f{i}")]),
+        };
+        let forked = c
+            .fork(&id, &req)
+            .await
+            .unwrap_or_else(|e| panic!("fork {i} of a forking sandbox failed: {e}"));
+        forks.extend(forked.sandboxes.into_iter().map(|f| f.id));
+    }
+    drop(busy);
+    for f in &forks {
+        assert_eq!(sh(c, f, "cat /workspace/marker").await, "kept\n");
+        c.delete_sandbox(f).await.unwrap();
+    }
+    // Not left frozen: a call to it answers (a frozen guest answers nothing).
+    assert_eq!(sh(c, &id, "cat /workspace/marker").await, "kept\n");
+    for s in snapshots {
+        c.delete_snapshot(&s).await.unwrap();
+    }
+}

@@ -14,6 +14,7 @@ use super::{
 };
 use crate::guest::connect::GuestSecret;
 use async_trait::async_trait;
+use backon::Retryable;
 use bollard::errors::Error as BollardError;
 use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, ContainerSummaryStateEnum, HostConfig,
@@ -33,6 +34,7 @@ use warren_api::guest_auth::SECRET_ENV;
 use warren_api::snapshot::IdShift;
 use warren_storage::BlockingPool;
 
+mod freeze_race;
 mod networks;
 mod warm;
 use super::oci_runtime::{self, OciRuntimeSetting};
@@ -892,16 +894,22 @@ impl DockerRuntime {
 
     /// One pass of `remove_everything`: how many containers and networks it found.
     async fn remove_everything_once(&self) -> Result<usize, RuntimeError> {
-        let mut found = 0;
-        let mut failed = None;
-        for c in self.list_summaries().await? {
-            if let Some(id) = c.id {
-                found += 1;
-                if let Err(e) = self.force_remove(&id).await {
-                    failed = Some(e);
-                }
-            }
-        }
+        let ids: Vec<String> = self
+            .list_summaries()
+            .await?
+            .into_iter()
+            .filter_map(|c| c.id)
+            .collect();
+        let mut found = ids.len();
+        // A few at once: one at a time, the 2,000 containers a failover benchmark leaves
+        // took longer to remove than the benchmark took to run.
+        let failed = futures_util::stream::iter(ids)
+            .map(|id| async move { self.force_remove(&id).await })
+            .buffer_unordered(REMOVE_AT_ONCE)
+            .filter_map(|r| async move { r.err() })
+            .collect::<Vec<_>>()
+            .await
+            .pop();
         for n in self.node_networks().await? {
             found += 1;
             let _ = self.docker.remove_network(&n).await;
@@ -1036,6 +1044,9 @@ pub async fn image_present(host: Option<&str>, image: &str) -> Result<bool, Runt
     let docker = docker.negotiate_version().await.map_err(docker_err)?;
     Ok(docker.inspect_image(image).await.is_ok())
 }
+
+/// Containers `remove_everything` removes at once.
+const REMOVE_AT_ONCE: usize = 8;
 
 /// Removes every container and network of node `node_id` on the local Docker daemon, and
 /// its redirects to its egress proxy, from any context (test and benchmark teardown,
@@ -1212,7 +1223,14 @@ impl ContainerRuntime for Arc<DockerRuntime> {
 
     async fn pause(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
         let name = self.container_name(sandbox_id);
-        match self.docker.pause_container(&name).await {
+        let paused = (|| self.docker.pause_container(&name))
+            .retry(freeze_race::pause_backoff())
+            .when(|e| freeze_race::lost_freeze_race(status_of(e), &e.to_string()))
+            .notify(|e, wait| {
+                tracing::info!(sandbox_id, error = %e, ?wait, "the freezer lost the race with the sandbox's new processes: pausing again")
+            })
+            .await;
+        match paused {
             Ok(()) => Ok(()),
             // The engine refuses a container it has paused already (409): paused is what
             // the caller asked for. Any other conflict (not running) stands.
