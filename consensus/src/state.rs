@@ -1377,6 +1377,48 @@ mod tests {
     }
 
     #[test]
+    fn a_tenants_memory_quota_refuses_the_sandbox_that_would_pass_it() {
+        let mut s = ClusterState::default();
+        s.apply(&reg("a"));
+        let place = |id: &str, memory_mb| Command::Place {
+            sandbox: id.into(),
+            node: 1,
+            expected_epoch: 0,
+            tenant: Some("acme".into()),
+            size: Some(Size {
+                millicpus: 250,
+                memory_mb,
+            }),
+        };
+        s.apply(&Command::SetQuota {
+            tenant: "acme".into(),
+            quota: Quota {
+                max_memory_mb: Some(2048),
+                ..Quota::default()
+            },
+        });
+        // 1024 + 1024 fills the 2048 MB exactly: allowed.
+        for id in ["m1", "m2"] {
+            assert!(matches!(
+                s.apply(&place(id, 1024)),
+                CommandResult::Placement { applied: true, .. }
+            ));
+        }
+        // One more MB is past it, whatever the CPU and the count of sandboxes.
+        match s.apply(&place("m3", 1)) {
+            CommandResult::Rejected { reason } => assert!(
+                reason.starts_with(QUOTA_EXCEEDED)
+                    && reason.contains("memory")
+                    && reason.contains("2048 MB"),
+                "{reason}"
+            ),
+            other => panic!("placed past the memory quota: {other:?}"),
+        }
+        assert!(!s.placements.contains_key("m3"));
+        assert_eq!(s.tenant_use("acme").size.memory_mb, 2048);
+    }
+
+    #[test]
     fn keys_are_created_once_revoked_and_touched_forward_only() {
         let mut s = ClusterState::default();
         let key = KeyRecord {

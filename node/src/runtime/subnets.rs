@@ -18,11 +18,10 @@ impl Cidr {
         }
     }
 
+    /// `a.b.c.d/n` (host bits are dropped: `10.1.2.3/16` is `10.1.0.0/16`).
     pub fn parse(s: &str) -> Option<Cidr> {
-        let (a, p) = s.split_once('/')?;
-        let addr: Ipv4Addr = a.parse().ok()?;
-        let prefix: u8 = p.parse().ok().filter(|p| *p <= 32)?;
-        Some(Cidr::new(addr, prefix))
+        let net: ipnet::Ipv4Net = s.parse().ok()?;
+        Some(Cidr::new(net.addr(), net.prefix_len()))
     }
 
     pub fn size(&self) -> u64 {
@@ -92,6 +91,28 @@ impl SubnetPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cidrs_parse_with_host_bits_dropped_and_nonsense_refused() {
+        assert_eq!(
+            Cidr::parse("10.1.2.3/16"),
+            Some(Cidr::new(Ipv4Addr::new(10, 1, 0, 0), 16))
+        );
+        assert_eq!(
+            Cidr::parse("10.1.2.3/16").unwrap().to_string(),
+            "10.1.0.0/16"
+        );
+        for bad in [
+            "10.1.2.3",
+            "10.1.2.3/33",
+            "10.1.2/8",
+            "::1/64",
+            "10.0.0.0/x",
+            "",
+        ] {
+            assert_eq!(Cidr::parse(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn blocks_and_overlap() {

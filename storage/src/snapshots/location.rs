@@ -46,9 +46,9 @@ fn open_s3(location: &str, rest: &str) -> Result<Arc<dyn ObjectStore>, SnapshotE
         return Err(invalid("no bucket named".into()));
     }
     let mut b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        b = match k {
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        let v = v.as_ref();
+        b = match k.as_ref() {
             "endpoint" => {
                 let allow_http = v.starts_with("http://");
                 b.with_endpoint(v).with_allow_http(allow_http)
@@ -139,5 +139,32 @@ impl HttpService for ReqwestService {
         let (parts, body) = resp.into_parts();
         let body = HttpResponseBody::new(http_body_util::BodyExt::map_err(body, http_error));
         Ok(HttpResponse::from_parts(parts, body))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(location: &str) -> String {
+        match open_object_store(location) {
+            Err(SnapshotError::Invalid(m)) => m,
+            Err(e) => panic!("{location}: not refused as invalid: {e}"),
+            Ok(_) => panic!("{location}: opened"),
+        }
+    }
+
+    #[test]
+    fn s3_settings_are_read_from_a_percent_encoded_query() {
+        assert!(open_object_store(
+            "s3://snaps/prod?endpoint=http%3A%2F%2F127.0.0.1%3A9000&region=us-east-1"
+        )
+        .is_ok());
+        assert!(open_object_store("s3://snaps?endpoint=http://127.0.0.1:9000&&region=r1").is_ok());
+        // A setting's name is decoded too, and an unknown one is named.
+        let m = refusal("s3://snaps?endpo%69nt=http://h&colour=blue");
+        assert!(m.contains("unknown setting \"colour\""), "{m}");
+        assert!(refusal("s3://?region=r1").contains("no bucket"));
+        assert!(refusal("relative/dir").contains("unsupported object store"));
     }
 }
