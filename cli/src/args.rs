@@ -635,6 +635,10 @@ pub struct NodeArgs {
     /// How long a request body may go without a byte before it is cut, ms.
     #[arg(long, default_value_t = warren_daemon::settings::default_body_read_timeout_ms())]
     pub body_read_timeout_ms: u64,
+    /// Largest JSON request body, MiB (over it: 413 PAYLOAD_TOO_LARGE). File uploads and
+    /// other streamed bodies are bounded by the sandbox's disk instead.
+    #[arg(long, default_value_t = warren_daemon::settings::default_max_json_body_mb())]
+    pub max_json_body_mb: u64,
     /// Requests per second each API key may make through this node on average (0: no
     /// limit); over it, 429 RATE_LIMITED with retry-after.
     #[arg(long, default_value_t = warren_daemon::settings::default_rate_limit_per_s())]
@@ -772,6 +776,7 @@ impl NodeArgs {
             metrics_token_file: self.metrics_token_file.clone(),
             body_read_timeout_ms: self.body_read_timeout_ms,
             preview_guesses_per_min: self.preview_guesses_per_min,
+            max_json_body_mb: self.max_json_body_mb,
             auth_failures_per_min: self.auth_failures_per_min,
             rate_limit_per_s: self.rate_limit_per_s,
             rate_limit_burst: self.rate_limit_burst,

@@ -358,6 +358,8 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
     let mut state = warren_router::AppState::new(mgr, ctx, &api_key, registry.clone())?;
     started.state = Some(state.clone());
     state.rate = Arc::new(warren_router::auth::rate::KeyLimiter::new(s.key_rate()));
+    state.max_json_body =
+        usize::try_from(s.max_json_body_mb.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX);
     state.preview_guesses = Arc::new(warren_router::auth::rate::GuessLimiter::new(
         s.preview_guesses_per_min,
     ));

@@ -241,6 +241,10 @@ pub struct Settings {
     /// How long a request body may go without a byte before it is cut, ms.
     #[serde(default = "default_body_read_timeout_ms")]
     pub body_read_timeout_ms: u64,
+    /// Largest JSON request body, MiB (over it: 413 `PAYLOAD_TOO_LARGE`). File uploads and
+    /// other streamed bodies are bounded by the sandbox's disk instead.
+    #[serde(default = "default_max_json_body_mb")]
+    pub max_json_body_mb: u64,
     /// Requests per second each API key may make through this node on average (0: no
     /// limit); over it, 429 `RATE_LIMITED` with `retry-after`.
     #[serde(default = "default_rate_limit_per_s")]
@@ -258,6 +262,9 @@ pub fn default_preview_guesses_per_min() -> u32 {
 }
 pub fn default_body_read_timeout_ms() -> u64 {
     30_000
+}
+pub fn default_max_json_body_mb() -> u64 {
+    32
 }
 pub fn default_rate_limit_per_s() -> u32 {
     1000

@@ -29,7 +29,12 @@ pub struct AppState {
     /// keep each other (and the node's manager, cluster and stores) alive.
     pub self_app: Arc<std::sync::RwLock<Option<axum::Router>>>,
     pub tickets: Arc<crate::tickets::Tickets>,
+    /// Largest JSON request body, bytes (`max_json_body_mb`); larger ones get 413.
+    pub max_json_body: usize,
 }
+
+/// `max_json_body` unless the node's settings say otherwise: 32 MiB.
+pub const DEFAULT_MAX_JSON_BODY: usize = 32 * 1024 * 1024;
 
 impl AppState {
     /// Lets go of the router the state holds to call itself (`crate::app`): that ends the
@@ -75,6 +80,7 @@ impl AppState {
             registry,
             metrics,
             self_app: Arc::default(),
+            max_json_body: DEFAULT_MAX_JSON_BODY,
         })
     }
 }

@@ -1,6 +1,7 @@
 //! Route table of the public API.
 
 pub(crate) mod body;
+mod body_limit;
 mod egress;
 mod health;
 mod join_tokens;
@@ -108,6 +109,11 @@ pub fn router(state: AppState) -> Router {
         .merge(v1)
         .fallback(not_found)
         .method_not_allowed_fallback(not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(state.max_json_body))
+        .layer(axum::middleware::map_response_with_state(
+            state.clone(),
+            body_limit::in_api_format,
+        ))
         // Preview hosts never reach the API (or its authentication).
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -8,11 +8,7 @@ use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::response::Response;
 use http_body_util::BodyExt;
-use warren_api::ApiError;
 use warren_node::sandbox::manager::Payload;
-
-/// Largest JSON body of a sandbox operation.
-const MAX_JSON_BODY: usize = 32 * 1024 * 1024;
 
 pub async fn forward(
     State(state): State<AppState>,
@@ -26,10 +22,10 @@ pub async fn forward(
     let payload = match kind {
         BodyKind::Empty => Payload::Bytes(bytes::Bytes::new()),
         BodyKind::Json(check) => {
-            let bytes = http_body_util::Limited::new(body, MAX_JSON_BODY)
+            let bytes = http_body_util::Limited::new(body, state.max_json_body)
                 .collect()
                 .await
-                .map_err(|e| ApiError::invalid(format!("cannot read the request body: {e}")))?
+                .map_err(|e| super::body_limit::read_error(&*e, state.max_json_body))?
                 .to_bytes();
             check(&bytes)?;
             Payload::Bytes(bytes)
