@@ -502,6 +502,11 @@ pub struct StoppedNode {
 }
 
 impl StoppedNode {
+    /// How many of the sandbox manager's loops still run (none, once stopped in order).
+    pub fn loops_running(&self) -> usize {
+        self.mgr.loops_running()
+    }
+
     /// Waits (each part at most `within`) until nothing but this holds the node's manager
     /// and cluster — requests and tasks that outlived the stop have let go — and lets go of
     /// them, so that their stores close and a node can start again in this process with the

@@ -57,6 +57,16 @@ impl Started {
         for (what, task) in self.loops {
             crate::stop::stop_within(what, task, crate::stop::LOOPS_STOP_WITHIN).await;
         }
+        // The manager's own loops (idle sleeper, metering, freezer, ...): none may sleep a
+        // sandbox or export usage once the last export and Raft's stop are under way.
+        if let Some(state) = &self.state {
+            if !state.mgr.stop_loops(crate::stop::LOOPS_STOP_WITHIN).await {
+                tracing::warn!(
+                    running = state.mgr.loops_running(),
+                    "the sandbox manager's loops did not all stop in time"
+                );
+            }
+        }
         if let Some(cfg) = &self.egress_redirect {
             crate::stop::remove_egress_redirect(cfg).await;
         }

@@ -50,6 +50,11 @@ where
         .expect("its task ends")
         .expect("it stops cleanly");
     let took = asked.elapsed();
+    assert_eq!(
+        stopped.loops_running(),
+        0,
+        "the sandbox manager's loops (idle sleeper, metering, freezer, ...) outlived the stop"
+    );
     assert!(
         stopped.released(Duration::from_secs(30)).await,
         "something of the stopped node is still held (its stores stay open)"

@@ -12,6 +12,7 @@ mod egress;
 mod fork;
 mod freeze;
 mod idle;
+mod loops;
 mod metering;
 mod migrate;
 mod pause_holds;
@@ -98,6 +99,8 @@ pub struct SandboxManager {
     /// Who keeps which container paused (forks, snapshots, the disk-limit killer, the
     /// freezer).
     pauses: Arc<pause_holds::PauseHolds>,
+    /// The manager's own loops, ended by `stop_loops`.
+    loops: loops::Loops,
     /// Sandboxes taken over while running, owed a start (`resume`).
     resumes: Arc<resume::Resumes>,
 }
@@ -290,6 +293,7 @@ impl SandboxManager {
             host_work,
             recovery,
             resumes: Arc::default(),
+            loops: loops::Loops::default(),
         });
         mgr.adopt().await?;
         idle::spawn(&mgr);
@@ -298,8 +302,21 @@ impl SandboxManager {
         freeze::spawn(&mgr);
         resume::spawn(&mgr);
         let sweeper = mgr.clone();
-        tokio::spawn(async move { sweeper.sweep_recovery_points().await });
+        mgr.loops.spawn("recovery-point sweeper", async move {
+            sweeper.sweep_recovery_points().await
+        });
         Ok(mgr)
+    }
+
+    /// Ends the manager's loops (see `loops`) and waits for them, at most `within`: whether
+    /// all ended. A stopping node calls it before its last usage export.
+    pub async fn stop_loops(&self, within: std::time::Duration) -> bool {
+        self.loops.stop(within).await
+    }
+
+    /// How many of the manager's loops run.
+    pub fn loops_running(&self) -> usize {
+        self.loops.running()
     }
 
     pub fn config(&self) -> &NodeConfig {

@@ -34,15 +34,15 @@ pub(super) fn verdict(usage: &Usage, disk_mb: u64) -> Verdict {
     }
 }
 
-/// Runs until the manager is dropped; nothing where the engine enforces disk quotas itself
-/// or the interval is zero.
+/// Runs until the manager is dropped or its loops are stopped; nothing where the engine
+/// enforces disk quotas itself or the interval is zero.
 pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
     let every = mgr.cfg.disk_check_every;
     if every.is_zero() {
         return;
     }
     let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
-    tokio::spawn(async move {
+    mgr.loops.spawn("disk checker", async move {
         // Where each sandbox writes (its upper directory and mounted files), asked of the
         // engine once per container: a new container (a restore, a wake) has a new one, and
         // the old one is gone with its container, which the walk finds.

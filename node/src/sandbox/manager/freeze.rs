@@ -55,13 +55,40 @@ pub(super) fn step(holds: bool, running: &[String], frozen: &HashSet<String>) ->
     }
 }
 
-/// Runs until the manager is dropped.
+/// The sandboxes the freezer holds frozen. Thawed only when everything holds again
+/// (`Step::ThawAll`): when the freezer ends (the node stops, the manager is dropped), they
+/// stay paused, as the fence would stop them anyway, and the next start decides.
+#[derive(Default)]
+struct Frozen(HashMap<String, PauseHold>);
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        for (_, hold) in self.0.drain() {
+            hold.leave_paused();
+        }
+    }
+}
+
+impl std::ops::Deref for Frozen {
+    type Target = HashMap<String, PauseHold>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Frozen {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+/// Runs until the manager is dropped or its loops are stopped.
 pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
     let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
     let mut changes = mgr.safety.subscribe();
-    tokio::spawn(async move {
+    mgr.loops.spawn("freezer", async move {
         // The freezer's own hold on each sandbox it froze.
-        let mut frozen: HashMap<String, PauseHold> = HashMap::new();
+        let mut frozen = Frozen::default();
         loop {
             {
                 let Some(mgr) = weak.upgrade() else {

@@ -22,11 +22,11 @@ fn idle(slot: &Slot, now: u64) -> bool {
             >= rec.sleep_after_s * 1000
 }
 
-/// Runs until the manager is dropped.
+/// Runs until the manager is dropped or its loops are stopped.
 pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
     let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
     let every = mgr.cfg.idle_check_every;
-    tokio::spawn(async move {
+    mgr.loops.spawn("idle sleeper", async move {
         let mut last_gc = Instant::now();
         loop {
             tokio::time::sleep(every).await;

@@ -22,12 +22,12 @@ async fn blocking(meter: &Arc<Meter>, f: impl FnOnce(&Meter) + Send + 'static) {
 }
 
 /// Samples every running sandbox, and exports the ledger every `usage_export_every`, until
-/// the manager is dropped.
+/// the manager is dropped or its loops are stopped.
 pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
     let sample_every = mgr.cfg.usage_sample_every;
     if !sample_every.is_zero() {
         let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
-        tokio::spawn(async move {
+        mgr.loops.spawn("usage sampler", async move {
             loop {
                 tokio::time::sleep(sample_every).await;
                 let Some(mgr) = weak.upgrade() else { return };
@@ -40,7 +40,7 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
         return;
     }
     let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
-    tokio::spawn(async move {
+    mgr.loops.spawn("usage exporter", async move {
         let mut pruned_at: Option<std::time::Instant> = None;
         loop {
             tokio::time::sleep(every).await;

@@ -116,6 +116,12 @@ impl PauseHold {
         self.others
     }
 
+    /// Ends this hold without thawing the container: it stays paused until the next start
+    /// of the node looks at it (`ContainerRuntime::list` thaws what no hold keeps).
+    pub fn leave_paused(mut self) {
+        self.released = true;
+    }
+
     pub async fn release(mut self) {
         self.released = true;
         self.holds.release(&self.id).await;

@@ -108,12 +108,12 @@ impl Resumes {
     }
 }
 
-/// Runs until the manager is dropped.
+/// Runs until the manager is dropped or its loops are stopped.
 pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
     let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
     let resumes = mgr.resumes.clone();
     let mut changes = mgr.safety.subscribe();
-    tokio::spawn(async move {
+    mgr.loops.spawn("resumer", async move {
         loop {
             let Some(mgr) = weak.upgrade() else {
                 return;
