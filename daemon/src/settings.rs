@@ -263,8 +263,9 @@ pub fn default_preview_guesses_per_min() -> u32 {
 pub fn default_body_read_timeout_ms() -> u64 {
     30_000
 }
+/// The router's own default, in MiB: one number for both.
 pub fn default_max_json_body_mb() -> u64 {
-    32
+    (warren_router::state::DEFAULT_MAX_JSON_BODY / (1024 * 1024)) as u64
 }
 pub fn default_rate_limit_per_s() -> u32 {
     1000

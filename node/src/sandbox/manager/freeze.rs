@@ -69,19 +69,6 @@ impl Drop for Frozen {
     }
 }
 
-impl std::ops::Deref for Frozen {
-    type Target = HashMap<String, PauseHold>;
-    fn deref(&self) -> &Self::Target {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Frozen {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.0
-    }
-}
-
 /// Runs until the manager is dropped or its loops are stopped.
 pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
     let weak: Weak<SandboxManager> = Arc::downgrade(mgr);
@@ -104,7 +91,7 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
                     .collect();
                 let reason = mgr.safety.freeze_reason();
                 let all_hold = reason.is_none();
-                let ids: HashSet<String> = frozen.keys().cloned().collect();
+                let ids: HashSet<String> = frozen.0.keys().cloned().collect();
                 match step(all_hold, &running, &ids) {
                     Step::Freeze(ids) => {
                         let why = reason.unwrap_or_default();
@@ -112,7 +99,7 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
                             match mgr.pauses.hold(&id).await {
                                 Ok(hold) => {
                                     tracing::warn!(sandbox_id = %id, %why, "frozen");
-                                    frozen.insert(id, hold);
+                                    frozen.0.insert(id, hold);
                                 }
                                 Err(e) => {
                                     tracing::error!(sandbox_id = %id, error = %e, %why, "the sandbox must be frozen and cannot be")
@@ -121,7 +108,7 @@ pub(super) fn spawn(mgr: &Arc<SandboxManager>) {
                         }
                     }
                     Step::ThawAll => {
-                        for (id, hold) in frozen.drain() {
+                        for (id, hold) in frozen.0.drain() {
                             hold.release().await;
                             tracing::info!(sandbox_id = %id, "the freezer lets go: all holds again");
                         }
