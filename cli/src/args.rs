@@ -1,6 +1,7 @@
 //! Command-line arguments.
 
 use clap::{Args, Parser, Subcommand};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -387,272 +388,32 @@ pub struct ForkArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct NodeArgs {
-    /// Read every setting from this TOML file instead (see docs/cluster.md); no other
-    /// setting flag may be given with it.
-    #[arg(long)]
+    /// A TOML file of settings (deploy/node.example.toml names them all); flags and
+    /// `WARREN_*` variables given as well take precedence over it.
+    #[arg(long, env = "WARREN_CONFIG")]
     pub config: Option<PathBuf>,
-    /// The settings given on the command line (not defaulted): with `--config`, each would
-    /// be ignored, so the node refuses to start instead.
+    /// The settings the command line or the environment set (not defaulted): they take
+    /// precedence over the file's.
     #[arg(skip)]
-    pub given: Vec<String>,
+    pub given: Given,
     /// Log lines as `pretty` text or as `json` (one object per line). Levels: `WARREN_LOG`
     /// (an env-filter directive; default `info` for warren, `warn` for its dependencies).
     #[arg(long, env = "WARREN_LOG_FORMAT", default_value = "pretty", value_parser = ["pretty", "json"])]
     pub log_format: String,
-    /// Where records, Raft state, snapshots and the API key live.
-    #[arg(long)]
-    pub data_dir: Option<PathBuf>,
-    /// Address of the public API.
-    #[arg(long, default_value_t = warren_daemon::settings::default_listen())]
-    pub listen: String,
-    /// This node's name (a DNS label), unique in its cluster.
-    #[arg(long = "node-id", alias = "name", default_value = "dev")]
-    pub node_id: String,
-    #[arg(long, default_value_t = warren_daemon::settings::default_region())]
-    pub region: String,
-    /// UDP address of the QUIC endpoint that peers use.
-    #[arg(long, default_value_t = warren_daemon::settings::default_peer_listen())]
-    pub peer_listen: String,
-    /// Address other nodes and clients use for this node's API (default: the bound one).
-    #[arg(long)]
-    pub advertise_api: Option<String>,
-    /// Address peers use for this node's QUIC endpoint (default: the bound one).
-    #[arg(long)]
-    pub advertise_peer: Option<String>,
-    /// API URL of a cluster member to join through (otherwise: bootstrap a new cluster).
-    #[arg(long)]
-    pub join: Option<String>,
-    /// Token for joining (generated and stored at bootstrap when absent).
-    #[arg(long, env = "WARREN_JOIN_TOKEN", hide_env_values = true)]
-    pub join_token: Option<String>,
-    /// File holding the API key (created with a new key when missing). Default: DATA_DIR/api-key.
-    #[arg(long)]
-    pub api_key_file: Option<PathBuf>,
-    /// Image of sandboxes that name none.
-    #[arg(long)]
-    pub image: Option<String>,
-    /// The static guest agent binary (default: found next to this executable).
-    #[arg(long, env = "WARREN_GUEST_BIN")]
-    pub guest_bin: Option<PathBuf>,
-    /// Docker endpoint (default: the local socket).
-    #[arg(long, env = "DOCKER_HOST")]
-    pub docker_host: Option<String>,
-    /// IPv4 range for sandbox links (a /30 per running sandbox).
-    #[arg(long, default_value_t = warren_daemon::settings::default_subnet_pool())]
-    pub subnet_pool: String,
-    /// No longer used: sandboxes get a link of their own at each start, not a Docker
-    /// network from a pool (accepted so that existing scripts still run).
-    #[arg(long, hide = true, default_value_t = warren_daemon::settings::default_spare())]
-    pub spare_networks: usize,
-    /// The OCI runtime of sandbox containers: `default` (the engine's), or the name of a
-    /// runtime the engine has registered (`crun`).
-    #[arg(long, env = "WARREN_OCI_RUNTIME", default_value_t = warren_daemon::settings::default_oci_runtime())]
-    pub oci_runtime: String,
-    /// Do not install the host firewall rules that isolate sandboxes (their traffic then
-    /// reaches this host and every network it reaches). Never where untrusted code runs.
-    #[arg(long)]
-    pub no_firewall: bool,
-    /// The iptables program the firewall rules are installed with (its `-restore` beside).
-    #[arg(long, default_value_os_t = warren_daemon::settings::default_iptables())]
-    pub iptables: PathBuf,
-    /// The ip6tables program (IPv6 rules; skipped on hosts without IPv6).
-    #[arg(long, default_value_os_t = warren_daemon::settings::default_ip6tables())]
-    pub ip6tables: PathBuf,
-    /// Start sandboxes even when Docker gives them no user namespace (no `userns-remap`):
-    /// root in a sandbox is then root on this host. For development machines only.
-    #[arg(long)]
-    pub allow_host_root: bool,
-    /// Size of each sandbox's guest run directory (a tmpfs: its socket, sessions and
-    /// process logs, counted in the sandbox's memory), MiB.
-    #[arg(long, default_value_t = warren_daemon::settings::default_run_dir_mb())]
-    pub run_dir_mb: u64,
-    /// CPUs' worth of time the node's host work (snapshot archiving and unpacking, chunk
-    /// hashing and compression, fork copies) may use, in a cgroup of its own; 0: no quota.
-    /// Default: half this machine's CPUs.
-    #[arg(long)]
-    pub host_work_cpus: Option<f64>,
-    /// Disk bandwidth of the host work on each disk it reads and writes, MiB/s; 0: no
-    /// limit. Default 256.
-    #[arg(long)]
-    pub host_work_io_mbps: Option<u64>,
-    /// How often running sandboxes' writable layers are measured against their `disk_mb`
-    /// where Docker enforces no quota (ext4), ms; one over its limit has its processes
-    /// killed. 0: never.
-    #[arg(long, default_value_t = warren_daemon::settings::default_disk_check_ms())]
-    pub disk_check_ms: u64,
-    /// How often this node's usage ledger is copied to the object store, ms; 0: never.
-    #[arg(long, default_value_t = warren_daemon::settings::default_usage_export_ms())]
-    pub usage_export_ms: u64,
-    /// Usage records older than this many days are deleted (here and in the object store);
-    /// 0: kept for ever.
-    #[arg(long, default_value_t = 0)]
-    pub usage_retention_days: u64,
-    /// How often running sandboxes' usage is sampled, ms (1000 to 10000); 0: only when a
-    /// container goes.
-    #[arg(long, default_value_t = warren_daemon::settings::default_usage_sample_ms())]
-    pub usage_sample_ms: u64,
-    #[arg(long, default_value_t = warren_daemon::settings::default_max())]
-    pub max_sandboxes: usize,
-    /// CPUs the limits of this node's running sandboxes may add up to (0: no bound).
-    #[arg(long, default_value_t = 0.0)]
-    pub max_cpus: f64,
-    /// Memory the limits of this node's running sandboxes may add up to, MiB (0: no bound).
-    #[arg(long, default_value_t = 0)]
-    pub max_memory_mb: u64,
-    /// No container starts while the host has less memory available than this, MiB
-    /// (default: a twentieth of the host's memory, between 256 and 4096).
-    #[arg(long)]
-    pub memory_reserve_mb: Option<u64>,
-    /// Relative placement weight of this node.
-    #[arg(long, default_value_t = warren_daemon::settings::default_capacity())]
-    pub capacity: u32,
-    #[arg(long, default_value_t = warren_daemon::settings::default_heartbeat())]
-    pub heartbeat_ms: u64,
-    #[arg(long, default_value_t = warren_daemon::settings::default_down_after())]
-    pub down_after_ms: u64,
-    #[arg(long, default_value_t = warren_daemon::settings::default_lease())]
-    pub lease_ms: u64,
-    /// Snapshot store shared by the cluster's nodes (directory; default DATA_DIR/objects).
-    #[arg(long)]
-    pub object_store: Option<String>,
-    #[arg(long, default_value_t = warren_daemon::settings::default_chunk_cache_mb())]
-    pub chunk_cache_mb: u64,
-    /// Unreferenced snapshot chunks younger than this are kept.
-    #[arg(long, default_value_t = warren_daemon::settings::default_gc_grace())]
-    pub snapshot_gc_grace_s: u64,
-    /// Domain of preview URLs (`{port}-{id}-{token}.DOMAIN`).
-    #[arg(long, default_value_t = warren_daemon::settings::default_preview_domain())]
-    pub preview_domain: String,
-    /// Scheme of preview URLs (https when a TLS proxy fronts the nodes).
-    #[arg(long, default_value_t = warren_daemon::settings::default_preview_scheme())]
-    pub preview_scheme: String,
-    /// Port written in preview URLs (default: the API listener's; 0: none).
-    #[arg(long)]
-    pub preview_port: Option<u16>,
-    /// Snapshot running, active sandboxes this often (their recovery point if this node
-    /// fails; what its death can lose: `loss_window_s` in `GET /v1/cluster`); 0: never.
-    #[arg(long, default_value_t = warren_daemon::settings::default_checkpoint_every())]
-    pub checkpoint_every_s: u64,
-    /// Let the guest archive and unpack snapshots inside the sandbox (counted as the
-    /// sandbox's CPU use) instead of the node entering the container's mount namespace
-    /// (which needs root).
-    #[arg(long)]
-    pub pack_in_guest: bool,
-    /// Write a restored snapshot's files only once its new container runs, in the
-    /// container's mount namespace, instead of while Docker starts it (slower; for engines
-    /// whose mounts behave unlike Docker's overlay2).
-    #[arg(long)]
-    pub restore_after_start: bool,
-    /// Containers of the default image kept started and ready, so that a create, restore,
-    /// wake or fork takes one instead of waiting for Docker to start one (0: none).
-    #[arg(long, default_value_t = warren_daemon::settings::default_warm())]
-    pub warm_containers: usize,
-    /// Warm containers kept at most when demand is high: as many as the most requests for
-    /// one within a minute of the last ten, between --warm-containers and this (at or below
-    /// --warm-containers: a fixed pool).
-    #[arg(long, env = "WARREN_WARM_MAX", default_value_t = warren_daemon::settings::default_warm_max())]
-    pub warm_max: usize,
-    /// Memory the warm containers may hold together, MiB (0: an eighth of this host's
-    /// memory, at most 2048).
-    #[arg(long, default_value_t = 0)]
-    pub warm_memory_mb: u64,
-    /// Start another warm container only when at least this fraction of the host's CPU
-    /// time was idle just before (0: whatever the load).
-    #[arg(long, default_value_t = warren_daemon::settings::default_warm_idle_reserve())]
-    pub warm_idle_reserve: f64,
-    /// How long a burst of requests keeps the warm pool above --warm-containers, seconds.
-    #[arg(long, default_value_t = warren_daemon::settings::default_warm_horizon_s())]
-    pub warm_horizon_s: u64,
-    /// An image besides the default whose sandboxes also take warm containers, in a pool of
-    /// its own that follows its recent demand from none, within --warm-max and
-    /// --warm-memory-mb; repeatable. It must be present on this host.
-    #[arg(long = "warm-image", env = "WARREN_WARM_IMAGES", value_delimiter = ',')]
-    pub warm_images: Vec<String>,
-    /// File of the cluster's secrets keys (made at bootstrap, received when joining).
-    /// Default: DATA_DIR/cluster/secrets.key.
-    #[arg(long)]
-    pub secrets_key_file: Option<PathBuf>,
-    /// The cluster CA's certificate and key (PEM) on a node that signs node certificates.
-    /// Default: DATA_DIR/cluster/ca.pem (the first node writes it).
-    #[arg(long)]
-    pub ca_file: Option<PathBuf>,
-    /// How long node certificates live, seconds; each node renews its own at half of it.
-    #[arg(long, default_value_t = warren_daemon::settings::default_cert_lifetime_s())]
-    pub cert_lifetime_s: u64,
-    /// A network the egress proxy may connect to although it is not the public internet
-    /// (private, loopback, link-local, ...), as a CIDR; repeatable. The node's own API,
-    /// peer and proxy ports stay unreachable whatever is listed.
-    #[arg(
-        long = "egress-allow-net",
-        env = "WARREN_EGRESS_ALLOW_NETS",
-        value_delimiter = ','
-    )]
-    pub egress_allow_nets: Vec<String>,
-    /// TCP port of the egress proxy on this host (default: the one used before, else the
-    /// first free one from 47800 to 47899, the range the firewall opens to sandboxes).
-    #[arg(long)]
-    pub egress_port: Option<u16>,
-    /// PEM file of CAs the egress proxy trusts for upstream HTTPS besides the public roots
-    /// (an internal CA of private services).
-    #[arg(long)]
-    pub egress_ca_file: Option<PathBuf>,
-    /// PEM certificate chain of the public API: with `--tls-key-file`, the API (and the
-    /// join endpoint) speak HTTPS only. Both files are read again when they change.
-    #[arg(long, requires = "tls_key_file")]
-    pub tls_cert_file: Option<PathBuf>,
-    /// PEM private key of `--tls-cert-file`.
-    #[arg(long, requires = "tls_cert_file")]
-    pub tls_key_file: Option<PathBuf>,
-    /// How often the TLS files are checked for a change, ms.
-    #[arg(long, default_value_t = warren_daemon::settings::default_tls_reload_check_ms())]
-    pub tls_reload_check_ms: u64,
-    /// PEM file of the CA trusted for the seed's HTTPS API when joining (a seed whose
-    /// certificate is not from a public CA).
-    #[arg(long)]
-    pub join_ca_file: Option<PathBuf>,
-    /// Time a client has to send a request's header (also the longest a connection may
-    /// sit idle between requests), ms.
-    #[arg(long, default_value_t = warren_daemon::settings::default_header_read_timeout_ms())]
-    pub header_read_timeout_ms: u64,
-    /// Connections to the public API served at once (more wait in the kernel's backlog).
-    #[arg(long, default_value_t = warren_daemon::settings::default_max_connections())]
-    pub max_connections: usize,
-    /// On shutdown, how long requests in progress may finish before they are cut, ms.
-    #[arg(long, default_value_t = warren_daemon::settings::default_drain_timeout_ms())]
-    pub drain_timeout_ms: u64,
-    /// File holding the token `GET /metrics` asks for (as a bearer token; an admin key is
-    /// taken too). Without it, `/metrics` is open.
-    #[arg(long)]
-    pub metrics_token_file: Option<PathBuf>,
-    /// Wrong API keys (or tickets) a client address may present per minute before it is
-    /// refused everything for a while (0: no limit).
-    #[arg(long, default_value_t = warren_daemon::settings::default_auth_failures_per_min())]
-    pub auth_failures_per_min: u32,
-    /// Wrong preview tokens a client address may send per minute before its previews are
-    /// refused for a while (0: no limit).
-    #[arg(long, default_value_t = warren_daemon::settings::default_preview_guesses_per_min())]
-    pub preview_guesses_per_min: u32,
-    /// How long a request body may go without a byte before it is cut, ms.
-    #[arg(long, default_value_t = warren_daemon::settings::default_body_read_timeout_ms())]
-    pub body_read_timeout_ms: u64,
-    /// Largest JSON request body, MiB (over it: 413 PAYLOAD_TOO_LARGE). File uploads and
-    /// other streamed bodies are bounded by the sandbox's disk instead.
-    #[arg(long, default_value_t = warren_daemon::settings::default_max_json_body_mb())]
-    pub max_json_body_mb: u64,
-    /// Requests per second each API key may make through this node on average (0: no
-    /// limit); over it, 429 RATE_LIMITED with retry-after.
-    #[arg(long, default_value_t = warren_daemon::settings::default_rate_limit_per_s())]
-    pub rate_limit_per_s: u32,
-    /// Requests a key may make at once above its average rate.
-    #[arg(long, default_value_t = warren_daemon::settings::default_rate_limit_burst())]
-    pub rate_limit_burst: u32,
+    #[command(flatten)]
+    pub settings: warren_daemon::settings::Settings,
 }
 
-/// Flags of `serve` that are not settings of the file (they may go with `--config`).
-const NOT_SETTINGS: &[&str] = &["config", "log_format", "url", "api_key", "json"];
+/// The settings a node's command line and environment set, by their key.
+#[derive(Debug, Clone, Default)]
+pub struct Given {
+    pub by_flag: BTreeSet<String>,
+    pub by_env: BTreeSet<String>,
+}
 
 impl Cli {
-    /// Parses the command line, noting which of `serve`'s flags were given explicitly.
+    /// Parses the command line, noting which settings of `serve` or `dev` were set by a
+    /// flag or by the environment (rather than defaulted).
     pub fn parse_noting_flags() -> Result<Cli, clap::Error> {
         Cli::parse_noting_flags_from(std::env::args_os())
     }
@@ -665,124 +426,59 @@ impl Cli {
         use clap::{CommandFactory, FromArgMatches};
         let matches = Cli::command().try_get_matches_from(args)?;
         let mut cli = Cli::from_arg_matches(&matches)?;
-        if let (Command::Serve(node), Some(("serve", m))) = (&mut cli.command, matches.subcommand())
-        {
-            let cmd = Cli::command();
-            let args: Vec<String> = cmd
-                .find_subcommand("serve")
-                .map(|c| c.get_arguments().map(|a| a.get_id().to_string()).collect())
-                .unwrap_or_default();
-            node.given = given_flags(m)
-                .into_iter()
-                .filter(|id| args.contains(id))
-                .collect();
+        let node = match (&mut cli.command, matches.subcommand()) {
+            (Command::Serve(node), Some((_, m))) => Some((node, m)),
+            (Command::Dev(dev), Some((_, m))) => Some((&mut dev.node, m)),
+            _ => None,
+        };
+        if let Some((node, m)) = node {
+            node.given = given(m);
         }
         Ok(cli)
     }
 }
 
-/// The ids set on the command line (not those of the environment, which is ambient:
-/// `WARREN_GUEST_BIN` may be set for every node a shell starts); groups included.
-fn given_flags(m: &clap::ArgMatches) -> Vec<String> {
+/// The settings' keys a flag or a variable set; the flag's or variable's other arguments
+/// (`config`, `log_format`, the client's) are not settings.
+fn given(m: &clap::ArgMatches) -> Given {
     use clap::parser::ValueSource;
-    m.ids()
-        .filter(|id| m.value_source(id.as_str()) == Some(ValueSource::CommandLine))
-        .map(|id| id.as_str().to_string())
+    let keys = settings_keys();
+    let set_by = |source: ValueSource| {
+        m.ids()
+            .map(|id| id.as_str())
+            .filter(|id| keys.contains(*id) && m.value_source(id) == Some(source))
+            .map(str::to_string)
+            .collect()
+    };
+    Given {
+        by_flag: set_by(ValueSource::CommandLine),
+        by_env: set_by(ValueSource::EnvVariable),
+    }
+}
+
+/// Every setting's key (its flag's id).
+fn settings_keys() -> BTreeSet<String> {
+    use clap::Args;
+    warren_daemon::settings::Settings::augment_args(clap::Command::new("settings"))
+        .get_arguments()
+        .map(|a| a.get_id().to_string())
         .collect()
 }
 
 impl NodeArgs {
-    /// The settings these flags describe, or those of `--config`.
+    /// The node's settings: flags over the environment over `--config`'s file over the
+    /// defaults.
     pub fn settings(&self) -> anyhow::Result<warren_daemon::settings::Settings> {
-        if let Some(path) = &self.config {
-            let ignored: Vec<String> = self
-                .given
-                .iter()
-                .filter(|f| !NOT_SETTINGS.contains(&f.as_str()))
-                .map(|f| format!("--{}", f.replace('_', "-")))
-                .collect();
-            anyhow::ensure!(
-                ignored.is_empty(),
-                "{} would be ignored with --config {}: put them in the file instead",
-                ignored.join(", "),
-                path.display()
-            );
-            return warren_daemon::settings::Settings::load(path);
+        if !self.given.by_env.is_empty() {
+            tracing::info!(settings = ?self.given.by_env, "settings taken from the environment");
         }
-        let s = warren_daemon::settings::Settings {
-            name: self.node_id.clone(),
-            region: self.region.clone(),
-            data_dir: self.data_dir.clone(),
-            listen: self.listen.clone(),
-            advertise_api: self.advertise_api.clone(),
-            peer_listen: self.peer_listen.clone(),
-            advertise_peer: self.advertise_peer.clone(),
-            join: self.join.clone(),
-            join_token: self.join_token.clone(),
-            api_key_file: self.api_key_file.clone(),
-            image: self.image.clone(),
-            guest_bin: self.guest_bin.clone(),
-            docker_host: self.docker_host.clone(),
-            subnet_pool: self.subnet_pool.clone(),
-            spare_networks: self.spare_networks,
-            oci_runtime: self.oci_runtime.clone(),
-            firewall: !self.no_firewall,
-            iptables: self.iptables.clone(),
-            ip6tables: self.ip6tables.clone(),
-            allow_host_root: self.allow_host_root,
-            run_dir_mb: self.run_dir_mb,
-            host_work_cpus: self.host_work_cpus,
-            host_work_io_mbps: self.host_work_io_mbps,
-            disk_check_ms: self.disk_check_ms,
-            usage_export_ms: self.usage_export_ms,
-            usage_retention_days: self.usage_retention_days,
-            usage_sample_ms: self.usage_sample_ms,
-            max_sandboxes: self.max_sandboxes,
-            max_cpus: self.max_cpus,
-            max_memory_mb: self.max_memory_mb,
-            memory_reserve_mb: self.memory_reserve_mb,
-            capacity: self.capacity,
-            heartbeat_ms: self.heartbeat_ms,
-            down_after_ms: self.down_after_ms,
-            lease_ms: self.lease_ms,
-            object_store: self.object_store.clone(),
-            chunk_cache_mb: self.chunk_cache_mb,
-            snapshot_gc_grace_s: self.snapshot_gc_grace_s,
-            preview_domain: self.preview_domain.clone(),
-            preview_scheme: self.preview_scheme.clone(),
-            preview_port: self.preview_port,
-            checkpoint_every_s: self.checkpoint_every_s,
-            pack_in_guest: self.pack_in_guest,
-            restore_after_start: self.restore_after_start,
-            warm_containers: self.warm_containers,
-            warm_max: self.warm_max,
-            warm_memory_mb: self.warm_memory_mb,
-            warm_idle_reserve: self.warm_idle_reserve,
-            warm_horizon_s: self.warm_horizon_s,
-            warm_images: self.warm_images.clone(),
-            secrets_key_file: self.secrets_key_file.clone(),
-            ca_file: self.ca_file.clone(),
-            cert_lifetime_s: self.cert_lifetime_s,
-            egress_allow_nets: self.egress_allow_nets.clone(),
-            egress_port: self.egress_port,
-            egress_ca_file: self.egress_ca_file.clone(),
-            tls_cert_file: self.tls_cert_file.clone(),
-            tls_key_file: self.tls_key_file.clone(),
-            tls_reload_check_ms: self.tls_reload_check_ms,
-            join_ca_file: self.join_ca_file.clone(),
-            header_read_timeout_ms: self.header_read_timeout_ms,
-            max_connections: self.max_connections,
-            drain_timeout_ms: self.drain_timeout_ms,
-            metrics_token_file: self.metrics_token_file.clone(),
-            body_read_timeout_ms: self.body_read_timeout_ms,
-            preview_guesses_per_min: self.preview_guesses_per_min,
-            max_json_body_mb: self.max_json_body_mb,
-            auth_failures_per_min: self.auth_failures_per_min,
-            rate_limit_per_s: self.rate_limit_per_s,
-            rate_limit_burst: self.rate_limit_burst,
-        };
-        s.check()?;
-        Ok(s)
+        let given: BTreeSet<String> = self
+            .given
+            .by_flag
+            .union(&self.given.by_env)
+            .cloned()
+            .collect();
+        warren_daemon::settings::Settings::layered(self.config.as_deref(), &self.settings, &given)
     }
 }
 
@@ -940,6 +636,7 @@ pub struct LocalClusterArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use warren_daemon::settings::Settings;
 
     fn serve(args: &[&str]) -> NodeArgs {
         let cli = Cli::parse_noting_flags_from(["warren", "serve"].iter().chain(args)).unwrap();
@@ -949,77 +646,140 @@ mod tests {
         }
     }
 
-    /// The flags' defaults and the file's are the same settings: a node set up by flags
-    /// and one set up by a file that names only itself behave alike.
-    #[test]
-    fn flags_and_the_file_default_every_setting_alike() {
+    fn file_with(text: &str) -> (tempfile::TempDir, String) {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("node.toml");
+        std::fs::write(&file, text).unwrap();
+        let path = file.to_str().unwrap().to_string();
+        (dir, path)
+    }
+
+    /// A file that names only its node, and no file at all, give the same settings: the
+    /// defaults are the flags' whichever way a node is started.
+    #[test]
+    fn a_file_that_names_only_its_node_changes_nothing_else() {
+        let (_dir, f) = file_with("name = \"n1\"\n");
         let by_flags = serve(&["--node-id", "n1"]).settings().unwrap();
-        std::fs::write(&file, "name = \"n1\"\n").unwrap();
-        let by_file = warren_daemon::settings::Settings::load(&file).unwrap();
-        let (a, b) = (
+        let by_file = serve(&["--config", &f]).settings().unwrap();
+        assert_eq!(
             serde_json::to_value(&by_flags).unwrap(),
-            serde_json::to_value(&by_file).unwrap(),
+            serde_json::to_value(&by_file).unwrap()
         );
-        // Flags that read the environment take what the test's environment holds.
-        let from_env = [
-            ("guest_bin", "WARREN_GUEST_BIN"),
+    }
+
+    /// Before, `--config` ignored every flag beside it (then refused them): now the flag
+    /// wins over the file, and the file over the defaults, key by key.
+    #[test]
+    fn flags_take_precedence_over_the_file_and_the_file_over_the_defaults() {
+        let (_dir, f) = file_with(
+            "name = \"n1\"\nlisten = \"127.0.0.1:9001\"\nmax_connections = 7\n\
+             warm_images = [\"a:1\"]\nfirewall = true\n",
+        );
+        let s = serve(&[
+            "--config",
+            &f,
+            "--listen",
+            "127.0.0.1:9002",
+            "--warm-image",
+            "b:1",
+            "--no-firewall",
+            "--log-format",
+            "json",
+        ])
+        .settings()
+        .unwrap();
+        assert_eq!(s.name, "n1");
+        assert_eq!(s.listen, "127.0.0.1:9002");
+        assert_eq!(s.max_connections, 7);
+        assert_eq!(s.warm_images, vec!["b:1".to_string()]);
+        assert!(!s.firewall);
+        assert_eq!(s.region, warren_daemon::settings::default_region());
+        // A flag may name the node the file does not.
+        let (_dir2, unnamed) = file_with("max_connections = 7\n");
+        let s = serve(&["--config", &unnamed, "--node-id", "n9"])
+            .settings()
+            .unwrap();
+        assert_eq!((s.name.as_str(), s.max_connections), ("n9", 7));
+    }
+
+    /// Every setting is read from `WARREN_` and its key in capitals, so an operator can
+    /// guess the variable from the file; two are named otherwise, for a reason each.
+    #[test]
+    fn every_setting_has_a_variable_named_after_its_key() {
+        use clap::Args;
+        let named_otherwise = [
+            // Docker's own variable, as every Docker client reads it.
             ("docker_host", "DOCKER_HOST"),
-            ("join_token", "WARREN_JOIN_TOKEN"),
-            ("egress_allow_nets", "WARREN_EGRESS_ALLOW_NETS"),
-            ("warm_images", "WARREN_WARM_IMAGES"),
-            ("oci_runtime", "WARREN_OCI_RUNTIME"),
+            // `WARREN_CA_FILE` is the CA a client trusts (the CLI's, the SDKs').
+            ("ca_file", "WARREN_CLUSTER_CA_FILE"),
         ];
-        let differ: Vec<String> = a
-            .as_object()
-            .unwrap()
-            .iter()
-            .filter(|(k, _)| {
-                !from_env
+        let cmd = Settings::augment_args(clap::Command::new("t"));
+        let wrong: Vec<String> = cmd
+            .get_arguments()
+            .filter_map(|a| {
+                let key = a.get_id().as_str();
+                let want = named_otherwise
                     .iter()
-                    .any(|(f, var)| f == k && std::env::var_os(var).is_some())
+                    .find(|(k, _)| *k == key)
+                    .map(|(_, v)| v.to_string())
+                    .unwrap_or_else(|| format!("WARREN_{}", key.to_uppercase()));
+                let has = a.get_env().map(|v| v.to_string_lossy().into_owned());
+                (has.as_deref() != Some(want.as_str()))
+                    .then(|| format!("{key}: {has:?}, want {want}"))
             })
-            .filter(|(k, v)| b.get(k.as_str()) != Some(v))
-            .map(|(k, v)| format!("{k}: flags {v}, file {}", b[k.as_str()]))
             .collect();
-        assert!(differ.is_empty(), "defaults differ:\n{}", differ.join("\n"));
+        assert!(wrong.is_empty(), "{wrong:#?}");
+        // Every key of the file is a flag's, and the other way round.
+        let file_keys: BTreeSet<String> = match serde_json::to_value(Settings::defaults()).unwrap()
+        {
+            serde_json::Value::Object(m) => m.keys().cloned().collect(),
+            _ => unreachable!(),
+        };
+        assert_eq!(file_keys, settings_keys());
+    }
+
+    /// The environment sits between the file and the flags. Variables this test sets are
+    /// read by no other test of this binary.
+    #[test]
+    fn the_environment_takes_precedence_over_the_file_and_flags_over_it() {
+        std::env::set_var("WARREN_CHUNK_CACHE_MB", "77");
+        std::env::set_var("WARREN_SNAPSHOT_GC_GRACE_S", "5");
+        std::env::set_var("WARREN_FIREWALL", "false");
+        let (_dir, f) = file_with(
+            "name = \"n1\"\nchunk_cache_mb = 10\nsnapshot_gc_grace_s = 9\ncapacity = 3\n",
+        );
+        let args = serve(&["--config", &f, "--snapshot-gc-grace-s", "6"]);
+        assert!(args.given.by_env.contains("chunk_cache_mb"));
+        let s = args.settings().unwrap();
+        std::env::remove_var("WARREN_CHUNK_CACHE_MB");
+        std::env::remove_var("WARREN_SNAPSHOT_GC_GRACE_S");
+        std::env::remove_var("WARREN_FIREWALL");
+        assert_eq!(s.chunk_cache_mb, 77, "the variable over the file");
+        assert_eq!(s.snapshot_gc_grace_s, 6, "the flag over the variable");
+        assert_eq!(s.capacity, 3, "the file over the default");
+        assert!(
+            !s.firewall,
+            "WARREN_FIREWALL=false turns it off, as --no-firewall does"
+        );
     }
 
     #[test]
-    fn a_setting_flag_next_to_config_is_refused_instead_of_ignored() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("node.toml");
-        std::fs::write(&file, "name = \"n1\"\n").unwrap();
-        let f = file.to_str().unwrap();
-        let e = serve(&[
-            "--config",
-            f,
-            "--listen",
-            "0.0.0.0:9",
-            "--max-connections",
-            "5",
-        ])
-        .settings()
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("--listen") && e.contains("--max-connections"),
-            "{e}"
-        );
-        // The file alone, or with flags that are not settings, is fine.
-        assert_eq!(serve(&["--config", f]).settings().unwrap().name, "n1");
-        assert_eq!(
-            serve(&["--config", f, "--log-format", "json", "--url", "http://x"])
-                .settings()
-                .unwrap()
-                .name,
-            "n1"
-        );
-        // Without --config, flags are the settings.
-        let s = serve(&["--node-id", "n2", "--listen", "127.0.0.1:9"])
+    fn a_file_with_an_unknown_key_a_wrong_type_or_no_name_is_refused_with_its_key() {
+        let (_d1, f) = file_with("name = \"n1\"\nwarm_maximum = 3\n");
+        let e = serve(&["--config", &f]).settings().unwrap_err().to_string();
+        assert!(e.contains("warm_maximum"), "{e}");
+        let (_d2, f) = file_with("name = \"n1\"\nwarm_max = \"many\"\n");
+        let e = serve(&["--config", &f]).settings().unwrap_err().to_string();
+        assert!(e.contains("warm_max"), "{e}");
+        let (_d3, f) = file_with("warm_max = 3\n");
+        let e = serve(&["--config", &f]).settings().unwrap_err().to_string();
+        assert!(e.contains("`name` is missing"), "{e}");
+        // And a flag's nonsense is still checked after the layers are joined.
+        let (_d4, f) = file_with("name = \"n1\"\n");
+        let e = serve(&["--config", &f, "--usage-sample-ms", "5"])
             .settings()
-            .unwrap();
-        assert_eq!((s.name.as_str(), s.listen.as_str()), ("n2", "127.0.0.1:9"));
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("usage_sample_ms"), "{e}");
     }
 }

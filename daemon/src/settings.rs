@@ -1,256 +1,297 @@
-//! A node's settings: from `warren serve` flags, or a TOML file (`warren serve --config`).
+//! A node's settings: one type read from `warren serve`'s flags, the environment
+//! (`WARREN_*`) and a TOML file (`warren serve --config`), in that order of precedence.
 
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Every setting of a node, read from one place per source: its flag (`--warm-max`), its
+/// environment variable (`WARREN_WARM_MAX`: `WARREN_` and the key in capitals, but for
+/// `DOCKER_HOST` and `WARREN_CLUSTER_CA_FILE`) and its key in the file (`warm_max`). Defaults are written once, in the `default_value` of each flag.
+/// [`Settings::layered`] puts them together: flags over the environment over the file over
+/// the defaults.
+#[derive(Debug, Clone, Serialize, Deserialize, clap::Args)]
+#[serde(deny_unknown_fields, default = "Settings::defaults")]
 pub struct Settings {
     /// This node's name (a DNS label), unique in the cluster.
+    #[arg(
+        long = "node-id",
+        alias = "name",
+        env = "WARREN_NAME",
+        default_value = "dev"
+    )]
     pub name: String,
     /// The region this node is in (placement keeps a sandbox in the region it asks for).
-    #[serde(default = "default_region")]
+    #[arg(long, env = "WARREN_REGION", default_value_t = default_region())]
     pub region: String,
     /// Where records, Raft state, snapshots and keys live (default: the dev data dir).
+    #[arg(long, env = "WARREN_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     /// Address of the public API.
-    #[serde(default = "default_listen")]
+    #[arg(long, env = "WARREN_LISTEN", default_value_t = default_listen())]
     pub listen: String,
     /// Address other nodes and clients use for this node's API (default: the bound address).
+    #[arg(long, env = "WARREN_ADVERTISE_API")]
     pub advertise_api: Option<String>,
     /// UDP address of the QUIC endpoint for peers.
-    #[serde(default = "default_peer_listen")]
+    #[arg(long, env = "WARREN_PEER_LISTEN", default_value_t = default_peer_listen())]
     pub peer_listen: String,
     /// Address peers use to reach it (default: the bound address).
+    #[arg(long, env = "WARREN_ADVERTISE_PEER")]
     pub advertise_peer: Option<String>,
     /// API URL of a member to join through (absent: bootstrap a new cluster).
+    #[arg(long, env = "WARREN_JOIN")]
     pub join: Option<String>,
     /// Token a joining node must prove it knows (generated at bootstrap when absent).
+    #[arg(long, env = "WARREN_JOIN_TOKEN", hide_env_values = true)]
     pub join_token: Option<String>,
-    /// File holding the API key (created with a new key when missing).
+    /// File holding the API key (created with a new key when missing; default
+    /// DATA_DIR/api-key).
+    #[arg(long, env = "WARREN_API_KEY_FILE")]
     pub api_key_file: Option<PathBuf>,
-    /// The default sandbox image (default `warren/sandbox:1`).
+    /// The image of sandboxes that name none (default `warren/sandbox:1`).
+    #[arg(long, env = "WARREN_IMAGE")]
     pub image: Option<String>,
     /// The static guest agent binary (default: found next to the warren executable).
+    #[arg(long, env = "WARREN_GUEST_BIN")]
     pub guest_bin: Option<PathBuf>,
-    /// Docker endpoint (default: the local socket, or `DOCKER_HOST`).
+    /// Docker endpoint (default: the local socket).
+    #[arg(long, env = "DOCKER_HOST")]
     pub docker_host: Option<String>,
     /// IPv4 range sandbox links are cut from (a /30 per running sandbox).
-    #[serde(default = "default_subnet_pool")]
+    #[arg(long, env = "WARREN_SUBNET_POOL", default_value_t = default_subnet_pool())]
     pub subnet_pool: String,
     /// No longer used: sandboxes get a link of their own at each start instead of a Docker
     /// network from a pool (kept so that existing config files and flags still load).
-    #[serde(default = "default_spare")]
+    #[arg(long, hide = true, env = "WARREN_SPARE_NETWORKS", default_value_t = default_spare())]
     pub spare_networks: usize,
     /// The OCI runtime of sandbox containers: `default` (the engine's), or the name of a
     /// runtime the engine has registered (`crun`); the node does not start without it.
-    #[serde(default = "default_oci_runtime")]
+    #[arg(long, env = "WARREN_OCI_RUNTIME", default_value_t = default_oci_runtime())]
     pub oci_runtime: String,
     /// Install the sandbox firewall (default). Off: sandboxes reach this host and every
     /// network it reaches; never where untrusted code runs.
-    #[serde(default = "default_true")]
+    #[arg(
+        long = "no-firewall",
+        env = "WARREN_FIREWALL",
+        action = clap::ArgAction::SetFalse,
+        help = "Do not install the host firewall rules that isolate sandboxes (their traffic \
+                then reaches this host and every network it reaches); `WARREN_FIREWALL=false` \
+                does the same. Never where untrusted code runs"
+    )]
     pub firewall: bool,
     /// The iptables program the firewall rules are installed with (its `-restore` beside).
-    #[serde(default = "default_iptables")]
+    #[arg(long, env = "WARREN_IPTABLES", default_value_os_t = default_iptables())]
     pub iptables: PathBuf,
     /// The ip6tables program (IPv6 rules; skipped on hosts without IPv6).
-    #[serde(default = "default_ip6tables")]
+    #[arg(long, env = "WARREN_IP6TABLES", default_value_os_t = default_ip6tables())]
     pub ip6tables: PathBuf,
     /// Start sandboxes even when Docker gives them no user namespace: their root is then
     /// this host's root. Development machines only.
-    #[serde(default)]
+    #[arg(long, env = "WARREN_ALLOW_HOST_ROOT")]
     pub allow_host_root: bool,
-    /// Size of each sandbox's guest run directory (a tmpfs counted in its memory), MiB.
-    #[serde(default = "default_run_dir_mb")]
+    /// Size of each sandbox's guest run directory (a tmpfs: its socket, sessions and
+    /// process logs, counted in the sandbox's memory), MiB.
+    #[arg(long, env = "WARREN_RUN_DIR_MB", default_value_t = default_run_dir_mb())]
     pub run_dir_mb: u64,
     /// CPUs' worth of time the node's host work (snapshot archiving and unpacking, chunk
     /// hashing and compression, fork copies) may use; 0: no quota. Default: half the CPUs.
-    #[serde(default)]
+    #[arg(long, env = "WARREN_HOST_WORK_CPUS")]
     pub host_work_cpus: Option<f64>,
     /// Disk bandwidth of the host work on each disk it uses, MiB/s read and written; 0: no
     /// limit. Default 256.
-    #[serde(default)]
+    #[arg(long, env = "WARREN_HOST_WORK_IO_MBPS")]
     pub host_work_io_mbps: Option<u64>,
     /// How often running sandboxes' writable layers are measured against their `disk_mb`
-    /// where Docker enforces no quota, ms; 0: never.
-    #[serde(default = "default_disk_check_ms")]
+    /// where Docker enforces no quota (one over its limit has its processes killed), ms;
+    /// 0: never.
+    #[arg(long, env = "WARREN_DISK_CHECK_MS", default_value_t = default_disk_check_ms())]
     pub disk_check_ms: u64,
     /// How often this node's usage ledger is copied to the object store, ms (what a node
     /// recorded survives it by this much at most); 0: never.
-    #[serde(default = "default_usage_export_ms")]
+    #[arg(long, env = "WARREN_USAGE_EXPORT_MS", default_value_t = default_usage_export_ms())]
     pub usage_export_ms: u64,
     /// Usage records older than this many days are deleted, on this node and in the object
     /// store (records not yet exported are kept); 0: kept for ever.
-    #[serde(default)]
+    #[arg(long, env = "WARREN_USAGE_RETENTION_DAYS", default_value_t = 0)]
     pub usage_retention_days: u64,
     /// How often running sandboxes' usage is sampled, ms (1000 to 10000); 0: only when a
     /// container goes (sleep, move, delete), which loses nothing but a crashed container's
     /// use since it started.
-    #[serde(default = "default_usage_sample_ms")]
+    #[arg(long, env = "WARREN_USAGE_SAMPLE_MS", default_value_t = default_usage_sample_ms())]
     pub usage_sample_ms: u64,
     /// Sandboxes this node holds at most (announced to the cluster: placement passes over
     /// a node at its limit).
-    #[serde(default = "default_max")]
+    #[arg(long, env = "WARREN_MAX_SANDBOXES", default_value_t = default_max())]
     pub max_sandboxes: usize,
     /// CPUs the limits of this node's running sandboxes may add up to (0: no bound); a start
     /// beyond is refused with CAPACITY_EXHAUSTED and new sandboxes go to other nodes.
-    #[serde(default)]
+    #[arg(long, env = "WARREN_MAX_CPUS", default_value_t = 0.0)]
     pub max_cpus: f64,
     /// Memory the limits of this node's running sandboxes may add up to, MiB (0: no bound).
-    #[serde(default)]
+    #[arg(long, env = "WARREN_MAX_MEMORY_MB", default_value_t = 0)]
     pub max_memory_mb: u64,
     /// No container starts while the host has less memory available than this, MiB
     /// (default: a twentieth of the host's memory, between 256 and 4096).
-    #[serde(default)]
+    #[arg(long, env = "WARREN_MEMORY_RESERVE_MB")]
     pub memory_reserve_mb: Option<u64>,
     /// Relative placement weight.
-    #[serde(default = "default_capacity")]
+    #[arg(long, env = "WARREN_CAPACITY", default_value_t = default_capacity())]
     pub capacity: u32,
     /// Raft heartbeat, also each Raft call's deadline (elections after 4–8 silent
     /// heartbeats). The default serves regions up to 150 ms apart; 150 suits one LAN.
-    #[serde(default = "default_heartbeat")]
+    #[arg(long, env = "WARREN_HEARTBEAT_MS", default_value_t = default_heartbeat())]
     pub heartbeat_ms: u64,
     /// A node silent for this long is marked down.
-    #[serde(default = "default_down_after")]
+    #[arg(long, env = "WARREN_DOWN_AFTER_MS", default_value_t = default_down_after())]
     pub down_after_ms: u64,
     /// A node out of touch with the majority this long stops serving (< down_after_ms).
-    #[serde(default = "default_lease")]
+    #[arg(long, env = "WARREN_LEASE_MS", default_value_t = default_lease())]
     pub lease_ms: u64,
     /// Where snapshots go, shared by every node of the cluster: an S3 bucket
     /// (`s3://bucket[/prefix]`, credentials and `?endpoint=` as docs/operations.md says), or
     /// a directory (`file:///…` or an absolute path; default DATA_DIR/objects, right for a
     /// single node).
+    #[arg(long, env = "WARREN_OBJECT_STORE")]
     pub object_store: Option<String>,
-    /// Size of the node-local cache of snapshot chunks.
-    #[serde(default = "default_chunk_cache_mb")]
+    /// Size of the node-local cache of snapshot chunks, MiB.
+    #[arg(long, env = "WARREN_CHUNK_CACHE_MB", default_value_t = default_chunk_cache_mb())]
     pub chunk_cache_mb: u64,
-    /// Unreferenced snapshot chunks younger than this are kept.
-    #[serde(default = "default_gc_grace")]
+    /// Unreferenced snapshot chunks younger than this are kept, seconds.
+    #[arg(long, env = "WARREN_SNAPSHOT_GC_GRACE_S", default_value_t = default_gc_grace())]
     pub snapshot_gc_grace_s: u64,
     /// Domain of preview URLs: requests for `{port}-{id}-{token}.DOMAIN` at any node reach
     /// that port in the sandbox (default `localhost`).
-    #[serde(default = "default_preview_domain")]
+    #[arg(long, env = "WARREN_PREVIEW_DOMAIN", default_value_t = default_preview_domain())]
     pub preview_domain: String,
     /// Scheme written in preview URLs (`http`, or `https` behind a TLS proxy).
-    #[serde(default = "default_preview_scheme")]
+    #[arg(long, env = "WARREN_PREVIEW_SCHEME", default_value_t = default_preview_scheme())]
     pub preview_scheme: String,
     /// Port written in preview URLs (default: the API listener's; 0: none).
-    #[serde(default)]
+    #[arg(long, env = "WARREN_PREVIEW_PORT")]
     pub preview_port: Option<u16>,
     /// Running sandboxes active since their last checkpoint are snapshotted this often and
-    /// the snapshot recorded in the cluster: what survivors restore if this node fails.
-    /// 0: never (a failed node's sandboxes then come back from their last sleep, or fresh).
-    #[serde(default = "default_checkpoint_every")]
+    /// the snapshot recorded in the cluster: what survivors restore if this node fails
+    /// (`loss_window_s` in `GET /v1/cluster`), seconds. 0: never (a failed node's sandboxes
+    /// then come back from their last sleep, or fresh).
+    #[arg(long, env = "WARREN_CHECKPOINT_EVERY_S", default_value_t = default_checkpoint_every())]
     pub checkpoint_every_s: u64,
     /// Let the guest archive and unpack snapshots inside the sandbox (counted as the
     /// sandbox's CPU use) instead of the node entering the container's mount namespace
     /// (which needs root).
-    #[serde(default)]
+    #[arg(long, env = "WARREN_PACK_IN_GUEST")]
     pub pack_in_guest: bool,
     /// Write a restored snapshot's files only once its new container runs, in the
     /// container's mount namespace, instead of while Docker starts it (slower; for engines
     /// whose mounts behave unlike Docker's overlay2).
-    #[serde(default)]
+    #[arg(long, env = "WARREN_RESTORE_AFTER_START")]
     pub restore_after_start: bool,
     /// Containers of the default image kept started and ready, so that a create, restore,
     /// wake or fork takes one instead of waiting for Docker to start one (0: none).
-    #[serde(default = "default_warm")]
+    #[arg(long, env = "WARREN_WARM_CONTAINERS", default_value_t = default_warm())]
     pub warm_containers: usize,
     /// Warm containers kept at most when demand is high: the pool keeps as many as the
     /// most requests for one within a minute of the last ten, between `warm_containers` and
     /// this (at or below `warm_containers`: the pool does not follow demand).
-    #[serde(default = "default_warm_max")]
+    #[arg(long, env = "WARREN_WARM_MAX", default_value_t = default_warm_max())]
     pub warm_max: usize,
     /// Memory the warm containers may hold together, MiB (0: an eighth of this host's
     /// memory, at most 2048). Bounds `warm_max` at about 8 MiB per container.
-    #[serde(default)]
+    #[arg(long, env = "WARREN_WARM_MEMORY_MB", default_value_t = 0)]
     pub warm_memory_mb: u64,
     /// The pool starts another warm container only when at least this fraction of the
     /// host's CPU time was idle just before (0: whatever the load).
-    #[serde(default = "default_warm_idle_reserve")]
+    #[arg(long, env = "WARREN_WARM_IDLE_RESERVE", default_value_t = default_warm_idle_reserve())]
     pub warm_idle_reserve: f64,
     /// How long a burst of requests keeps the warm pool above `warm_containers`, seconds.
-    #[serde(default = "default_warm_horizon_s")]
+    #[arg(long, env = "WARREN_WARM_HORIZON_S", default_value_t = default_warm_horizon_s())]
     pub warm_horizon_s: u64,
     /// Images besides the default whose sandboxes also take warm containers: each gets a
     /// pool of its own that follows its recent demand from none (no floor), within the same
     /// `warm_max` and `warm_memory_mb` as the default image's. The images must be present
-    /// on this host.
-    #[serde(default)]
+    /// on this host. Flag repeatable, variable comma-separated.
+    #[arg(long = "warm-image", env = "WARREN_WARM_IMAGES", value_delimiter = ',')]
     pub warm_images: Vec<String>,
     /// The cluster CA's certificate and private key (PEM), on the nodes that sign node
     /// certificates (default DATA_DIR/cluster/ca.pem; the first node writes it). Copy it
     /// to another node to make that one a signer too.
-    #[serde(default)]
+    #[arg(long, env = "WARREN_CLUSTER_CA_FILE")]
     pub ca_file: Option<PathBuf>,
-    /// How long node certificates live; each node renews its own at half of it. A node that
-    /// was off for longer must be admitted again.
-    #[serde(default = "default_cert_lifetime_s")]
+    /// How long node certificates live, seconds; each node renews its own at half of it. A
+    /// node that was off for longer must be admitted again.
+    #[arg(long, env = "WARREN_CERT_LIFETIME_S", default_value_t = default_cert_lifetime_s())]
     pub cert_lifetime_s: u64,
-    /// File of the cluster's secrets keys (default DATA_DIR/cluster/secrets.key).
-    #[serde(default)]
+    /// File of the cluster's secrets keys (made at bootstrap, received when joining;
+    /// default DATA_DIR/cluster/secrets.key).
+    #[arg(long, env = "WARREN_SECRETS_KEY_FILE")]
     pub secrets_key_file: Option<PathBuf>,
     /// Networks (CIDRs) the egress proxy may reach although they are not the public
-    /// internet.
-    #[serde(default)]
+    /// internet (private, loopback, link-local, ...). The node's own API, peer and proxy
+    /// ports stay unreachable whatever is listed. Flag repeatable, variable comma-separated.
+    #[arg(
+        long = "egress-allow-net",
+        env = "WARREN_EGRESS_ALLOW_NETS",
+        value_delimiter = ','
+    )]
     pub egress_allow_nets: Vec<String>,
     /// TCP port of the egress proxy (default: the one used before, else the first free
-    /// one of `EGRESS_PORTS`).
-    #[serde(default)]
+    /// one from 47800 to 47899, the range the firewall opens to sandboxes).
+    #[arg(long, env = "WARREN_EGRESS_PORT")]
     pub egress_port: Option<u16>,
-    /// PEM file of CAs trusted for upstream HTTPS besides the public roots.
-    #[serde(default)]
+    /// PEM file of CAs trusted for upstream HTTPS besides the public roots (an internal
+    /// CA of private services).
+    #[arg(long, env = "WARREN_EGRESS_CA_FILE")]
     pub egress_ca_file: Option<PathBuf>,
     /// PEM certificate chain of the public API; with `tls_key_file`, the API (and the
     /// join endpoint) speak HTTPS only. Both files are read again when they change.
-    #[serde(default)]
+    #[arg(long, env = "WARREN_TLS_CERT_FILE")]
     pub tls_cert_file: Option<PathBuf>,
     /// PEM private key of `tls_cert_file`.
-    #[serde(default)]
+    #[arg(long, env = "WARREN_TLS_KEY_FILE")]
     pub tls_key_file: Option<PathBuf>,
     /// How often the TLS files are checked for a change, ms.
-    #[serde(default = "default_tls_reload_check_ms")]
+    #[arg(long, env = "WARREN_TLS_RELOAD_CHECK_MS", default_value_t = default_tls_reload_check_ms())]
     pub tls_reload_check_ms: u64,
     /// PEM file of the CA a joining node trusts for the seed's HTTPS API (when the seed's
     /// certificate is not from a public CA).
-    #[serde(default)]
+    #[arg(long, env = "WARREN_JOIN_CA_FILE")]
     pub join_ca_file: Option<PathBuf>,
     /// Time a client has to send a request's header (also the longest a connection may
     /// sit idle between requests), ms.
-    #[serde(default = "default_header_read_timeout_ms")]
+    #[arg(long, env = "WARREN_HEADER_READ_TIMEOUT_MS", default_value_t = default_header_read_timeout_ms())]
     pub header_read_timeout_ms: u64,
     /// Connections to the public API served at once (more wait in the kernel's backlog).
-    #[serde(default = "default_max_connections")]
+    #[arg(long, env = "WARREN_MAX_CONNECTIONS", default_value_t = default_max_connections())]
     pub max_connections: usize,
     /// On shutdown, how long requests in progress may finish before they are cut, ms.
-    #[serde(default = "default_drain_timeout_ms")]
+    #[arg(long, env = "WARREN_DRAIN_TIMEOUT_MS", default_value_t = default_drain_timeout_ms())]
     pub drain_timeout_ms: u64,
     /// File holding the token `GET /metrics` asks for (`Authorization: Bearer <token>`;
     /// an admin key is taken too). None: `/metrics` is open, as on a loopback dev node.
-    #[serde(default)]
+    #[arg(long, env = "WARREN_METRICS_TOKEN_FILE")]
     pub metrics_token_file: Option<PathBuf>,
     /// Wrong API keys (or tickets) a client address may present per minute before it is
     /// refused everything for a while (0: no limit).
-    #[serde(default = "default_auth_failures_per_min")]
+    #[arg(long, env = "WARREN_AUTH_FAILURES_PER_MIN", default_value_t = default_auth_failures_per_min())]
     pub auth_failures_per_min: u32,
     /// Wrong preview tokens a client address may send per minute before its previews are
     /// refused for a while (0: no limit).
-    #[serde(default = "default_preview_guesses_per_min")]
+    #[arg(long, env = "WARREN_PREVIEW_GUESSES_PER_MIN", default_value_t = default_preview_guesses_per_min())]
     pub preview_guesses_per_min: u32,
     /// How long a request body may go without a byte before it is cut, ms.
-    #[serde(default = "default_body_read_timeout_ms")]
+    #[arg(long, env = "WARREN_BODY_READ_TIMEOUT_MS", default_value_t = default_body_read_timeout_ms())]
     pub body_read_timeout_ms: u64,
     /// Largest JSON request body, MiB (over it: 413 `PAYLOAD_TOO_LARGE`). File uploads and
     /// other streamed bodies are bounded by the sandbox's disk instead.
-    #[serde(default = "default_max_json_body_mb")]
+    #[arg(long, env = "WARREN_MAX_JSON_BODY_MB", default_value_t = default_max_json_body_mb())]
     pub max_json_body_mb: u64,
     /// Requests per second each API key may make through this node on average (0: no
     /// limit); over it, 429 `RATE_LIMITED` with `retry-after`.
-    #[serde(default = "default_rate_limit_per_s")]
+    #[arg(long, env = "WARREN_RATE_LIMIT_PER_S", default_value_t = default_rate_limit_per_s())]
     pub rate_limit_per_s: u32,
     /// Requests a key may make at once above its average rate.
-    #[serde(default = "default_rate_limit_burst")]
+    #[arg(long, env = "WARREN_RATE_LIMIT_BURST", default_value_t = default_rate_limit_burst())]
     pub rate_limit_burst: u32,
 }
 
@@ -303,9 +344,6 @@ pub fn default_warm_idle_reserve() -> f64 {
 }
 pub fn default_warm_horizon_s() -> u64 {
     600
-}
-pub fn default_true() -> bool {
-    true
 }
 pub fn default_iptables() -> PathBuf {
     "iptables".into()
@@ -384,13 +422,63 @@ impl Settings {
         }
     }
 
-    pub fn load(path: &std::path::Path) -> anyhow::Result<Settings> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-        let s: Settings =
-            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    /// Every setting at its default: what the flags default to, with no environment.
+    pub fn defaults() -> Settings {
+        use clap::{Args, FromArgMatches};
+        let cmd = Settings::augment_args(clap::Command::new("defaults")).mut_args(|a| a.env(None));
+        let m = cmd
+            .try_get_matches_from(["defaults"])
+            .expect("every setting has a default or may be absent");
+        Settings::from_arg_matches(&m).expect("the defaults are settings")
+    }
+
+    /// A file's settings over the defaults (no flags, no environment): what an embedding
+    /// program or an offline command reads.
+    pub fn load(path: &Path) -> anyhow::Result<Settings> {
+        let s = Settings::from_file(path, false)?;
         s.check()?;
         Ok(s)
+    }
+
+    /// The settings of a node started from the command line: `args` holds the defaults,
+    /// the environment and the flags (as clap read them), `given` the keys the environment
+    /// or a flag set. With a file, those keys keep their value and every other comes from
+    /// the file (or its default).
+    pub fn layered(
+        file: Option<&Path>,
+        args: &Settings,
+        given: &BTreeSet<String>,
+    ) -> anyhow::Result<Settings> {
+        let Some(path) = file else {
+            args.check()?;
+            return Ok(args.clone());
+        };
+        let from_file = Settings::from_file(path, given.contains("name"))?;
+        let over = serde_json::to_value(args)?;
+        let mut merged = serde_json::to_value(&from_file)?;
+        for key in given {
+            let value = over
+                .get(key)
+                .ok_or_else(|| anyhow::anyhow!("{key} is not a setting"))?;
+            merged[key.as_str()] = value.clone();
+        }
+        let s: Settings = serde_json::from_value(merged)?;
+        s.check()?;
+        Ok(s)
+    }
+
+    /// The file over the defaults; the file must name the node unless `named` elsewhere.
+    fn from_file(path: &Path, named: bool) -> anyhow::Result<Settings> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        let table: toml::Table =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        anyhow::ensure!(
+            named || table.contains_key("name"),
+            "{}: `name` is missing (this node's name, unique in the cluster)",
+            path.display()
+        );
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     }
 
     pub fn check(&self) -> anyhow::Result<()> {
