@@ -49,6 +49,9 @@ pub struct ClusterConfig {
     pub key_id: String,
     /// How long the node certificates this node signs live (`certs`).
     pub cert_lifetime: Duration,
+    /// Raft log entries applied between two snapshots of the state machine; the log is
+    /// then deleted up to half of them behind the snapshot (`raft_log_policy`).
+    pub raft_snapshot_every: u64,
     /// The cluster CA with its key, from this node's CA file: this node signs certificates.
     pub ca: Option<CaMaterial>,
 }
@@ -69,6 +72,7 @@ impl ClusterConfig {
             supervise_every: Duration::from_millis(500),
             key_id: String::new(),
             cert_lifetime: DEFAULT_CERT_LIFETIME,
+            raft_snapshot_every: DEFAULT_RAFT_SNAPSHOT_EVERY,
             ca: None,
         }
     }
@@ -76,6 +80,12 @@ impl ClusterConfig {
     /// Refuses lease settings that would let a cut-off node serve after its sandboxes were
     /// handed to another (`lease::validate`).
     pub fn validate(&self) -> Result<(), String> {
+        if !(MIN_RAFT_SNAPSHOT_EVERY..=MAX_RAFT_SNAPSHOT_EVERY).contains(&self.raft_snapshot_every)
+        {
+            return Err(format!(
+                "raft_snapshot_every must be between {MIN_RAFT_SNAPSHOT_EVERY} and {MAX_RAFT_SNAPSHOT_EVERY}"
+            ));
+        }
         if self.cert_lifetime < MIN_CERT_LIFETIME {
             return Err(format!(
                 "cert_lifetime_s must be at least {} s",
@@ -191,6 +201,24 @@ pub const DEFAULT_CERT_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The shortest certificate lifetime a node accepts (renewal runs at half of it).
 pub const MIN_CERT_LIFETIME: Duration = Duration::from_secs(10);
 
+/// Raft log entries between two snapshots of the state machine, by default.
+pub const DEFAULT_RAFT_SNAPSHOT_EVERY: u64 = 2000;
+pub const MIN_RAFT_SNAPSHOT_EVERY: u64 = 10;
+pub const MAX_RAFT_SNAPSHOT_EVERY: u64 = 1_000_000;
+
+/// Entries kept behind a snapshot when the log is cut: half the snapshot interval, so that
+/// a follower a little behind catches up from the log, and only one further behind (or a
+/// new member) needs the snapshot.
+pub fn raft_log_kept(snapshot_every: u64) -> u64 {
+    snapshot_every / 2
+}
+
+/// Entries the log is cut by at least at once: openraft waits for this many deletable
+/// entries; a quarter of the snapshot interval, at most 256.
+pub fn raft_purge_batch(snapshot_every: u64) -> u64 {
+    (snapshot_every / 4).clamp(1, 256)
+}
+
 /// How long a proposal may take before it is answered with NoQuorum.
 const PROPOSE_DEADLINE: Duration = Duration::from_secs(10);
 
@@ -219,9 +247,9 @@ impl Cluster {
             election_timeout_min: timing.election_min_ms,
             election_timeout_max: timing.election_max_ms,
             install_snapshot_timeout: timing.snapshot_ms,
-            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(2000),
-            max_in_snapshot_log_to_keep: 1000,
-            purge_batch_size: 256,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(cfg.raft_snapshot_every),
+            max_in_snapshot_log_to_keep: raft_log_kept(cfg.raft_snapshot_every),
+            purge_batch_size: raft_purge_batch(cfg.raft_snapshot_every),
             ..Default::default()
         }
         .validate()

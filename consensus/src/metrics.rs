@@ -30,6 +30,7 @@ struct RaftCollector {
     applied: IntGauge,
     apply_lag: IntGauge,
     snapshot: IntGauge,
+    purged: IntGauge,
     voters: IntGauge,
     quorum_ack_age_ms: IntGauge,
     leader_contact_age_ms: IntGauge,
@@ -71,6 +72,11 @@ impl RaftCollector {
                 "warren_raft_snapshot_index",
                 "Index up to which this node's state is in its latest Raft snapshot",
             )?,
+            purged: gauge(
+                "warren_raft_purged_index",
+                "Index up to which this node has deleted its Raft log (a member that lacks \
+                 entries up to it catches up by snapshot); -1: none deleted",
+            )?,
             voters: gauge(
                 "warren_raft_voters",
                 "Voters in the membership this node sees",
@@ -96,7 +102,7 @@ impl RaftCollector {
         Ok(c)
     }
 
-    fn parts(&self) -> [&dyn Collector; 15] {
+    fn parts(&self) -> [&dyn Collector; 16] {
         [
             &self.term,
             &self.leader,
@@ -105,6 +111,7 @@ impl RaftCollector {
             &self.applied,
             &self.apply_lag,
             &self.snapshot,
+            &self.purged,
             &self.voters,
             &self.quorum_ack_age_ms,
             &self.leader_contact_age_ms,
@@ -128,6 +135,7 @@ impl RaftCollector {
         self.applied.set(applied);
         self.apply_lag.set((last - applied).max(0));
         self.snapshot.set(idx(m.snapshot.map(|l| l.index)));
+        self.purged.set(idx(m.purged.map(|l| l.index)));
         self.voters
             .set(m.membership_config.membership().voter_ids().count() as i64);
         self.quorum_ack_age_ms

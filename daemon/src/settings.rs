@@ -143,6 +143,11 @@ pub struct Settings {
     /// heartbeats). The default serves regions up to 150 ms apart; 150 suits one LAN.
     #[arg(long, env = "WARREN_HEARTBEAT_MS", default_value_t = default_heartbeat())]
     pub heartbeat_ms: u64,
+    /// Raft log entries applied between two snapshots of the cluster state; the log is
+    /// then cut to half of them behind the snapshot. A member further behind (a new one)
+    /// catches up by receiving the snapshot. Lower: a smaller log, more snapshots.
+    #[arg(long, env = "WARREN_RAFT_SNAPSHOT_EVERY", default_value_t = default_raft_snapshot_every())]
+    pub raft_snapshot_every: u64,
     /// A node silent for this long is marked down.
     #[arg(long, env = "WARREN_DOWN_AFTER_MS", default_value_t = default_down_after())]
     pub down_after_ms: u64,
@@ -372,6 +377,9 @@ pub fn default_capacity() -> u32 {
 pub fn default_heartbeat() -> u64 {
     warren_consensus::timing::DEFAULT_HEARTBEAT.as_millis() as u64
 }
+pub fn default_raft_snapshot_every() -> u64 {
+    warren_consensus::cluster::DEFAULT_RAFT_SNAPSHOT_EVERY
+}
 pub fn default_down_after() -> u64 {
     8000
 }
@@ -490,6 +498,15 @@ impl Settings {
             .map_err(|e| anyhow::anyhow!(e))?;
         warren_consensus::timing::validate(self.heartbeat_ms, self.lease_ms)
             .map_err(|e| anyhow::anyhow!(e))?;
+        {
+            use warren_consensus::cluster::{MAX_RAFT_SNAPSHOT_EVERY, MIN_RAFT_SNAPSHOT_EVERY};
+            anyhow::ensure!(
+                (MIN_RAFT_SNAPSHOT_EVERY..=MAX_RAFT_SNAPSHOT_EVERY)
+                    .contains(&self.raft_snapshot_every),
+                "raft_snapshot_every must be between {MIN_RAFT_SNAPSHOT_EVERY} and \
+                 {MAX_RAFT_SNAPSHOT_EVERY}"
+            );
+        }
         anyhow::ensure!(
             self.cert_lifetime_s >= warren_consensus::cluster::MIN_CERT_LIFETIME.as_secs(),
             "cert_lifetime_s must be at least {}",

@@ -82,6 +82,65 @@ async fn five_nodes_in_three_regions_up_to_150_ms_apart_commit_forward_and_catch
     }
 }
 
+/// One unlabelled gauge of a node's metrics (-1 where the node says "none").
+fn gauge(text: &str, name: &str) -> i64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(i64::MIN, |v| v as i64)
+}
+
+/// A node that joins after the leader has cut its Raft log cannot be sent the entries it
+/// lacks: it must receive a snapshot of the cluster state, from another region across the
+/// relay, on default timing. Snapshots are taken every 20 entries here (`raft_snapshot_every`)
+/// so that a few placements cut the log.
+#[tokio::test]
+async fn a_node_that_joins_after_the_log_was_cut_catches_up_by_snapshot_across_regions() {
+    let mut c = TestCluster::start_wan(3, 3, three_regions(), "raft_snapshot_every = 20\n").await;
+    let leader = c.leader().await;
+
+    // Placements through every node until the leader has deleted part of its log.
+    let (mut ids, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(180));
+    let purged = loop {
+        let text = c.metrics_text(leader).await;
+        let purged = gauge(&text, "warren_raft_purged_index");
+        if purged > 0 {
+            break purged;
+        }
+        assert!(
+            Instant::now() < deadline && ids.len() < 60,
+            "the leader never cut its log after {} placements (purged index {purged}, last \
+             log {}, snapshot {})",
+            ids.len(),
+            gauge(&text, "warren_raft_last_log_index"),
+            gauge(&text, "warren_raft_snapshot_index"),
+        );
+        let id = format!("cut{}-{}", ids.len(), unique());
+        let (status, node, out) = echo_via(&c, ids.len() % 3, &id, "placed").await;
+        assert_eq!(status, 200, "placement of {id}: {out}");
+        ids.push((id, node));
+    };
+
+    // A node in the farthest region joins and serves every sandbox placed before it came,
+    // from its own state: it got there by a snapshot, since the log before `purged` is gone.
+    let late = c.add_node("r3").await;
+    for (id, owner) in &ids {
+        let (status, node, out) = echo_via(&c, late, id, "late").await;
+        assert_eq!(status, 200, "{id} through the late node: {out}");
+        assert_eq!(&node, owner, "{id} through the late node ran elsewhere");
+    }
+    let text = c.metrics_text(late).await;
+    let (applied, snapshot) = (
+        gauge(&text, "warren_raft_applied_index"),
+        gauge(&text, "warren_raft_snapshot_index"),
+    );
+    assert!(
+        applied >= purged && snapshot >= purged,
+        "the late node applied {applied}, holds a snapshot to {snapshot}; the leader had cut \
+         its log to {purged} before it joined"
+    );
+}
+
 /// Clients in every region append to one sandbox per node while the leader's region is cut
 /// off from the other two for longer than the failure timeout (default timing): the majority
 /// elects a leader, fails the cut-off owners' sandboxes over and keeps serving; once healed,
