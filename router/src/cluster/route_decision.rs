@@ -1,7 +1,8 @@
 //! Where a sandbox request goes: one pure decision from what this node has applied (the
-//! sandbox's placement), who asks, and how the request came (from a client, or forwarded by
-//! a peer under the placement epoch its entry node committed). `route.rs` carries the
-//! decision out; a decision to wait is followed by deciding again on the state the wait saw.
+//! sandbox's placement), whether it holds its lease, who asks, and how the request came
+//! (from a client, or forwarded by a peer under the placement epoch its entry node
+//! committed). `route::execute` carries the decision out, for API calls and preview URLs
+//! alike; a decision to wait is followed by deciding again on the state the wait saw.
 
 use crate::auth::Principal;
 use warren_api::keys::DEFAULT_TENANT;
@@ -13,7 +14,8 @@ pub(crate) struct RouteInput<'a> {
     pub me: NodeId,
     /// The sandbox's placement as this node has applied it (none: placed nowhere).
     pub placement: Option<&'a Placement>,
-    pub who: &'a Principal,
+    /// The caller; none for a preview URL (its token is the preview proxy's to check).
+    pub who: Option<&'a Principal>,
     /// Forwarded by a peer (served here or refused: one hop only).
     pub from_peer: bool,
     /// The placement epoch a peer forwarded it under.
@@ -23,6 +25,13 @@ pub(crate) struct RouteInput<'a> {
     /// This node has applied everything committed before the request arrived (a read
     /// barrier passed): "placed nowhere" is then the cluster's answer, not a lagging view.
     pub caught_up: bool,
+    /// This node has a copy of the sandbox (of interest when no placement names it: a
+    /// sandbox it had before it joined a cluster).
+    pub local_copy: bool,
+    /// This node holds its lease: in touch with the majority, it may serve its sandboxes.
+    pub lease_held: bool,
+    /// This request already waited for the lease (bounded) and it did not come.
+    pub lease_waited: bool,
 }
 
 /// What to do with the request.
@@ -42,19 +51,41 @@ pub(crate) enum Route {
     /// A peer sent it for a sandbox placed elsewhere, under no later placement: its view is
     /// stale; refused (retryable) rather than forwarded a second time.
     RefuseStale,
-    /// Placed nowhere, as the cluster has it: a sandbox this node had before it joined a
-    /// cluster is served here; otherwise it is absent (404, or 204 for a delete).
-    LocalOrAbsent,
+    /// Placed nowhere, as the cluster has it, and this node has a copy from before it joined
+    /// a cluster: served here.
+    ServeUnplaced,
+    /// Placed nowhere, as the cluster has it, and not here: absent (404, or 204 for a
+    /// delete; a preview's token is refused).
+    Absent,
+    /// Would be served here, but this node does not hold its lease: wait for it (bounded),
+    /// then decide again.
+    AwaitLease,
+    /// Would be served here, and the lease did not come back in time: refused (retryable).
+    NoLease,
     /// A peer's read or delete of an id placed nowhere: served here as it is.
     ServeAsSent,
     /// Placed nowhere: commit a placement for it, then send it to the chosen node.
     Place,
 }
 
-/// Pure: see [`Route`].
+/// Pure: see [`Route`]. Nothing is served here without the lease.
 pub(crate) fn decide(i: &RouteInput) -> Route {
+    let route = decide_by_placement(i);
+    let serves_here = matches!(route, Route::ServeOwned { .. } | Route::ServeUnplaced);
+    match (serves_here, i.lease_held, i.lease_waited) {
+        (true, false, false) => Route::AwaitLease,
+        (true, false, true) => Route::NoLease,
+        _ => route,
+    }
+}
+
+fn may_touch(who: Option<&Principal>, tenant: &str) -> bool {
+    who.is_none_or(|w| w.may_touch(tenant))
+}
+
+fn decide_by_placement(i: &RouteInput) -> Route {
     if let Some(p) = i.placement {
-        if !i.who.may_touch(p.tenant()) {
+        if !may_touch(i.who, p.tenant()) {
             return Route::Foreign {
                 owner: p.tenant().to_string(),
             };
@@ -68,10 +99,11 @@ pub(crate) fn decide(i: &RouteInput) -> Route {
         (true, true) => Route::ServeAsSent,
         (true, false) if !i.caught_up => Route::AwaitCatchUp,
         // A sandbox of a node that predates the cluster is the default tenant's.
-        (true, false) if !i.who.may_touch(DEFAULT_TENANT) => Route::Foreign {
+        (true, false) if !may_touch(i.who, DEFAULT_TENANT) => Route::Foreign {
             owner: DEFAULT_TENANT.to_string(),
         },
-        (true, false) => Route::LocalOrAbsent,
+        (true, false) if i.local_copy => Route::ServeUnplaced,
+        (true, false) => Route::Absent,
         // The entry node committed a placement naming this node; its log may not have it.
         (false, true) => Route::ServeOwned {
             epoch: i.sent_epoch.unwrap_or(1),
@@ -129,11 +161,14 @@ mod tests {
         RouteInput {
             me: ME,
             placement: p,
-            who,
+            who: Some(who),
             from_peer: false,
             sent_epoch: None,
             read_or_delete: false,
             caught_up: false,
+            local_copy: false,
+            lease_held: true,
+            lease_waited: false,
         }
     }
 
@@ -192,7 +227,12 @@ mod tests {
                 owner: DEFAULT_TENANT.into()
             }
         );
-        assert_eq!(decide(&read(true, false, &admin)), Route::LocalOrAbsent);
+        assert_eq!(decide(&read(true, false, &admin)), Route::Absent);
+        let kept = RouteInput {
+            local_copy: true,
+            ..read(true, false, &admin)
+        };
+        assert_eq!(decide(&kept), Route::ServeUnplaced);
         assert_eq!(decide(&read(false, true, &acme)), Route::ServeAsSent);
         // A peer's create for an id not applied here yet: served once its placement is.
         let create = RouteInput {
@@ -201,18 +241,40 @@ mod tests {
             ..input(None, &acme)
         };
         assert_eq!(decide(&create), Route::ServeOwned { epoch: 7 });
+        // Without the lease nothing is served here: waited for once, then refused; a
+        // forward needs no lease of this node's.
+        let no_lease = |waited| RouteInput {
+            lease_held: false,
+            lease_waited: waited,
+            ..input(Some(&here), &acme)
+        };
+        assert_eq!(decide(&no_lease(false)), Route::AwaitLease);
+        assert_eq!(decide(&no_lease(true)), Route::NoLease);
+        let elsewhere = RouteInput {
+            lease_held: false,
+            ..input(Some(&there), &acme)
+        };
+        assert_eq!(decide(&elsewhere), Route::Forward { node: 2, epoch: 4 });
+        // A preview (no caller) is never another tenant's: its token decides.
+        let preview = RouteInput {
+            who: None,
+            read_or_delete: true,
+            ..input(Some(&here), &other)
+        };
+        assert_eq!(decide(&preview), Route::ServeOwned { epoch: 4 });
     }
 
-    /// A placement (node, epoch, moving, tenant), the caller's tenant and admin flag, from
-    /// a peer, the sent epoch, read or delete, caught up.
+    /// A placement (node, epoch, moving, tenant), the caller's tenant and admin flag (none:
+    /// a preview), from a peer, the sent epoch, read or delete, caught up, and (local copy,
+    /// lease held, lease waited).
     type Case = (
         Option<(NodeId, u64, bool, Option<String>)>,
-        String,
-        bool,
+        Option<(String, bool)>,
         bool,
         Option<u64>,
         bool,
         bool,
+        (bool, bool, bool),
     );
 
     fn any_input() -> impl Strategy<Value = Case> {
@@ -225,12 +287,12 @@ mod tests {
                 any::<bool>(),
                 prop::option::of(tenant.clone()),
             )),
-            tenant,
-            any::<bool>(),
+            prop::option::of((tenant, any::<bool>())),
             any::<bool>(),
             prop::option::of(1u64..12),
             any::<bool>(),
             any::<bool>(),
+            (any::<bool>(), any::<bool>(), any::<bool>()),
         )
     }
 
@@ -238,29 +300,47 @@ mod tests {
         /// What holds for every request: a peer's request is never forwarded again; a
         /// tenant never reaches another tenant's sandbox; this node serves only what its
         /// applied placement (or the sender's later one) gives it, never at an older epoch;
-        /// a placed id is never placed again; "absent" needs a caught-up view.
+        /// a placed id is never placed again; "absent" needs a caught-up view; nothing is
+        /// served here without the lease, and the lease is waited for once.
         #[test]
-        fn invariants((p, tenant, admin, from_peer, sent, read_or_delete, caught_up) in any_input()) {
+        fn invariants((p, caller, from_peer, sent, read_or_delete, caught_up, (local_copy, lease_held, lease_waited)) in any_input()) {
             let placement = p.as_ref().map(|(n, e, m, t)| placement(*n, *e, *m, t.as_deref()));
-            let who = principal(&tenant, admin);
+            let who = caller.as_ref().map(|(tenant, admin)| principal(tenant, *admin));
             let i = RouteInput {
                 me: ME,
                 placement: placement.as_ref(),
-                who: &who,
+                who: who.as_ref(),
                 from_peer,
                 sent_epoch: sent,
                 read_or_delete,
                 caught_up,
+                local_copy,
+                lease_held,
+                lease_waited,
             };
             let route = decide(&i);
+            if matches!(route, Route::ServeOwned { .. } | Route::ServeUnplaced) {
+                prop_assert!(lease_held, "{route:?}");
+            }
+            if route == Route::AwaitLease {
+                prop_assert!(!lease_held && !lease_waited);
+            }
+            if route == Route::NoLease {
+                prop_assert!(!lease_held && lease_waited);
+            }
+            // With the lease, the same request decides as it does without having waited.
+            if lease_held {
+                let again = decide(&RouteInput { lease_waited: !lease_waited, ..i });
+                prop_assert_eq!(&again, &route);
+            }
             if from_peer {
                 prop_assert!(!matches!(route, Route::Forward { .. } | Route::Place | Route::AwaitCatchUp), "{route:?}");
             }
             if let Some(p) = &placement {
-                if !who.may_touch(p.tenant()) {
+                if who.as_ref().is_some_and(|w| !w.may_touch(p.tenant())) {
                     prop_assert!(matches!(route, Route::Foreign { .. }), "{route:?}");
                 }
-                prop_assert!(!matches!(route, Route::Place | Route::LocalOrAbsent | Route::ServeAsSent | Route::AwaitCatchUp), "{route:?}");
+                prop_assert!(!matches!(route, Route::Place | Route::ServeUnplaced | Route::Absent | Route::ServeAsSent | Route::AwaitCatchUp), "{route:?}");
                 match route {
                     Route::ServeOwned { epoch } => {
                         prop_assert!(epoch >= p.epoch);
@@ -273,8 +353,9 @@ mod tests {
                 }
             } else {
                 prop_assert!(!matches!(route, Route::Forward { .. } | Route::AwaitMove | Route::RefuseStale), "{route:?}");
-                if route == Route::LocalOrAbsent {
+                if matches!(route, Route::ServeUnplaced | Route::Absent) {
                     prop_assert!(caught_up && read_or_delete && !from_peer);
+                    prop_assert_eq!(route == Route::ServeUnplaced, local_copy);
                 }
                 if route == Route::Place {
                     prop_assert!(!read_or_delete && !from_peer);

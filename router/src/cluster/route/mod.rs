@@ -4,9 +4,10 @@
 //! create the sandbox first commits one (compare-and-set on epoch 0, so concurrent creators
 //! entering different nodes agree on a single owner), chosen by rendezvous hashing over the
 //! up nodes of the requested region. The owner serves a request only while its own applied
-//! state names it and it holds the lease; anyone else forwards to the owner. Preview URLs
-//! take the same path (waiting for a move, lease, placement checks) with the preview proxy
-//! in place of the API router.
+//! state names it and it holds the lease; anyone else forwards to the owner. One pure
+//! decision (`route_decision::decide`) says which, and one executor ([`execute`]) carries
+//! it out, for API calls and preview URLs alike (the preview proxy in place of the API
+//! router).
 
 mod new_sandbox;
 mod owned;
@@ -17,7 +18,7 @@ use owned::*;
 use to_owner::*;
 
 use super::forward::{try_forward, Forwarded};
-use super::route_decision::{decide, placed, Route, RouteInput};
+use super::route_decision::{decide, Route, RouteInput};
 use super::{FromPeer, HEADER_EPOCH};
 use crate::auth::Principal;
 use crate::error::ApiErrorResponse;
@@ -80,6 +81,13 @@ const MOVE_WAIT: Duration = Duration::from_secs(60);
 /// Largest sandbox-creating PUT body read here before it goes on.
 const MAX_PUT_BODY: usize = 1024 * 1024;
 
+/// How long a request waits for this node's lease before it is refused.
+const LEASE_WAIT: Duration = Duration::from_secs(3);
+
+/// Routing rounds of one request at most: each decision to wait or to follow is followed by
+/// deciding again; a create racing deletes without end is refused instead of looping.
+const MAX_ROUNDS: usize = 16;
+
 pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let Some((id, whole)) = sandbox_of(req.uri().path()) else {
         return next.run(req).await;
@@ -88,33 +96,72 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
     if let Err(e) = warren_api::ids::validate_sandbox_id(&id) {
         return err(e);
     }
-    let cl = &st.cluster.cluster;
     let Some(who) = req.extensions().get::<Principal>().cloned() else {
         return err(ApiError::internal(
             "a sandbox call reached routing unauthenticated",
         ));
     };
+    let read_or_delete = whole && (req.method() == Method::GET || req.method() == Method::DELETE);
+    let asked = Asked {
+        who: Some(who),
+        whole,
+        read_or_delete,
+    };
+    execute(&st, &id, asked, req, Serve::Api(next)).await
+}
+
+/// Routes a preview URL's request like a request for its sandbox (it never creates one; no
+/// read barrier for an unknown sandbox: the preview proxy refuses its token).
+pub(crate) async fn route_preview(st: &AppState, t: PreviewRequest, req: Request) -> Response {
+    let id = t.sandbox.clone();
+    let asked = Asked {
+        who: None,
+        whole: false,
+        read_or_delete: true,
+    };
+    execute(st, &id, asked, req, Serve::Preview(t)).await
+}
+
+/// What a request asks of routing, besides its sandbox.
+struct Asked {
+    /// The caller (none: a preview URL).
+    who: Option<Principal>,
+    /// The path is the sandbox itself (not one of its operations).
+    whole: bool,
+    /// A GET or DELETE of the sandbox itself, or a preview: it never creates one.
+    read_or_delete: bool,
+}
+
+/// Carries out [`decide`]'s routes until one answers: every wait (a move, a read barrier,
+/// the lease) and every follow (an owner that failed over to this node, a concurrent create
+/// that won) ends in deciding again on what this node then has applied.
+async fn execute(st: &AppState, id: &str, asked: Asked, req: Request, serve: Serve) -> Response {
+    let cl = &st.cluster.cluster;
     let method = req.method().clone();
     let from_peer = req.extensions().get::<FromPeer>().is_some();
     let sent_epoch = peer_epoch(&req);
-    let read_or_delete = whole && (method == Method::GET || method == Method::DELETE);
-    let mut caught_up = false;
+    let (mut req, mut serve) = (req, serve);
+    let mut caught_up = asked.who.is_none();
+    let mut lease_waited = false;
     // Every wait below (a move to end, a read barrier) is bounded by this.
     let deadline = tokio::time::Instant::now() + MOVE_WAIT;
-    loop {
-        let placement = cl.read(|s| s.placements.get(&id).cloned());
+    for _ in 0..MAX_ROUNDS {
+        let placement = cl.read(|s| s.placements.get(id).cloned());
         let route = decide(&RouteInput {
             me: cl.id,
             placement: placement.as_ref(),
-            who: &who,
+            who: asked.who.as_ref(),
             from_peer,
             sent_epoch,
-            read_or_delete,
+            read_or_delete: asked.read_or_delete,
             caught_up,
+            local_copy: placement.is_none() && st.mgr.get(id).is_some(),
+            lease_held: cl.has_lease(),
+            lease_waited,
         });
         match route {
             Route::AwaitMove => {
-                if let Err(r) = await_move(&st, &id, deadline).await {
+                if let Err(r) = await_move(st, id, deadline).await {
                     return r;
                 }
             }
@@ -131,33 +178,93 @@ pub async fn route_sandbox(State(st): State<AppState>, req: Request, next: Next)
                 }
                 caught_up = true;
             }
-            Route::Foreign { owner } => return foreign(&id, &method, whole, &owner),
+            Route::AwaitLease => {
+                cl.wait_lease(LEASE_WAIT).await;
+                lease_waited = true;
+            }
+            Route::NoLease => return no_lease(),
+            Route::Foreign { owner } => return foreign(id, &method, asked.whole, &owner),
             Route::ServeOwned { epoch } => {
-                return serve_owned(&st, &id, epoch, req, Serve::Api(next)).await
+                return serve_owned(st, id, epoch, req, serve, LeaseHeld::decided()).await
             }
-            Route::Forward { node, epoch } => {
-                return route_to(&st, &id, node, epoch, req, Serve::Api(next)).await
+            Route::Forward { node, epoch } => match route_to(st, id, node, epoch, req).await {
+                Followed::Answered(resp) => return resp,
+                // Failed over to this node: decide again, the lease first.
+                Followed::CameHere(back) => req = back,
+            },
+            Route::RefuseStale => return owned_elsewhere(id),
+            Route::ServeUnplaced => {
+                return serve_local(st, id, req, serve, LeaseHeld::decided()).await
             }
-            Route::RefuseStale => return owned_elsewhere(&id),
-            Route::LocalOrAbsent => return local_or_absent(&st, &id, req, next).await,
-            Route::ServeAsSent => return next.run(req).await,
+            Route::Absent => return absent(st, id, &method, req, serve).await,
+            Route::ServeAsSent => return serve.run(st, req).await,
             Route::Place => {
-                let (req, region, size, replay) = match precheck(req, &id, whole).await {
+                let Serve::Api(next) = serve else {
+                    return owned_elsewhere(id);
+                };
+                let Some(who) = asked.who.as_ref() else {
+                    return owned_elsewhere(id);
+                };
+                let (checked, region, size, replay) = match precheck(req, id, asked.whole).await {
                     Ok(x) => x,
                     Err(r) => return r,
                 };
                 let region = region.unwrap_or_else(|| cl.cfg.region.clone());
                 let new = NewSandbox {
-                    id: &id,
+                    id,
                     region: &region,
-                    who: &who,
+                    who,
                     size,
                     replay,
                 };
-                return place_and_route(&st, new, req, next).await;
+                match place_and_route(st, new, checked, next.clone()).await {
+                    Placed::Answered(resp) => return resp,
+                    // Placed by another request first: routed as that placement says.
+                    Placed::PlacedMeanwhile(back) => (req, serve) = (back, Serve::Api(next)),
+                }
             }
         }
     }
+    err(ApiError::new(
+        ErrorCode::Unavailable,
+        format!("sandbox {id} changed hands too often while this request was routed; retry"),
+    ))
+}
+
+/// Proof that this node held its lease when routing chose to serve here: what serves a
+/// sandbox takes one, so that nothing is served without it.
+pub(super) struct LeaseHeld(());
+
+impl LeaseHeld {
+    /// [`decide`] saw the lease (`RouteInput::lease_held`) in this round.
+    fn decided() -> LeaseHeld {
+        LeaseHeld(())
+    }
+
+    /// For a new sandbox placed on this node outside the decision (its create is answered
+    /// where it was placed): waits for the lease, bounded as routing does.
+    pub(super) async fn wait(st: &AppState) -> Option<LeaseHeld> {
+        st.cluster
+            .cluster
+            .wait_lease(LEASE_WAIT)
+            .await
+            .then_some(LeaseHeld(()))
+    }
+}
+
+/// A request for a sandbox placed nowhere and not here: 404 (a delete, 204); a preview
+/// URL's is answered by the preview proxy, which refuses its token.
+async fn absent(st: &AppState, id: &str, method: &Method, req: Request, serve: Serve) -> Response {
+    if !serve.is_api() {
+        return serve.run(st, req).await;
+    }
+    if method == Method::DELETE {
+        return http::StatusCode::NO_CONTENT.into_response();
+    }
+    err(ApiError::new(
+        ErrorCode::SandboxNotFound,
+        format!("sandbox {id} not found"),
+    ))
 }
 
 /// The answer for another tenant's sandbox: what an absent one gets (404; a delete, 204),
@@ -172,17 +279,6 @@ fn foreign(id: &str, method: &Method, whole: bool, owner: &str) -> Response {
         ErrorCode::SandboxNotFound,
         format!("sandbox {id} not found"),
     ))
-}
-
-/// Routes a preview URL's request like a request for its sandbox. A sandbox that was never
-/// placed (or is unknown) is answered by the preview proxy here, which refuses its token.
-pub(crate) async fn route_preview(st: &AppState, t: PreviewRequest, req: Request) -> Response {
-    let id = t.sandbox.clone();
-    match settled_placement(st, &id).await {
-        Ok(Some(p)) => route_placed(st, &id, p, req, Serve::Preview(t)).await,
-        Ok(None) => Serve::Preview(t).run(st, req).await,
-        Err(r) => r,
-    }
 }
 
 /// The sandbox's placement; while it is moving to another node, waits (bounded) for the move
@@ -237,29 +333,6 @@ fn owned_elsewhere(id: &str) -> Response {
         ErrorCode::Unavailable,
         format!("sandbox {id} is owned by another node; retry"),
     ))
-}
-
-/// Routes a request for a sandbox placed (and not moving) by [`placed`]: served here,
-/// forwarded to the owner, or refused when a stale peer sent it.
-async fn route_placed(
-    st: &AppState,
-    id: &str,
-    p: Placement,
-    req: Request,
-    serve: Serve,
-) -> Response {
-    let from_peer = req.extensions().get::<FromPeer>().is_some();
-    match placed(
-        st.cluster.cluster.id,
-        p.node,
-        p.epoch,
-        from_peer,
-        peer_epoch(&req),
-    ) {
-        Route::ServeOwned { epoch } => serve_owned(st, id, epoch, req, serve).await,
-        Route::Forward { node, epoch } => route_to(st, id, node, epoch, req, serve).await,
-        _ => owned_elsewhere(id),
-    }
 }
 
 #[cfg(test)]

@@ -51,9 +51,31 @@ pub(super) const REFUSAL_BODY_MAX: usize = 64 * 1024;
 pub(super) async fn place_and_route(
     st: &AppState,
     new: NewSandbox<'_>,
+    req: Request,
+    next: Next,
+) -> Placed {
+    match place_once_routed(st, new, req, next).await {
+        Ok(resp) => Placed::Answered(resp),
+        Err(back) => Placed::PlacedMeanwhile(back),
+    }
+}
+
+/// Where a new sandbox's request ended.
+pub(super) enum Placed {
+    Answered(Response),
+    /// Another request placed the id first: this one is back, for routing to decide on
+    /// that placement (follow it, or answer as absent if it is another tenant's).
+    PlacedMeanwhile(Request),
+}
+
+/// [`place_and_route`]; `Err` gives the request back when another request placed the id
+/// first.
+async fn place_once_routed(
+    st: &AppState,
+    new: NewSandbox<'_>,
     mut req: Request,
     next: Next,
-) -> Response {
+) -> Result<Response, Request> {
     let NewSandbox {
         id,
         region,
@@ -80,7 +102,7 @@ pub(super) async fn place_and_route(
                 } else {
                     "no node is up to take a new sandbox"
                 };
-                return err(ApiError::new(ErrorCode::CapacityExhausted, why));
+                return Ok(err(ApiError::new(ErrorCode::CapacityExhausted, why)));
             }
         };
         let cmd = Command::Place {
@@ -95,34 +117,37 @@ pub(super) async fn place_and_route(
                 placement: Some(p),
                 applied: true,
             }) => p,
-            // Placed concurrently by someone else: follow the winner (if it is ours to see).
+            // Placed concurrently by someone else: routing follows the winner (or answers
+            // as absent if it is another tenant's).
             Ok(CommandResult::Placement {
-                placement: Some(p),
+                placement: Some(_),
                 applied: false,
-            }) => {
-                if !who.may_touch(p.tenant()) {
-                    return foreign(id, req.method(), false, p.tenant());
-                }
-                return route_to(st, id, p.node, p.epoch, req, Serve::Api(next)).await;
-            }
+            }) => return Err(req),
             Ok(CommandResult::Rejected { reason }) if reason.starts_with(QUOTA_EXCEEDED) => {
-                return err(ApiError::new(ErrorCode::Forbidden, reason)
-                    .with_details(serde_json::json!({"tenant": who.tenant, "sandbox": id})))
+                return Ok(err(ApiError::new(ErrorCode::Forbidden, reason)
+                    .with_details(
+                        serde_json::json!({"tenant": who.tenant, "sandbox": id}),
+                    )))
             }
             Ok(other) => {
-                return err(ApiError::internal(format!(
+                return Ok(err(ApiError::internal(format!(
                     "placement of {id} gave {other:?}"
-                )))
+                ))))
             }
-            Err(e) => return err(ApiError::from(e)),
+            Err(e) => return Ok(err(ApiError::from(e))),
         };
         let answer = if p.node == cl.id {
-            serve_owned(st, id, p.epoch, req, Serve::Api(next.clone())).await
+            match LeaseHeld::wait(st).await {
+                Some(lease) => {
+                    serve_owned(st, id, p.epoch, req, Serve::Api(next.clone()), lease).await
+                }
+                None => no_lease(),
+            }
         } else {
             let Some(node) = cl.read(|s| s.nodes.get(&p.node).cloned()) else {
-                return err(ApiError::internal(format!(
+                return Ok(err(ApiError::internal(format!(
                     "placement of {id} names an unknown node"
-                )));
+                ))));
             };
             match try_forward(st, &node, with_epoch(req, p.epoch)).await {
                 Forwarded::Response(r) => r,
@@ -136,10 +161,10 @@ pub(super) async fn place_and_route(
             }
         };
         let Some(again) = replay.as_ref() else {
-            return answer;
+            return Ok(answer);
         };
         if answer.status() != http::StatusCode::SERVICE_UNAVAILABLE {
-            return answer;
+            return Ok(answer);
         }
         let (parts, body) = answer.into_parts();
         let body = match http_body_util::Limited::new(body, REFUSAL_BODY_MAX)
@@ -148,14 +173,14 @@ pub(super) async fn place_and_route(
         {
             Ok(b) => b.to_bytes(),
             Err(e) => {
-                return err(ApiError::new(
+                return Ok(err(ApiError::new(
                     ErrorCode::Unavailable,
                     format!("the answer for new sandbox {id} was cut: {e}"),
-                ))
+                )))
             }
         };
         if !refused_for_room(parts.status, &body) {
-            return Response::from_parts(parts, Body::from(body));
+            return Ok(Response::from_parts(parts, Body::from(body)));
         }
         // The refusing node gave the placement up before it answered; once that is applied
         // here, the next candidate is placed (compare-and-set on "placed nowhere").
@@ -170,16 +195,16 @@ pub(super) async fn place_and_route(
         let still_placed = cl.read(|s| s.placements.contains_key(id));
         let another = cl.read(|s| choose_owner_for_new(s, id, region, &excluded).is_some());
         if still_placed || !another || attempt + 1 == ATTEMPTS {
-            return Response::from_parts(parts, Body::from(body));
+            return Ok(Response::from_parts(parts, Body::from(body)));
         }
         tracing::info!(sandbox_id = %id, node = p.node, "new sandbox refused for want of room; placing it on the next candidate");
         expected_epoch = 0;
         req = again.request();
     }
-    err(ApiError::new(
+    Ok(err(ApiError::new(
         ErrorCode::Unavailable,
         format!("no node could take sandbox {id}"),
-    ))
+    )))
 }
 
 /// The size a sandbox made with `req` (or with defaults) has, for its tenant's quota.

@@ -1,23 +1,22 @@
-//! Serving on this node, the owner: only under the lease and a placement that names it, with
-//! this node's copy judged and taken over first; forgetting the placement after a delete.
+//! Serving on this node, the owner: only under the lease (a [`LeaseHeld`] from routing's
+//! decision) and a placement that names it, with this node's copy judged and taken over
+//! first; forgetting the placement after a delete.
 
 use super::*;
 /// Serves here once this node's applied state shows the placement (epoch at least `epoch`)
-/// naming it. The lease comes first: a node that just restarted catches up on what it
-/// missed before it trusts its own view (the sandbox may have moved meanwhile; then a
-/// request that entered here follows it).
+/// naming it. The lease came first (routing decided under it): a node that just restarted
+/// caught up on what it missed before it trusted its own view (the sandbox may have moved
+/// meanwhile; then a request that entered here follows it).
 pub(super) async fn serve_owned(
     st: &AppState,
     id: &str,
     epoch: u64,
     req: Request,
     serve: Serve,
+    lease: LeaseHeld,
 ) -> Response {
     let cl = &st.cluster.cluster;
     let me = cl.id;
-    if !cl.wait_lease(Duration::from_secs(3)).await {
-        return no_lease();
-    }
     let current = |s: &warren_consensus::ClusterState| {
         s.placements
             .get(id)
@@ -28,7 +27,7 @@ pub(super) async fn serve_owned(
         .await;
     match cl.read(current) {
         Some((node, _, PlacementState::Active)) if node == me => {
-            serve_local(st, id, req, serve).await
+            serve_local(st, id, req, serve, lease).await
         }
         Some((node, now, _)) if node != me && req.extensions().get::<FromPeer>().is_none() => {
             forward_to_owner(st, id, node, with_epoch(req, now)).await
@@ -47,17 +46,22 @@ pub(super) fn no_lease() -> Response {
     ))
 }
 
-/// Serves on this node, if it holds the lease; forgets the placement after a delete.
-pub(super) async fn serve_local(st: &AppState, id: &str, req: Request, serve: Serve) -> Response {
+/// Serves on this node, which holds the lease; forgets the placement after a delete.
+pub(super) async fn serve_local(
+    st: &AppState,
+    id: &str,
+    req: Request,
+    serve: Serve,
+    _lease: LeaseHeld,
+) -> Response {
     let cl = &st.cluster.cluster;
-    // Just after a restart or an election the lease takes a moment to come back, and the
-    // fence a moment more to see it and thaw this node's sandboxes.
-    if !cl.wait_lease(Duration::from_secs(3)).await
-        || !st
-            .mgr
-            .safety()
-            .wait_holds(Guarantee::Lease, Duration::from_secs(3))
-            .await
+    // Just after a restart or an election the fence takes a moment to see the lease come
+    // back and thaw this node's sandboxes.
+    if !st
+        .mgr
+        .safety()
+        .wait_holds(Guarantee::Lease, Duration::from_secs(3))
+        .await
     {
         return no_lease();
     }
@@ -171,19 +175,4 @@ pub(super) async fn unplace(st: &AppState, id: &str) -> Result<(), ApiError> {
     }
     st.mgr.retire_replaced(id, recovery_point, "").await;
     Ok(())
-}
-
-/// GET or DELETE of an id without placement: it exists nowhere (a sandbox of a node that
-/// predates the cluster is still answered locally).
-pub(super) async fn local_or_absent(st: &AppState, id: &str, req: Request, next: Next) -> Response {
-    if st.mgr.get(id).is_some() {
-        return serve_local(st, id, req, Serve::Api(next)).await;
-    }
-    if req.method() == Method::DELETE {
-        return http::StatusCode::NO_CONTENT.into_response();
-    }
-    err(ApiError::new(
-        ErrorCode::SandboxNotFound,
-        format!("sandbox {id} not found"),
-    ))
 }

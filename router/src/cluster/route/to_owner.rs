@@ -2,10 +2,19 @@
 //! failover when that owner cannot be reached.
 
 use super::*;
-/// Sends a request for a placed sandbox to its owner (or serves it here). An owner that
-/// cannot be reached (it died, or is cut off) is waited for, bounded by [`failover_wait`]:
-/// it answers again, or the leader fails its sandboxes over and the request follows them —
-/// a client sees one slow answer instead of a string of 503s. Nothing was sent to an
+/// Where a forwarded request ended.
+pub(super) enum Followed {
+    /// The owner (or a node it failed over to) answered, or routing gave up.
+    Answered(Response),
+    /// The sandbox failed over to this node: the request is back, for routing to decide
+    /// again (under the lease).
+    CameHere(Request),
+}
+
+/// Sends a request for a sandbox placed on another node to its owner. An owner that cannot
+/// be reached (it died, or is cut off) is waited for, bounded by [`failover_wait`]: it
+/// answers again, or the leader fails its sandboxes over and the request follows them — a
+/// client sees one slow answer instead of a string of 503s. Nothing was sent to an
 /// unreachable owner, so the request goes out once.
 pub(super) async fn route_to(
     st: &AppState,
@@ -13,24 +22,23 @@ pub(super) async fn route_to(
     owner: NodeId,
     epoch: u64,
     req: Request,
-    serve: Serve,
-) -> Response {
+) -> Followed {
     let cl = &st.cluster.cluster;
     let deadline = tokio::time::Instant::now() + failover_wait(st);
     let (mut owner, mut epoch, mut req) = (owner, epoch, req);
     loop {
         if owner == cl.id {
-            return serve_owned(st, id, epoch, req, serve).await;
+            return Followed::CameHere(req);
         }
         let why = match try_forward_to_owner(st, id, owner, with_epoch(req, epoch)).await {
-            Ok(resp) => return resp,
+            Ok(resp) => return Followed::Answered(resp),
             Err((back, why)) => {
                 req = back;
                 why
             }
         };
         if tokio::time::Instant::now() >= deadline {
-            return err(ApiError::new(ErrorCode::Unavailable, why));
+            return Followed::Answered(err(ApiError::new(ErrorCode::Unavailable, why)));
         }
         // Woken by any change of the state (a failover commits a move), at the latest in a
         // moment to try the owner again.
@@ -46,12 +54,12 @@ pub(super) async fn route_to(
         match settled_placement(st, id).await {
             Ok(Some(p)) => (owner, epoch) = (p.node, p.epoch),
             Ok(None) => {
-                return err(ApiError::new(
+                return Followed::Answered(err(ApiError::new(
                     ErrorCode::Unavailable,
                     format!("sandbox {id} was deleted while its owner could not be reached; retry"),
-                ))
+                )))
             }
-            Err(r) => return r,
+            Err(r) => return Followed::Answered(r),
         }
     }
 }
