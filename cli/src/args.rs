@@ -438,8 +438,8 @@ impl Cli {
     }
 }
 
-/// The settings' keys a flag or a variable set; the flag's or variable's other arguments
-/// (`config`, `log_format`, the client's) are not settings.
+/// The keys of the settings that a flag or a variable set (`config`, `log_format` and the
+/// client's flags are not settings).
 fn given(m: &clap::ArgMatches) -> Given {
     use clap::parser::ValueSource;
     let keys = settings_keys();
