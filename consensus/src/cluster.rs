@@ -52,6 +52,8 @@ pub struct ClusterConfig {
     /// Raft log entries applied between two snapshots of the state machine; the log is
     /// then deleted up to half of them behind the snapshot (`raft_log_policy`).
     pub raft_snapshot_every: u64,
+    /// Largest message a snapshot is sent in, bytes (openraft's chunk size).
+    pub raft_snapshot_chunk: u64,
     /// The cluster CA with its key, from this node's CA file: this node signs certificates.
     pub ca: Option<CaMaterial>,
 }
@@ -73,6 +75,7 @@ impl ClusterConfig {
             key_id: String::new(),
             cert_lifetime: DEFAULT_CERT_LIFETIME,
             raft_snapshot_every: DEFAULT_RAFT_SNAPSHOT_EVERY,
+            raft_snapshot_chunk: DEFAULT_RAFT_SNAPSHOT_CHUNK_KB * 1024,
             ca: None,
         }
     }
@@ -85,6 +88,9 @@ impl ClusterConfig {
             return Err(format!(
                 "raft_snapshot_every must be between {MIN_RAFT_SNAPSHOT_EVERY} and {MAX_RAFT_SNAPSHOT_EVERY}"
             ));
+        }
+        if !(1..=64 * 1024 * 1024).contains(&self.raft_snapshot_chunk) {
+            return Err("raft_snapshot_chunk_kb must be between 1 and 65536".into());
         }
         if self.cert_lifetime < MIN_CERT_LIFETIME {
             return Err(format!(
@@ -204,6 +210,8 @@ pub const MIN_CERT_LIFETIME: Duration = Duration::from_secs(10);
 /// Raft log entries between two snapshots of the state machine, by default.
 pub const DEFAULT_RAFT_SNAPSHOT_EVERY: u64 = 2000;
 pub const MIN_RAFT_SNAPSHOT_EVERY: u64 = 10;
+/// Largest snapshot message by default, KiB (openraft's own default, 3 MiB).
+pub const DEFAULT_RAFT_SNAPSHOT_CHUNK_KB: u64 = 3 * 1024;
 pub const MAX_RAFT_SNAPSHOT_EVERY: u64 = 1_000_000;
 
 /// Entries kept behind a snapshot when the log is cut: half the snapshot interval, so that
@@ -250,6 +258,7 @@ impl Cluster {
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(cfg.raft_snapshot_every),
             max_in_snapshot_log_to_keep: raft_log_kept(cfg.raft_snapshot_every),
             purge_batch_size: raft_purge_batch(cfg.raft_snapshot_every),
+            snapshot_max_chunk_size: cfg.raft_snapshot_chunk,
             ..Default::default()
         }
         .validate()
@@ -749,7 +758,11 @@ impl Cluster {
             }
             Request::Vote(r) => Reply::Vote(self.raft.vote(r).await),
             Request::InstallSnapshot(r) => {
-                Reply::InstallSnapshot(self.raft.install_snapshot(r).await)
+                let reply = self.raft.install_snapshot(r).await;
+                if reply.is_ok() {
+                    self.latency.snapshot_chunks.inc();
+                }
+                Reply::InstallSnapshot(reply)
             }
             Request::Ping => Reply::Pong { term: self.term() },
             Request::Propose(cmd) => Reply::Proposed(match self.raft.client_write(cmd).await {

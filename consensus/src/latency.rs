@@ -5,7 +5,7 @@
 //! the member held the call up. And the path a lease takes: a follower's requests (their
 //! round trip and outcome) and the leader's answers to them.
 
-use prometheus::{Histogram, HistogramOpts, HistogramVec};
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter};
 
 /// From half a millisecond to beyond the slowest election timeout a deployment uses.
 const BUCKETS: &[f64] = &[
@@ -24,6 +24,9 @@ pub struct RaftLatency {
     /// The leader's answers to lease requests: from arrival to the grant or refusal, its
     /// quorum confirmation included (`warren_lease_grant_seconds`).
     pub lease_grants: Histogram,
+    /// Snapshot messages (chunks) this member received from a leader and took
+    /// (`warren_raft_snapshot_chunks_received_total`).
+    pub snapshot_chunks: IntCounter,
 }
 
 fn histogram(name: &str, help: &str) -> Histogram {
@@ -55,6 +58,11 @@ impl Default for RaftLatency {
                 "warren_lease_grant_seconds",
                 "On the leader: time from a lease request's arrival to its answer, the quorum's confirmation of the leader included",
             ),
+            snapshot_chunks: IntCounter::new(
+                "warren_raft_snapshot_chunks_received_total",
+                "Raft snapshot messages (chunks) this node received from a leader and took: a member catching up by snapshot",
+            )
+            .expect("valid counter"),
         }
     }
 }

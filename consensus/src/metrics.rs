@@ -102,7 +102,7 @@ impl RaftCollector {
         Ok(c)
     }
 
-    fn parts(&self) -> [&dyn Collector; 16] {
+    fn parts(&self) -> [&dyn Collector; 17] {
         [
             &self.term,
             &self.leader,
@@ -120,6 +120,7 @@ impl RaftCollector {
             &self.latency.append_entries,
             &self.latency.lease_requests,
             &self.latency.lease_grants,
+            &self.latency.snapshot_chunks,
         ]
     }
 

@@ -148,6 +148,11 @@ pub struct Settings {
     /// catches up by receiving the snapshot. Lower: a smaller log, more snapshots.
     #[arg(long, env = "WARREN_RAFT_SNAPSHOT_EVERY", default_value_t = default_raft_snapshot_every())]
     pub raft_snapshot_every: u64,
+    /// Largest message a Raft snapshot is sent in, KiB; each message has its own deadline
+    /// (40 heartbeats, at least 20 s), so across a slow link smaller messages each arrive
+    /// in time.
+    #[arg(long, env = "WARREN_RAFT_SNAPSHOT_CHUNK_KB", default_value_t = default_raft_snapshot_chunk_kb())]
+    pub raft_snapshot_chunk_kb: u64,
     /// A node silent for this long is marked down.
     #[arg(long, env = "WARREN_DOWN_AFTER_MS", default_value_t = default_down_after())]
     pub down_after_ms: u64,
@@ -380,6 +385,9 @@ pub fn default_heartbeat() -> u64 {
 pub fn default_raft_snapshot_every() -> u64 {
     warren_consensus::cluster::DEFAULT_RAFT_SNAPSHOT_EVERY
 }
+pub fn default_raft_snapshot_chunk_kb() -> u64 {
+    warren_consensus::cluster::DEFAULT_RAFT_SNAPSHOT_CHUNK_KB
+}
 pub fn default_down_after() -> u64 {
     8000
 }
@@ -507,6 +515,10 @@ impl Settings {
                  {MAX_RAFT_SNAPSHOT_EVERY}"
             );
         }
+        anyhow::ensure!(
+            (1..=64 * 1024).contains(&self.raft_snapshot_chunk_kb),
+            "raft_snapshot_chunk_kb must be between 1 and 65536"
+        );
         anyhow::ensure!(
             self.cert_lifetime_s >= warren_consensus::cluster::MIN_CERT_LIFETIME.as_secs(),
             "cert_lifetime_s must be at least {}",
