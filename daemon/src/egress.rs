@@ -9,22 +9,29 @@ use std::path::Path;
 use warren_router::egress::Listeners;
 
 /// The proxy's listeners and port: the configured port, else the one used before
-/// (remembered in the data dir), else the first free one of its range.
+/// (remembered in the data dir), else the first free one of its range from a place this
+/// data dir picks.
 pub async fn listen(s: &Settings, data_dir: &Path) -> anyhow::Result<(Listeners, u16)> {
     let port_file = data_dir.join("egress-port");
     let remembered = std::fs::read_to_string(&port_file)
         .ok()
         .and_then(|p| p.trim().parse::<u16>().ok());
+    let spread = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        data_dir.hash(&mut h);
+        h.finish()
+    };
     let listeners = match (s.egress_port, remembered) {
-        (Some(p), _) => warren_router::egress::bind(Some(p)).await,
-        (None, Some(p)) => match warren_router::egress::bind(Some(p)).await {
+        (Some(p), _) => warren_router::egress::bind(Some(p), spread).await,
+        (None, Some(p)) => match warren_router::egress::bind(Some(p), spread).await {
             Ok(l) => Ok(l),
             Err(e) => {
                 tracing::warn!(port = p, error = %e, "the egress port used before is taken; containers made before point at it");
-                warren_router::egress::bind(None).await
+                warren_router::egress::bind(None, spread).await
             }
         },
-        (None, None) => warren_router::egress::bind(None).await,
+        (None, None) => warren_router::egress::bind(None, spread).await,
     }
     .context("cannot listen for the egress proxy")?;
     let port = listeners.port()?;

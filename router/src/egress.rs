@@ -70,6 +70,16 @@ impl Listeners {
     }
 }
 
+/// Pure: every port of `EGRESS_PORTS` once, from the one `spread` picks, wrapping around.
+pub fn scan_order(spread: u64) -> impl Iterator<Item = u16> {
+    let (first, len) = (
+        *EGRESS_PORTS.start(),
+        EGRESS_PORTS.end() - EGRESS_PORTS.start() + 1,
+    );
+    let from = (spread % u64::from(len)) as u16;
+    (0..len).map(move |i| first + (from + i) % len)
+}
+
 async fn bind_port(port: u16) -> std::io::Result<Listeners> {
     let tcp = tokio::net::TcpListener::bind(("0.0.0.0", port)).await?;
     let udp = tokio::net::UdpSocket::bind(("0.0.0.0", port)).await?;
@@ -77,13 +87,15 @@ async fn bind_port(port: u16) -> std::io::Result<Listeners> {
 }
 
 /// Binds the proxy's port (TCP and UDP): `wanted`, else the first of `EGRESS_PORTS` free
-/// for both.
-pub async fn bind(wanted: Option<u16>) -> std::io::Result<Listeners> {
+/// for both, looking from a place in the range that `spread` picks (a node's own: nodes on
+/// one host then look in different places, and one that starts while another restarts
+/// rarely takes the port the other's containers were told).
+pub async fn bind(wanted: Option<u16>, spread: u64) -> std::io::Result<Listeners> {
     if let Some(p) = wanted {
         return bind_port(p).await;
     }
     let mut last = None;
-    for p in EGRESS_PORTS {
+    for p in scan_order(spread) {
         match bind_port(p).await {
             Ok(l) => return Ok(l),
             Err(e) => last = Some(e),
@@ -150,4 +162,21 @@ pub fn spawn(
     });
     tracing::info!(port, "egress proxy and name server listening");
     Ok((proxy, task))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_port_of_the_range_is_tried_once_from_the_spread_place() {
+        for spread in [0u64, 1, 99, 100, 12_345, u64::MAX] {
+            let order: Vec<u16> = scan_order(spread).collect();
+            assert_eq!(order.len(), EGRESS_PORTS.len());
+            assert_eq!(order[0], EGRESS_PORTS.start() + (spread % 100) as u16);
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, EGRESS_PORTS.collect::<Vec<u16>>(), "{spread}");
+        }
+    }
 }
