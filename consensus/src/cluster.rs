@@ -52,8 +52,8 @@ pub struct ClusterConfig {
     /// Raft log entries applied between two snapshots of the state machine; the log is
     /// then deleted up to half of them behind the snapshot (`raft_log_policy`).
     pub raft_snapshot_every: u64,
-    /// Largest message a snapshot is sent in, bytes (openraft's chunk size).
-    pub raft_snapshot_chunk: u64,
+    /// Largest message a snapshot is sent in, KiB (openraft's chunk size).
+    pub raft_snapshot_chunk_kb: u64,
     /// The cluster CA with its key, from this node's CA file: this node signs certificates.
     pub ca: Option<CaMaterial>,
 }
@@ -75,7 +75,7 @@ impl ClusterConfig {
             key_id: String::new(),
             cert_lifetime: DEFAULT_CERT_LIFETIME,
             raft_snapshot_every: DEFAULT_RAFT_SNAPSHOT_EVERY,
-            raft_snapshot_chunk: DEFAULT_RAFT_SNAPSHOT_CHUNK_KB * 1024,
+            raft_snapshot_chunk_kb: DEFAULT_RAFT_SNAPSHOT_CHUNK_KB,
             ca: None,
         }
     }
@@ -83,15 +83,7 @@ impl ClusterConfig {
     /// Refuses lease settings that would let a cut-off node serve after its sandboxes were
     /// handed to another (`lease::validate`).
     pub fn validate(&self) -> Result<(), String> {
-        if !(MIN_RAFT_SNAPSHOT_EVERY..=MAX_RAFT_SNAPSHOT_EVERY).contains(&self.raft_snapshot_every)
-        {
-            return Err(format!(
-                "raft_snapshot_every must be between {MIN_RAFT_SNAPSHOT_EVERY} and {MAX_RAFT_SNAPSHOT_EVERY}"
-            ));
-        }
-        if !(1..=64 * 1024 * 1024).contains(&self.raft_snapshot_chunk) {
-            return Err("raft_snapshot_chunk_kb must be between 1 and 65536".into());
-        }
+        validate_raft_snapshots(self.raft_snapshot_every, self.raft_snapshot_chunk_kb)?;
         if self.cert_lifetime < MIN_CERT_LIFETIME {
             return Err(format!(
                 "cert_lifetime_s must be at least {} s",
@@ -212,7 +204,24 @@ pub const DEFAULT_RAFT_SNAPSHOT_EVERY: u64 = 2000;
 pub const MIN_RAFT_SNAPSHOT_EVERY: u64 = 10;
 /// Largest snapshot message by default, KiB (openraft's own default, 3 MiB).
 pub const DEFAULT_RAFT_SNAPSHOT_CHUNK_KB: u64 = 3 * 1024;
+pub const MAX_RAFT_SNAPSHOT_CHUNK_KB: u64 = 64 * 1024;
 pub const MAX_RAFT_SNAPSHOT_EVERY: u64 = 1_000_000;
+
+/// Refuses a snapshot interval or message size out of range (the node's settings and the
+/// cluster's configuration are checked by this one function).
+pub fn validate_raft_snapshots(every: u64, chunk_kb: u64) -> Result<(), String> {
+    if !(MIN_RAFT_SNAPSHOT_EVERY..=MAX_RAFT_SNAPSHOT_EVERY).contains(&every) {
+        return Err(format!(
+            "raft_snapshot_every must be between {MIN_RAFT_SNAPSHOT_EVERY} and {MAX_RAFT_SNAPSHOT_EVERY}"
+        ));
+    }
+    if !(1..=MAX_RAFT_SNAPSHOT_CHUNK_KB).contains(&chunk_kb) {
+        return Err(format!(
+            "raft_snapshot_chunk_kb must be between 1 and {MAX_RAFT_SNAPSHOT_CHUNK_KB}"
+        ));
+    }
+    Ok(())
+}
 
 /// Entries kept behind a snapshot when the log is cut: half the snapshot interval, so that
 /// a follower a little behind catches up from the log, and only one further behind (or a
@@ -258,7 +267,7 @@ impl Cluster {
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(cfg.raft_snapshot_every),
             max_in_snapshot_log_to_keep: raft_log_kept(cfg.raft_snapshot_every),
             purge_batch_size: raft_purge_batch(cfg.raft_snapshot_every),
-            snapshot_max_chunk_size: cfg.raft_snapshot_chunk,
+            snapshot_max_chunk_size: cfg.raft_snapshot_chunk_kb * 1024,
             ..Default::default()
         }
         .validate()

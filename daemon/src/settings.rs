@@ -506,19 +506,11 @@ impl Settings {
             .map_err(|e| anyhow::anyhow!(e))?;
         warren_consensus::timing::validate(self.heartbeat_ms, self.lease_ms)
             .map_err(|e| anyhow::anyhow!(e))?;
-        {
-            use warren_consensus::cluster::{MAX_RAFT_SNAPSHOT_EVERY, MIN_RAFT_SNAPSHOT_EVERY};
-            anyhow::ensure!(
-                (MIN_RAFT_SNAPSHOT_EVERY..=MAX_RAFT_SNAPSHOT_EVERY)
-                    .contains(&self.raft_snapshot_every),
-                "raft_snapshot_every must be between {MIN_RAFT_SNAPSHOT_EVERY} and \
-                 {MAX_RAFT_SNAPSHOT_EVERY}"
-            );
-        }
-        anyhow::ensure!(
-            (1..=64 * 1024).contains(&self.raft_snapshot_chunk_kb),
-            "raft_snapshot_chunk_kb must be between 1 and 65536"
-        );
+        warren_consensus::cluster::validate_raft_snapshots(
+            self.raft_snapshot_every,
+            self.raft_snapshot_chunk_kb,
+        )
+        .map_err(|e| anyhow::anyhow!(e))?;
         anyhow::ensure!(
             self.cert_lifetime_s >= warren_consensus::cluster::MIN_CERT_LIFETIME.as_secs(),
             "cert_lifetime_s must be at least {}",
