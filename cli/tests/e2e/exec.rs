@@ -110,6 +110,42 @@ async fn per_call_env_and_cwd_do_not_leak_and_precedence_holds() {
     assert_eq!(c.exec(&id, &req).await.unwrap().stdout, "session 1\n");
 }
 
+/// A client that gives up on a call (a timeout of its own, a dropped connection) while the
+/// call runs: the call still runs to its end, and the session answers the next call with
+/// its state, however many callers gave up before.
+#[tokio::test]
+async fn a_call_whose_client_went_away_runs_to_its_end_and_the_session_answers_next() {
+    let node = Node::start().await;
+    let c = &node.client;
+    let id = format!("gone-{}", unique());
+    c.sh(&id, "export KEEP=yes").await.unwrap();
+    let http = reqwest::Client::new();
+    for i in 0..5 {
+        let given_up = http
+            .post(format!("{}/v1/sandboxes/{id}/exec", node.url))
+            .bearer_auth(&node.key)
+            .json(&sh(&format!("sleep 0.5; echo {i} >> /tmp/ends")))
+            .timeout(Duration::from_millis(100 + 50 * i))
+            .send()
+            .await;
+        assert!(
+            given_up.is_err(),
+            "call {i} answered before its client gave up"
+        );
+    }
+    let r = tokio::time::timeout(
+        Duration::from_secs(30),
+        c.sh(&id, "cat /tmp/ends; echo $KEEP"),
+    )
+    .await
+    .expect("the session no longer answers after its callers gave up")
+    .unwrap();
+    assert_eq!(
+        r.stdout, "0\n1\n2\n3\n4\nyes\n",
+        "every given-up call ran to its end, in order"
+    );
+}
+
 #[tokio::test]
 async fn timeout_kills_the_tree_and_the_session_keeps_its_state() {
     let node = Node::start().await;

@@ -118,7 +118,13 @@ pub async fn handle(g: Arc<Guest>, req: Request) -> Result<Response, ApiError> {
 
     let (out_tx, mut out_rx) = mpsc::channel::<Output>(16);
     let reaper = g.sessions.reaper().clone();
-    let run = session.run(&reaper, &spec, work, out_tx, |_| {});
+    // Its own task, as for a stream: a client that goes away stops receiving, and the call
+    // still runs to its end instead of being cut at an arbitrary point.
+    let run = tokio::spawn(async move { session.run(&reaper, &spec, work, out_tx, |_| {}).await });
+    let run = async {
+        run.await
+            .unwrap_or_else(|e| Err(ApiError::internal(format!("the call's task failed: {e}"))))
+    };
     let collect = async {
         let (mut out, mut err, mut truncated) = (Vec::new(), Vec::new(), false);
         while let Some(o) = out_rx.recv().await {

@@ -258,6 +258,15 @@ impl Session {
             // Killed from outside (OOM, another session): come back as it was.
             inner.shell = None;
         }
+        let abandoned = inner.shell.as_ref().and_then(|s| s.abandoned_call());
+        if let Some(work) = abandoned.map(PathBuf::from) {
+            // The last caller gave up midway: the shell may hang on that call's pipes
+            // forever. Start again from the last state dump, as after a timeout.
+            if let Some(mut shell) = inner.shell.take() {
+                shell.kill().await;
+            }
+            let _ = std::fs::remove_dir_all(&work);
+        }
         if inner.shell.is_none() {
             let restore = self.state_path.exists().then(|| self.state_path.clone());
             let conf = self.conf();
@@ -372,4 +381,82 @@ pub fn rand_u32() -> u32 {
         return t.subsec_nanos() ^ std::process::id();
     }
     u32::from_ne_bytes(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox_env::SandboxEnv;
+    use std::time::Duration;
+
+    async fn call(
+        s: &Session,
+        sessions: &Sessions,
+        script: &str,
+    ) -> (Result<RunResult, ApiError>, String) {
+        let (tx, mut rx) = mpsc::channel(16);
+        let spec = CallSpec {
+            script: script.to_string(),
+            ..Default::default()
+        };
+        let run = s.run(sessions.reaper(), &spec, sessions.work_dir(), tx, |_| {});
+        let collect = async {
+            let mut out = String::new();
+            while let Some(o) = rx.recv().await {
+                if let Output::Stdout(b) = o {
+                    out.push_str(&String::from_utf8_lossy(&b));
+                }
+            }
+            out
+        };
+        tokio::join!(run, collect)
+    }
+
+    /// A caller that gives up on a call (its client went away, its request was cut) while
+    /// the shell has not yet taken the call's line, as a loaded machine can hold a shell:
+    /// when the shell reads the line later, it opens the call's output pipes, which nobody
+    /// reads any more. The session must still answer the next call.
+    #[tokio::test]
+    async fn a_call_given_up_before_the_shell_took_it_leaves_the_session_answering() {
+        let dir = tempfile::tempdir().unwrap();
+        let reaper = Reaper::new();
+        tokio::spawn(reaper.clone().run());
+        let path = std::env::var("PATH").unwrap_or_default();
+        let env = Arc::new(SandboxEnv::new(BTreeMap::from([("PATH".into(), path)])));
+        std::fs::create_dir_all(dir.path().join("sessions")).unwrap();
+        let sessions = Sessions::new(reaper, dir.path().join("sessions"), env);
+        let (s, _) = sessions
+            .create(&CreateSessionRequest {
+                id: Some("t".into()),
+                cwd: Some(dir.path().to_string_lossy().into_owned()),
+                ..Default::default()
+            })
+            .unwrap();
+        let (first, out) = call(&s, &sessions, "export KEPT=yes; echo first").await;
+        let pid = first.unwrap().pid;
+        assert_eq!(out, "first\n");
+
+        // SAFETY: plain signal to the shell this test started.
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        let given_up =
+            tokio::time::timeout(Duration::from_millis(300), call(&s, &sessions, "echo lost"))
+                .await;
+        assert!(given_up.is_err(), "the held shell answered");
+        // What read the given-up call's output has stopped by the time the shell moves on.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+
+        let next = tokio::time::timeout(
+            Duration::from_secs(20),
+            call(&s, &sessions, "echo next $KEPT"),
+        )
+        .await
+        .expect("the call after a given-up one never ended: the session is wedged");
+        assert!(matches!(
+            next.0.unwrap().end,
+            CallEnd::Completed { exit_code: 0 }
+        ));
+        assert_eq!(next.1, "next yes\n", "the session's state is kept");
+    }
 }

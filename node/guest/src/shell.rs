@@ -74,6 +74,9 @@ pub struct Shell {
     status: BufReader<pipe::Receiver>,
     exit: ExitWatch,
     seq: u64,
+    /// The work directory of a call whose line was sent and whose end was never read: its
+    /// caller gave up midway (see `abandoned_call`).
+    in_call: Option<PathBuf>,
 }
 
 /// Single-quotes a string for bash.
@@ -151,6 +154,7 @@ impl Shell {
             status: BufReader::new(status),
             exit,
             seq: 0,
+            in_call: None,
         };
         let mut init = String::from(PRELUDE);
         if let Some(state) = &start.restore {
@@ -178,6 +182,14 @@ impl Shell {
     /// Whether the shell has exited.
     pub fn exited(&self) -> bool {
         self.exit.borrow().is_some()
+    }
+
+    /// The work directory of a call this shell was given and whose caller stopped waiting
+    /// before it ended (the call's future was dropped). Such a shell can never be trusted
+    /// with another call: its output pipes lost their reader, so the shell may wait forever
+    /// to open them, and its status line may never come. It must be killed.
+    pub fn abandoned_call(&self) -> Option<&Path> {
+        self.in_call.as_deref()
     }
 
     async fn read_status_line(&mut self) -> io::Result<Option<(String, i32)>> {
@@ -246,6 +258,7 @@ impl Shell {
             quote(&state_tmp.to_string_lossy()),
         );
         let started = proctree::now_ticks();
+        self.in_call = Some(work.to_path_buf());
         self.stdin.write_all(line.as_bytes()).await?;
 
         let timeout = spec.timeout.unwrap_or(Duration::MAX);
@@ -265,6 +278,7 @@ impl Shell {
                 _ = &mut deadline => break CallEnd::TimedOut,
             }
         };
+        self.in_call = None;
         if end == CallEnd::TimedOut {
             proctree::kill_tree(TreeSpec {
                 root: self.pid,
