@@ -50,9 +50,9 @@ struct StatusInner {
 
 impl ProcEntry {
     pub fn to_api(&self) -> Process {
-        let mut st = self.status.lock().expect("process status lock").clone();
-        // The reaper's watch knows about the exit before the collector records it.
-        st.exit = st.exit.or(*self.exit.borrow());
+        // The exit as the collector records it: once the process's output is in its log, so
+        // that logs read after an answer that says "exited" hold all of it.
+        let st = self.status.lock().expect("process status lock").clone();
         let status = match st.exit {
             None => ProcessStatus::Running,
             Some(_) if st.killed => ProcessStatus::Killed,
@@ -68,6 +68,20 @@ impl ProcEntry {
             started_at: self.started_at.clone(),
             ended_at: st.ended_at,
         }
+    }
+
+    /// Waits up to `limit` until the process has exited and its output is in its log (the
+    /// log ended); whether it has.
+    pub async fn wait_ended(&self, limit: Duration) -> bool {
+        let mut log = self.log.subscribe();
+        let ended = async {
+            while !log.borrow_and_update().ended {
+                if log.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(limit, ended).await.is_ok() && self.log.state().ended
     }
 
     pub fn exit_status(&self) -> Option<ExitStatus> {
@@ -284,13 +298,9 @@ async fn kill_entry(entry: &ProcEntry, signal: i32, grace: Duration) {
     proctree::kill_tree(tree).await;
     let mut exit = entry.exit.clone();
     let _ = tokio::time::timeout(Duration::from_secs(5), wait_exit(&mut exit)).await;
-    // The status is recorded by the collector; wait for it briefly so the response shows it.
-    for _ in 0..50 {
-        if entry.exit_status().is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    // The status is recorded by the collector with the end of the output; wait for it
+    // briefly so the response shows it.
+    entry.wait_ended(EXIT_DRAIN_GRACE * 4).await;
 }
 
 /// Copies the process's output into its log, records its exit, then marks the log ended.
@@ -307,6 +317,7 @@ async fn collect(
     let mut out_buf = vec![0u8; 64 * 1024];
     let mut err_buf = vec![0u8; 64 * 1024];
     let mut finished = false;
+    let mut ended: Option<(ExitStatus, String)> = None;
     let grace = tokio::time::sleep(Duration::from_secs(365 * 24 * 3600));
     tokio::pin!(grace);
     loop {
@@ -332,10 +343,7 @@ async fn collect(
             }
             status = wait_exit(&mut exit), if !exited => {
                 exited = true;
-                let mut st = entry.status.lock().expect("process status lock");
-                st.exit = Some(status);
-                st.ended_at = Some(now_rfc3339());
-                drop(st);
+                ended = Some((status, now_rfc3339()));
                 grace.as_mut().reset(tokio::time::Instant::now() + EXIT_DRAIN_GRACE);
             }
             _ = &mut grace, if exited && !finished => {
@@ -343,11 +351,22 @@ async fn collect(
                 // complete, so the log ends here for followers; what the children still
                 // write keeps being appended (and never blocks them on a full pipe).
                 finished = true;
-                writer.finish();
+                record_end(&entry, &writer, ended.take());
             }
         }
     }
     if !finished {
-        writer.finish();
+        record_end(&entry, &writer, ended.take());
     }
+}
+
+/// Records the process's exit and then ends its log: an answer that says the process
+/// exited comes after its output is in the log.
+fn record_end(entry: &ProcEntry, writer: &LogWriter, ended: Option<(ExitStatus, String)>) {
+    if let Some((status, at)) = ended {
+        let mut st = entry.status.lock().expect("process status lock");
+        st.exit = Some(status);
+        st.ended_at = Some(at);
+    }
+    writer.finish();
 }

@@ -1,7 +1,6 @@
 //! Waiting on a background process: for a log line, a listening port, or its exit.
 
 use crate::processes::ProcEntry;
-use crate::reaper::wait_exit;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
@@ -130,13 +129,12 @@ pub async fn wait_exit_of(
         return Err(ApiError::invalid("timeout_ms must be positive"));
     }
     let limit = timeout_of(req.timeout_ms);
-    let mut exit = entry.exit.clone();
-    match tokio::time::timeout(limit, wait_exit(&mut exit)).await {
-        Ok(status) => Ok(WaitExitResponse {
-            exit_code: status.code,
-        }),
-        Err(_) => Err(timed_out("process exit", limit)),
+    // Until its output is in its log too, so that logs read next hold all of it.
+    if !entry.wait_ended(limit).await {
+        return Err(timed_out("process exit", limit));
     }
+    let code = entry.exit_status().map_or(-1, |e| e.code);
+    Ok(WaitExitResponse { exit_code: code })
 }
 
 pub async fn wait_port(
