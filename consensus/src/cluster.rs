@@ -30,8 +30,8 @@ pub struct ClusterConfig {
     /// The address peers use to reach this node's QUIC endpoint.
     pub peer_addr: String,
     pub capacity: u32,
-    /// Raft heartbeat, also the deadline of each Raft call (`timing`); elections start
-    /// after 4–8 heartbeats of silence.
+    /// Raft heartbeat: elections start after 4–8 heartbeats of silence. Each Raft call is
+    /// given at least this long, more across slow links (`timing::call_deadline`).
     pub heartbeat: Duration,
     /// A node not heard from for this long is marked `down`.
     pub down_after: Duration,
@@ -257,6 +257,7 @@ impl Cluster {
             remember_heard_generation(db.clone()),
         ));
         let timing = crate::timing::raft_timing(cfg.heartbeat);
+        crate::raft_runtime::set_call_deadline(crate::timing::call_deadline(cfg.heartbeat, None));
         let latency = Arc::new(RaftLatency::default());
         let raft_cfg = openraft::Config {
             cluster_name: cfg.cluster_name.clone(),
@@ -543,12 +544,17 @@ impl Cluster {
             self.request_lease(timeout).await
         }
         .map_err(ClusterError::NoQuorum)?;
-        self.raft
-            .wait(Some(timeout))
-            .applied_index_at_least(Some(index), "read barrier")
-            .await
-            .map(|_| ())
-            .map_err(|e| ClusterError::NoQuorum(e.to_string()))
+        // openraft's wait may be given longer (`raft_runtime`): the caller's timeout holds.
+        let wait = self.raft.wait(Some(timeout));
+        let applied = wait.applied_index_at_least(Some(index), "read barrier");
+        match tokio::time::timeout(timeout, applied).await {
+            Ok(r) => r
+                .map(|_| ())
+                .map_err(|e| ClusterError::NoQuorum(e.to_string())),
+            Err(_) => Err(ClusterError::NoQuorum(
+                "this node did not apply the read index in time".into(),
+            )),
+        }
     }
 
     /// Leader: one read-index round (a quorum acknowledges this node as leader now); the
@@ -863,6 +869,7 @@ impl Cluster {
             let mut was_leader = false;
             while !me.stopping.load(Ordering::Relaxed) {
                 tokio::time::sleep(me.cfg.supervise_every).await;
+                me.size_call_deadline();
                 me.note_leadership();
                 if !me.is_leader() {
                     was_leader = false;
@@ -960,15 +967,26 @@ impl Cluster {
         silent_nodes
     }
 
+    /// Gives Raft calls three of the longest round trip measured to another node, and at
+    /// least a heartbeat (`timing::call_deadline`, `raft_runtime`).
+    fn size_call_deadline(&self) {
+        let longest = self.peers.longest_rtt();
+        crate::raft_runtime::set_call_deadline(crate::timing::call_deadline(
+            self.cfg.heartbeat,
+            longest,
+        ));
+    }
+
     /// Warns (once a minute per node) of a voter or learner whose measured round trip leaves
-    /// Raft calls too little of the heartbeat (`timing::rtt_misfit`).
+    /// too little time to renew a lease (`timing::rtt_misfit`).
     fn warn_of_slow_links(&self, nodes: &[crate::NodeRecord]) {
         let mut warned = self.rtt_warned.lock().expect("rtt lock");
         for n in nodes.iter().filter(|n| n.id != self.id) {
             let Some(rtt) = self.peers.rtt(&n.name) else {
                 continue;
             };
-            let Some(why) = crate::timing::rtt_misfit(self.cfg.heartbeat, rtt) else {
+            let Some(why) = crate::timing::rtt_misfit(self.cfg.heartbeat, self.cfg.lease, rtt)
+            else {
                 continue;
             };
             if warned

@@ -42,6 +42,7 @@ pub mod metrics;
 pub mod network;
 pub mod placement;
 pub mod placements;
+pub mod raft_runtime;
 pub mod recover;
 pub mod rpc;
 pub mod secrets;

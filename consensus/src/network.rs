@@ -85,7 +85,10 @@ impl Connection {
         req: Request,
         option: &RPCOption,
     ) -> Result<Reply, RPCError<u64, Peer, E>> {
-        let ttl = option.soft_ttl().max(Duration::from_millis(50));
+        // openraft gives up at the call's deadline, raised to the process's call deadline
+        // (`raft_runtime`); the call ends itself a little before, to report a timeout.
+        let least = crate::raft_runtime::call_deadline() * 3 / 4;
+        let ttl = option.soft_ttl().max(least).max(Duration::from_millis(50));
         let action = match &req {
             Request::Vote(_) => RPCTypes::Vote,
             Request::InstallSnapshot(_) => RPCTypes::InstallSnapshot,

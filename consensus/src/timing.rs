@@ -1,14 +1,17 @@
-//! Raft timing, derived from one setting (the heartbeat) and checked against the round
-//! trips between nodes.
+//! Raft timing, derived from one setting (the heartbeat) and from the round trips measured
+//! between nodes.
 //!
 //! openraft 0.9 gives every AppendEntries call (heartbeats and log replication alike) the
-//! heartbeat interval as its deadline, fixed when the member starts. A call on a fresh
-//! connection needs two round trips (QUIC handshake, then the request) plus the follower's
-//! log write, so the heartbeat must stay above twice the longest round trip between voters
-//! with room to spare: the default (500 ms) serves nodes up to 150 ms apart with a fresh
-//! connection and up to ~400 ms apart on an established one. On one LAN, 150 ms halves the
-//! time to elect a new leader. Snapshots (a learner catching up) get a deadline of their
-//! own, long enough for a slow link.
+//! heartbeat interval as its deadline. warren raises every Raft call's deadline to
+//! `call_deadline`: three of the longest round trips measured to another member (a call on a
+//! fresh connection needs two, QUIC's handshake and the request, plus the follower's log
+//! write), never less than the heartbeat (`raft_runtime`). So the heartbeat no longer bounds
+//! how far apart nodes may be: it sets how soon a silent leader is replaced (elections after
+//! 4–8 silent heartbeats). The default (500 ms) keeps elections calm on a loaded machine;
+//! 150 ms halves the time to elect a new leader, on a LAN or across regions alike. What the
+//! round trip still bounds is the lease: a follower renews it with two calls (to the leader,
+//! and the leader's quorum round) that must end within half of it (`rtt_misfit`). Snapshots
+//! (a learner catching up) get a deadline of their own, long enough for a slow link.
 
 use std::time::Duration;
 
@@ -52,15 +55,24 @@ pub fn validate(heartbeat_ms: u64, lease_ms: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether a measured round trip leaves Raft calls room within the heartbeat: a call on a
-/// fresh connection takes two round trips. `None` when it fits; else why not.
-pub fn rtt_misfit(heartbeat: Duration, rtt: Duration) -> Option<String> {
-    (rtt * 2 >= heartbeat).then(|| {
+/// The deadline of a Raft call (`raft_runtime`): three of `longest_rtt`, the longest round
+/// trip measured to another member, and never less than the heartbeat.
+pub fn call_deadline(heartbeat: Duration, longest_rtt: Option<Duration>) -> Duration {
+    longest_rtt.map_or(heartbeat, |rtt| heartbeat.max(rtt * 3))
+}
+
+/// Whether a measured round trip leaves a lease time to be renewed: a renewal is a call to
+/// the leader and the leader's quorum round, each given up to a call deadline, and must end
+/// within half the lease. `None` when it fits; else why not.
+pub fn rtt_misfit(heartbeat: Duration, lease: Duration, rtt: Duration) -> Option<String> {
+    let deadline = call_deadline(heartbeat, Some(rtt));
+    (deadline * 4 > lease).then(|| {
         format!(
-            "the round trip ({} ms) is more than half the heartbeat ({} ms): Raft calls may miss their deadline; raise heartbeat_ms above {} ms",
+            "the round trip ({} ms) gives Raft calls {} ms: a lease renewal (two calls) may not end within half the lease ({} ms); raise lease_ms to at least {} ms, and down_after_ms above it",
             rtt.as_millis(),
-            heartbeat.as_millis(),
-            (rtt * 3).as_millis()
+            deadline.as_millis(),
+            lease.as_millis(),
+            (deadline * 4).as_millis()
         )
     })
 }
@@ -72,14 +84,27 @@ mod tests {
     #[test]
     fn the_default_serves_regions_150_ms_apart_on_a_fresh_connection() {
         let t = raft_timing(DEFAULT_HEARTBEAT);
-        assert!(Duration::from_millis(t.heartbeat_ms) > Duration::from_millis(2 * 150));
         assert_eq!((t.election_min_ms, t.election_max_ms), (2000, 4000));
         assert!(t.snapshot_ms >= 20_000);
+        let lease = Duration::from_millis(4000);
         assert_eq!(
-            rtt_misfit(DEFAULT_HEARTBEAT, Duration::from_millis(150)),
+            rtt_misfit(DEFAULT_HEARTBEAT, lease, Duration::from_millis(150)),
             None
         );
-        assert!(rtt_misfit(Duration::from_millis(150), Duration::from_millis(120)).is_some());
+        let lan = Duration::from_millis(100);
+        assert_eq!(rtt_misfit(lan, lease, Duration::from_millis(150)), None);
+        assert!(rtt_misfit(lan, lease, Duration::from_millis(400)).is_some());
+    }
+
+    #[test]
+    fn a_call_is_given_three_round_trips_and_never_less_than_the_heartbeat() {
+        let hb = Duration::from_millis(100);
+        assert_eq!(call_deadline(hb, None), hb);
+        assert_eq!(call_deadline(hb, Some(Duration::from_millis(1))), hb);
+        assert_eq!(
+            call_deadline(hb, Some(Duration::from_millis(150))),
+            Duration::from_millis(450)
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ openraft::declare_raft_types!(
         D = crate::state::Command,
         R = crate::state::CommandResult,
         Node = Peer,
+        AsyncRuntime = crate::raft_runtime::RaftRuntime,
 );
 
 pub type Raft = openraft::Raft<TypeConfig>;

@@ -139,8 +139,10 @@ pub struct Settings {
     /// Relative placement weight.
     #[arg(long, env = "WARREN_CAPACITY", default_value_t = default_capacity())]
     pub capacity: u32,
-    /// Raft heartbeat, also each Raft call's deadline (elections after 4–8 silent
-    /// heartbeats). The default serves regions up to 150 ms apart; 150 suits one LAN.
+    /// Raft heartbeat: elections after 4–8 silent heartbeats. Each Raft call is given three
+    /// of the longest round trips measured to another node, and at least a heartbeat, so any
+    /// heartbeat serves regions far apart; 150 elects a new leader sooner, 500 (the
+    /// default) stays calm on loaded machines.
     #[arg(long, env = "WARREN_HEARTBEAT_MS", default_value_t = default_heartbeat())]
     pub heartbeat_ms: u64,
     /// Raft log entries applied between two snapshots of the cluster state; the log is

@@ -272,6 +272,14 @@ impl Peers {
             .remove(&(addr, name.to_string(), lane));
     }
 
+    /// The longest round trip QUIC measures on the open control connections, if any.
+    pub fn longest_rtt(&self) -> Option<Duration> {
+        control_rtts(&self.slots)
+            .into_iter()
+            .map(|(_, rtt)| rtt)
+            .max()
+    }
+
     /// The round trip QUIC measures on the control connection to the peer `name`, if one
     /// is open.
     pub fn rtt(&self, name: &str) -> Option<Duration> {

@@ -82,6 +82,39 @@ async fn five_nodes_in_three_regions_up_to_150_ms_apart_commit_forward_and_catch
     }
 }
 
+/// openraft gives each Raft call the heartbeat as its deadline; warren gives it three of the
+/// longest round trips measured (`timing::call_deadline`). So a LAN heartbeat (100 ms) across
+/// regions 150 ms apart: every node becomes a voter, placements commit, requests are
+/// forwarded. With the heartbeat as the deadline, no AppendEntries call came back in time.
+#[tokio::test]
+async fn a_heartbeat_shorter_than_the_round_trip_still_commits_across_regions() {
+    let far = DelayMatrix::parse("r1/r2=150,r1/r3=150,r2/r3=150").unwrap();
+    let c = TestCluster::start_wan(3, 3, far, "heartbeat_ms = 100\n").await;
+    c.wait_voters_everywhere(3).await;
+    let ids: Vec<String> = (0..3).map(|i| format!("lanhb{i}-{}", unique())).collect();
+    let mut owners = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let (status, node, out) = echo_via(&c, i, id, "placed").await;
+        assert_eq!(status, 200, "placement through node {i}: {out}");
+        owners.push(node);
+    }
+    for (k, id) in ids.iter().enumerate() {
+        for i in 0..3 {
+            let (status, node, out) = echo_via(&c, i, id, &format!("via{i}")).await;
+            assert_eq!(status, 200, "{id} through node {i}: {out}");
+            assert_eq!(node, owners[k], "{id} through node {i} ran elsewhere");
+        }
+    }
+    let leader = c.leader().await;
+    let text = c.metrics_text(leader).await;
+    let slowest = text
+        .lines()
+        .filter(|l| l.starts_with("warren_peer_rtt_seconds{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .fold(0.0, f64::max);
+    assert!(slowest >= 0.14, "the leader's slowest peer: {slowest} s");
+}
+
 /// One unlabelled gauge of a node's metrics (-1 where the node says "none").
 fn gauge(text: &str, name: &str) -> i64 {
     text.lines()
