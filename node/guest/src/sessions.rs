@@ -263,7 +263,7 @@ impl Session {
             // The last caller gave up midway: the shell may hang on that call's pipes
             // forever. Start again from the last state dump, as after a timeout.
             if let Some(mut shell) = inner.shell.take() {
-                shell.kill().await;
+                shell.kill_abandoned().await;
             }
             let _ = std::fs::remove_dir_all(&work);
         }
@@ -432,9 +432,16 @@ mod tests {
                 ..Default::default()
             })
             .unwrap();
-        let (first, out) = call(&s, &sessions, "export KEPT=yes; echo first").await;
+        let (first, out) = call(
+            &s,
+            &sessions,
+            "export KEPT=yes; sleep 300 & echo $! > job.pid; echo first",
+        )
+        .await;
         let pid = first.unwrap().pid;
         assert_eq!(out, "first\n");
+        // Later than the job's start, by more than a clock tick (what start times count).
+        tokio::time::sleep(Duration::from_millis(100)).await;
 
         // SAFETY: plain signal to the shell this test started.
         unsafe { libc::kill(pid, libc::SIGSTOP) };
@@ -458,5 +465,16 @@ mod tests {
             CallEnd::Completed { exit_code: 0 }
         ));
         assert_eq!(next.1, "next yes\n", "the session's state is kept");
+        let (alive, out) = call(
+            &s,
+            &sessions,
+            "s=$(ps -o stat= -p $(cat job.pid)); case \"$s\" in *Z*|'') ;; *) echo alive ;; esac; kill $(cat job.pid)",
+        )
+        .await;
+        alive.unwrap();
+        assert_eq!(
+            out, "alive\n",
+            "a background job of an earlier call outlives the shell's replacement"
+        );
     }
 }

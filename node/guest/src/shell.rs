@@ -74,9 +74,9 @@ pub struct Shell {
     status: BufReader<pipe::Receiver>,
     exit: ExitWatch,
     seq: u64,
-    /// The work directory of a call whose line was sent and whose end was never read: its
-    /// caller gave up midway (see `abandoned_call`).
-    in_call: Option<PathBuf>,
+    /// A call whose line was sent and whose end was never read (its caller gave up midway:
+    /// see `abandoned_call`): its work directory and when it started.
+    in_call: Option<(PathBuf, u64)>,
 }
 
 /// Single-quotes a string for bash.
@@ -189,7 +189,21 @@ impl Shell {
     /// with another call: its output pipes lost their reader, so the shell may wait forever
     /// to open them, and its status line may never come. It must be killed.
     pub fn abandoned_call(&self) -> Option<&Path> {
-        self.in_call.as_deref()
+        self.in_call.as_ref().map(|(work, _)| work.as_path())
+    }
+
+    /// Kills a shell whose call was abandoned, with what that call started, as a timeout
+    /// does: background jobs of earlier calls keep running.
+    pub async fn kill_abandoned(&mut self) {
+        let started_since = self.in_call.as_ref().map(|(_, started)| *started);
+        proctree::kill_tree(TreeSpec {
+            root: self.pid,
+            include_root: true,
+            include_session: true,
+            started_since,
+        })
+        .await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), wait_exit(&mut self.exit)).await;
     }
 
     async fn read_status_line(&mut self) -> io::Result<Option<(String, i32)>> {
@@ -258,7 +272,7 @@ impl Shell {
             quote(&state_tmp.to_string_lossy()),
         );
         let started = proctree::now_ticks();
-        self.in_call = Some(work.to_path_buf());
+        self.in_call = Some((work.to_path_buf(), started));
         self.stdin.write_all(line.as_bytes()).await?;
 
         let timeout = spec.timeout.unwrap_or(Duration::MAX);
