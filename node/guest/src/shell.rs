@@ -196,6 +196,12 @@ impl Shell {
     /// does: background jobs of earlier calls keep running.
     pub async fn kill_abandoned(&mut self) {
         let started_since = self.in_call.as_ref().map(|(_, started)| *started);
+        self.kill_since(started_since).await;
+    }
+
+    /// Kills the shell and the processes of its tree and session started at or after
+    /// `started_since` (all of them when `None`), then waits up to 5 s for the shell's exit.
+    async fn kill_since(&mut self, started_since: Option<u64>) {
         proctree::kill_tree(TreeSpec {
             root: self.pid,
             include_root: true,
@@ -294,14 +300,7 @@ impl Shell {
         };
         self.in_call = None;
         if end == CallEnd::TimedOut {
-            proctree::kill_tree(TreeSpec {
-                root: self.pid,
-                include_root: true,
-                include_session: true,
-                started_since: Some(started),
-            })
-            .await;
-            let _ = tokio::time::timeout(Duration::from_secs(5), wait_exit(&mut exit)).await;
+            self.kill_since(Some(started)).await;
         }
         let _ = stop_out.send(());
         let _ = stop_err.send(());
@@ -312,14 +311,7 @@ impl Shell {
 
     /// Kills the shell and every process of its session or tree (background jobs included).
     pub async fn kill(&mut self) {
-        proctree::kill_tree(TreeSpec {
-            root: self.pid,
-            include_root: true,
-            include_session: true,
-            started_since: None,
-        })
-        .await;
-        let _ = tokio::time::timeout(Duration::from_secs(5), wait_exit(&mut self.exit)).await;
+        self.kill_since(None).await;
     }
 }
 
