@@ -1,6 +1,7 @@
 //! A running cluster member.
 
 use crate::authority::{self, Refusal};
+use crate::call_deadlines::{member_deadline, MemberDeadlines};
 use crate::generation::Generation;
 use crate::latency::RaftLatency;
 use crate::lease::{FollowerLease, Grant, Grants};
@@ -56,6 +57,9 @@ pub struct ClusterConfig {
     pub raft_snapshot_chunk_kb: u64,
     /// The cluster CA with its key, from this node's CA file: this node signs certificates.
     pub ca: Option<CaMaterial>,
+    /// Deadlines the operator fixed for Raft calls to each region's members, instead of
+    /// three of their measured round trips (`call_deadlines`).
+    pub region_deadlines: crate::call_deadlines::RegionDeadlines,
 }
 
 impl ClusterConfig {
@@ -77,6 +81,7 @@ impl ClusterConfig {
             raft_snapshot_every: DEFAULT_RAFT_SNAPSHOT_EVERY,
             raft_snapshot_chunk_kb: DEFAULT_RAFT_SNAPSHOT_CHUNK_KB,
             ca: None,
+            region_deadlines: Default::default(),
         }
     }
 
@@ -94,6 +99,7 @@ impl ClusterConfig {
             self.heartbeat.as_millis() as u64,
             self.lease.as_millis() as u64,
         )?;
+        self.region_deadlines.validate(self.heartbeat, self.lease)?;
         crate::lease::validate(
             self.lease.as_millis() as u64,
             self.lease_margin.as_millis() as u64,
@@ -157,6 +163,9 @@ pub struct Cluster {
     confirmed: tokio::sync::Mutex<Option<(u64, u64)>>,
     /// As leader: the nodes not heard from for `down_after` at the last probe.
     silent: Mutex<BTreeSet<NodeId>>,
+    /// The deadline of Raft calls to each member, sized every supervisor tick (shared with
+    /// the member's network).
+    member_deadlines: Arc<MemberDeadlines>,
     /// When the leader last warned of each node's slow link.
     rtt_warned: Mutex<HashMap<NodeId, Instant>>,
     stopping: AtomicBool,
@@ -259,6 +268,7 @@ impl Cluster {
         let timing = crate::timing::raft_timing(cfg.heartbeat);
         crate::raft_runtime::set_call_deadline(crate::timing::call_deadline(cfg.heartbeat, None));
         let latency = Arc::new(RaftLatency::default());
+        let member_deadlines = Arc::new(MemberDeadlines::default());
         let raft_cfg = openraft::Config {
             cluster_name: cfg.cluster_name.clone(),
             heartbeat_interval: timing.heartbeat_ms,
@@ -280,6 +290,7 @@ impl Cluster {
                 id,
                 peers: peers.clone(),
                 generation: generation.clone(),
+                deadlines: member_deadlines.clone(),
             },
             LogStore::new(db.clone(), latency.clone()),
             sm,
@@ -301,6 +312,7 @@ impl Cluster {
             grants: Mutex::new(Grants::default()),
             confirmed: tokio::sync::Mutex::new(None),
             silent: Mutex::new(BTreeSet::new()),
+            member_deadlines,
             rtt_warned: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
             tasks: Mutex::new(Vec::new()),
@@ -967,14 +979,33 @@ impl Cluster {
         silent_nodes
     }
 
-    /// Gives Raft calls three of the longest round trip measured to another node, and at
-    /// least a heartbeat (`timing::call_deadline`, `raft_runtime`).
+    /// Sizes the deadline of Raft calls to each member (`call_deadlines`): what the operator
+    /// fixed for its region, else three of its measured round trip, at least a heartbeat.
+    /// openraft's own timeouts are raised to the longest of them (`raft_runtime`).
     fn size_call_deadline(&self) {
-        let longest = self.peers.longest_rtt();
-        crate::raft_runtime::set_call_deadline(crate::timing::call_deadline(
-            self.cfg.heartbeat,
-            longest,
-        ));
+        let unmeasured = crate::timing::call_deadline(self.cfg.heartbeat, self.peers.longest_rtt());
+        let members: HashMap<String, Duration> = self.read(|s| {
+            s.nodes
+                .values()
+                .filter(|n| n.id != self.id)
+                .map(|n| {
+                    let deadline = member_deadline(
+                        self.cfg.heartbeat,
+                        self.cfg.region_deadlines.of(&n.region),
+                        self.peers.rtt(&n.name),
+                        unmeasured,
+                    );
+                    (n.name.clone(), deadline)
+                })
+                .collect()
+        });
+        let longest = self.member_deadlines.set(members, unmeasured);
+        crate::raft_runtime::set_call_deadline(longest);
+    }
+
+    /// The deadline of Raft calls to each member, by name, as last sized (`/metrics`).
+    pub fn member_deadlines(&self) -> Vec<(String, Duration)> {
+        self.member_deadlines.all()
     }
 
     /// Warns (once a minute per node) of a voter or learner whose measured round trip leaves
@@ -985,7 +1016,9 @@ impl Cluster {
             let Some(rtt) = self.peers.rtt(&n.name) else {
                 continue;
             };
-            let Some(why) = crate::timing::rtt_misfit(self.cfg.heartbeat, self.cfg.lease, rtt)
+            let fixed = self.cfg.region_deadlines.of(&n.region);
+            let Some(why) =
+                crate::timing::rtt_misfit(self.cfg.heartbeat, self.cfg.lease, rtt, fixed)
             else {
                 continue;
             };

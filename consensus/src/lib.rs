@@ -5,6 +5,9 @@
 //! - `placement`: rendezvous ownership (pure). `membership`: voter selection (pure).
 //! - `store`: the openraft log store and state machine on `warren-storage` (RocksDB).
 //! - `rpc` + `network`: Raft and cluster RPCs on QUIC streams (`warren-transport`).
+//! - `timing`, `call_deadlines`, `raft_runtime`: Raft's timing from the heartbeat, and each
+//!   call's deadline from the round trip measured to its member (or the operator's, per
+//!   region).
 //! - `cluster`: the running member: bootstrap, proposals forwarded to the leader, the
 //!   leader's supervisor (liveness, learners, voters), and the leases that fence a node cut
 //!   off from the majority.
@@ -28,6 +31,7 @@
 
 pub mod addresses;
 pub mod authority;
+pub mod call_deadlines;
 pub mod certs;
 pub mod cluster;
 pub mod failover;

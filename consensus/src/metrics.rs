@@ -35,6 +35,7 @@ struct RaftCollector {
     quorum_ack_age_ms: IntGauge,
     leader_contact_age_ms: IntGauge,
     nodes: IntGaugeVec,
+    call_deadline_ms: IntGaugeVec,
     descs: Vec<Desc>,
 }
 
@@ -96,13 +97,20 @@ impl RaftCollector {
                 ),
                 &["state"],
             )?,
+            call_deadline_ms: IntGaugeVec::new(
+                Opts::new(
+                    "warren_raft_call_deadline_ms",
+                    "The deadline of this node's Raft calls to each other member: three of its measured round trip and at least a heartbeat, or what raft_call_deadlines fixes for its region",
+                ),
+                &["peer"],
+            )?,
             descs: Vec::new(),
         };
         c.descs = c.parts().iter().flat_map(|m| m.desc()).cloned().collect();
         Ok(c)
     }
 
-    fn parts(&self) -> [&dyn Collector; 17] {
+    fn parts(&self) -> [&dyn Collector; 18] {
         [
             &self.term,
             &self.leader,
@@ -116,6 +124,7 @@ impl RaftCollector {
             &self.quorum_ack_age_ms,
             &self.leader_contact_age_ms,
             &self.nodes,
+            &self.call_deadline_ms,
             &self.latency.log_writes,
             &self.latency.append_entries,
             &self.latency.lease_requests,
@@ -155,6 +164,13 @@ impl RaftCollector {
         });
         for (state, n) in ["joining", "up", "down", "draining"].iter().zip(counts) {
             self.nodes.with_label_values(&[state]).set(n);
+        }
+        // Members removed since the last scrape are not shown.
+        self.call_deadline_ms.reset();
+        for (peer, deadline) in cluster.member_deadlines() {
+            self.call_deadline_ms
+                .with_label_values(&[&peer])
+                .set(deadline.as_millis() as i64);
         }
     }
 }

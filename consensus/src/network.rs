@@ -1,5 +1,6 @@
 //! openraft's network: Raft RPCs as [`rpc`](crate::rpc) calls over the node's QUIC endpoint.
 
+use crate::call_deadlines::MemberDeadlines;
 use crate::generation::Generation;
 use crate::rpc::{self, Reply, Request};
 use crate::types::{Peer, TypeConfig};
@@ -22,12 +23,15 @@ pub struct Network {
     pub peers: Arc<Peers>,
     /// This node's generation of the cluster, sent with every call (`generation`).
     pub generation: Arc<Generation>,
+    /// The deadline of calls to each member (`call_deadlines`).
+    pub deadlines: Arc<MemberDeadlines>,
 }
 
 pub struct Connection {
     id: u64,
     peers: Arc<Peers>,
     generation: Arc<Generation>,
+    deadlines: Arc<MemberDeadlines>,
     target: u64,
     node: Peer,
 }
@@ -67,6 +71,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             id: self.id,
             peers: self.peers.clone(),
             generation: self.generation.clone(),
+            deadlines: self.deadlines.clone(),
             target,
             node: node.clone(),
         }
@@ -85,9 +90,12 @@ impl Connection {
         req: Request,
         option: &RPCOption,
     ) -> Result<Reply, RPCError<u64, Peer, E>> {
-        // openraft gives up at the call's deadline, raised to the process's call deadline
-        // (`raft_runtime`); the call ends itself a little before, to report a timeout.
-        let least = crate::raft_runtime::call_deadline() * 3 / 4;
+        // openraft gives up at the call's deadline, raised to the longest member's
+        // (`raft_runtime`); the call ends itself a little before its own member's, to report
+        // a timeout.
+        let deadline =
+            (self.deadlines.of(&self.node.name)).unwrap_or_else(crate::raft_runtime::call_deadline);
+        let least = deadline * 3 / 4;
         let ttl = option.soft_ttl().max(least).max(Duration::from_millis(50));
         let action = match &req {
             Request::Vote(_) => RPCTypes::Vote,

@@ -11,7 +11,8 @@
 //! 150 ms halves the time to elect a new leader, on a LAN or across regions alike. What the
 //! round trip still bounds is the lease: a follower renews it with two calls (to the leader,
 //! and the leader's quorum round) that must end within half of it (`rtt_misfit`). Snapshots
-//! (a learner catching up) get a deadline of their own, long enough for a slow link.
+//! (a learner catching up) get a deadline of their own, long enough for a slow link. An
+//! operator may fix the deadline of calls to a region's members instead (`call_deadlines`).
 
 use std::time::Duration;
 
@@ -61,11 +62,24 @@ pub fn call_deadline(heartbeat: Duration, longest_rtt: Option<Duration>) -> Dura
     longest_rtt.map_or(heartbeat, |rtt| heartbeat.max(rtt * 3))
 }
 
-/// Whether a measured round trip leaves a lease time to be renewed: a renewal is a call to
-/// the leader and the leader's quorum round, each given up to a call deadline, and must end
-/// within half the lease. `None` when it fits; else why not.
-pub fn rtt_misfit(heartbeat: Duration, lease: Duration, rtt: Duration) -> Option<String> {
-    let deadline = call_deadline(heartbeat, Some(rtt));
+/// Whether a member's link lets its calls and a lease renewal end in time: a renewal is a
+/// call to the leader and the leader's quorum round, each given up to a call deadline, and
+/// must end within half the lease; a deadline the operator fixed for the member's region
+/// (`fixed`) must leave a call two round trips. `None` when it fits; else why not.
+pub fn rtt_misfit(
+    heartbeat: Duration,
+    lease: Duration,
+    rtt: Duration,
+    fixed: Option<Duration>,
+) -> Option<String> {
+    if let Some(fixed) = fixed.filter(|d| *d < rtt * 2) {
+        return Some(format!(
+            "the Raft call deadline fixed for this node's region ({} ms, raft_call_deadlines) is shorter than two of its round trips ({} ms): calls to it on a new connection cannot end in time",
+            fixed.as_millis(),
+            (rtt * 2).as_millis()
+        ));
+    }
+    let deadline = fixed.unwrap_or_else(|| call_deadline(heartbeat, Some(rtt)));
     (deadline * 4 > lease).then(|| {
         format!(
             "the round trip ({} ms) gives Raft calls {} ms: a lease renewal (two calls) may not end within half the lease ({} ms); raise lease_ms to at least {} ms, and down_after_ms above it",
@@ -88,12 +102,23 @@ mod tests {
         assert!(t.snapshot_ms >= 20_000);
         let lease = Duration::from_millis(4000);
         assert_eq!(
-            rtt_misfit(DEFAULT_HEARTBEAT, lease, Duration::from_millis(150)),
+            rtt_misfit(DEFAULT_HEARTBEAT, lease, Duration::from_millis(150), None),
             None
         );
         let lan = Duration::from_millis(100);
-        assert_eq!(rtt_misfit(lan, lease, Duration::from_millis(150)), None);
-        assert!(rtt_misfit(lan, lease, Duration::from_millis(400)).is_some());
+        assert_eq!(
+            rtt_misfit(lan, lease, Duration::from_millis(150), None),
+            None
+        );
+        assert!(rtt_misfit(lan, lease, Duration::from_millis(400), None).is_some());
+        // A fixed deadline replaces the measured one, and must leave two round trips.
+        let fixed = Some(Duration::from_millis(900));
+        assert_eq!(
+            rtt_misfit(lan, lease, Duration::from_millis(400), fixed),
+            None
+        );
+        let short = rtt_misfit(lan, lease, Duration::from_millis(500), fixed).unwrap();
+        assert!(short.contains("raft_call_deadlines"), "{short}");
     }
 
     #[test]

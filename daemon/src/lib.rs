@@ -292,6 +292,7 @@ async fn assemble(s: &Settings, started: &mut unwind::Started) -> anyhow::Result
     ccfg.cert_lifetime = std::time::Duration::from_secs(s.cert_lifetime_s);
     ccfg.raft_snapshot_every = s.raft_snapshot_every;
     ccfg.raft_snapshot_chunk_kb = s.raft_snapshot_chunk_kb;
+    ccfg.region_deadlines = s.region_deadlines()?;
     ccfg.ca = identity::read_ca_file(&paths.ca, bootstrap_ca.as_ref())?;
     identity::warn_if_expired(&stored.identity);
     // Opened on the consensus runtime: Raft's tasks run where they are started.

@@ -155,6 +155,16 @@ pub struct Settings {
     /// in time.
     #[arg(long, env = "WARREN_RAFT_SNAPSHOT_CHUNK_KB", default_value_t = default_raft_snapshot_chunk_kb())]
     pub raft_snapshot_chunk_kb: u64,
+    /// Deadlines of Raft calls to the members of a region, `REGION=MS`, instead of three of
+    /// their measured round trips (at least the heartbeat, at most a quarter of the lease):
+    /// for links whose delay spikes past what is measured. Flag repeatable, variable
+    /// comma-separated.
+    #[arg(
+        long = "raft-call-deadline",
+        env = "WARREN_RAFT_CALL_DEADLINES",
+        value_delimiter = ','
+    )]
+    pub raft_call_deadlines: Vec<String>,
     /// A node silent for this long is marked down.
     #[arg(long, env = "WARREN_DOWN_AFTER_MS", default_value_t = default_down_after())]
     pub down_after_ms: u64,
@@ -508,6 +518,9 @@ impl Settings {
             .map_err(|e| anyhow::anyhow!(e))?;
         warren_consensus::timing::validate(self.heartbeat_ms, self.lease_ms)
             .map_err(|e| anyhow::anyhow!(e))?;
+        self.region_deadlines()?
+            .validate(self.heartbeat(), Duration::from_millis(self.lease_ms))
+            .map_err(|e| anyhow::anyhow!(e))?;
         warren_consensus::cluster::validate_raft_snapshots(
             self.raft_snapshot_every,
             self.raft_snapshot_chunk_kb,
@@ -587,6 +600,14 @@ impl Settings {
             key: self.tls_key_file.clone()?,
             check_every: Duration::from_millis(self.tls_reload_check_ms),
         })
+    }
+
+    /// The Raft call deadlines fixed per region (`raft_call_deadlines`).
+    pub fn region_deadlines(
+        &self,
+    ) -> anyhow::Result<warren_consensus::call_deadlines::RegionDeadlines> {
+        warren_consensus::call_deadlines::RegionDeadlines::parse(&self.raft_call_deadlines)
+            .map_err(|e| anyhow::anyhow!(e))
     }
 
     pub fn heartbeat(&self) -> Duration {

@@ -107,6 +107,96 @@ async fn a_heartbeat_shorter_than_the_round_trip_still_commits_across_regions() 
     assert!(slowest >= 0.14, "the leader's slowest peer: {slowest} s");
 }
 
+/// Each member's calls get their own deadline: three of the round trip measured to that
+/// member (at least the heartbeat), or what the operator fixed for its region
+/// (`raft_call_deadlines`). At a 100 ms heartbeat across 20/80/150 ms, with r3's links fixed
+/// at 900 ms: placements commit through every node; the leader gives each member outside r3
+/// three of its own round trip (a near one is not given the far one's), every node outside
+/// r3 gives the r3 node 900 ms. With one deadline per process, every member got the longest.
+#[tokio::test]
+async fn each_member_gets_its_own_call_deadline_and_an_operator_may_fix_a_regions() {
+    let settings = "heartbeat_ms = 100\nraft_call_deadlines = [\"r3=900\"]\n";
+    let c = TestCluster::start_wan(3, 3, three_regions(), settings).await;
+    c.wait_voters_everywhere(3).await;
+    for i in 0..3 {
+        let id = format!("dl{i}-{}", unique());
+        let (status, _, out) = echo_via(&c, i, &id, "placed").await;
+        assert_eq!(status, 200, "placement through node {i}: {out}");
+    }
+    let region_of = |name: &str| {
+        c.nodes
+            .iter()
+            .find(|n| n.name == name)
+            .map(|n| n.region.clone())
+            .unwrap_or_default()
+    };
+    // (from, to) region pairs and the round trips between them.
+    let rtt_ms = |a: &str, b: &str| -> f64 {
+        match (a.min(b), a.max(b)) {
+            ("r1", "r2") => 20.0,
+            ("r1", "r3") => 80.0,
+            _ => 150.0,
+        }
+    };
+    // The leader calls every member and so has measured the round trip to each: its
+    // deadlines follow them (sized every supervisor tick; wait until each was measured).
+    let leader = c.leader().await;
+    let (me, my_region) = (&c.nodes[leader].name, &c.nodes[leader].region);
+    let want_of = |peer: &str| {
+        let to = region_of(peer);
+        (to != "r3").then(|| (3.0 * rtt_ms(my_region, &to)).max(100.0))
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let peers = loop {
+        let peers = call_deadlines(&c.metrics_text(leader).await);
+        let settled = peers.len() == 2
+            && (peers.iter()).all(|(p, ms)| want_of(p).is_none_or(|want| *ms >= want * 0.9));
+        if settled || Instant::now() > deadline {
+            break peers;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(
+        peers.len(),
+        2,
+        "the leader {me}'s call deadlines: {peers:?}"
+    );
+    for (peer, ms) in &peers {
+        match want_of(peer) {
+            None => assert_eq!(*ms, 900.0, "{me} -> {peer} (r3, fixed): {peers:?}"),
+            Some(want) => assert!(
+                *ms >= want * 0.9 && *ms <= want * 2.0,
+                "{me} ({my_region}) -> {peer} ({}): {ms} ms, want about {want} ms (3 round \
+                 trips, at least the heartbeat): {peers:?}",
+                region_of(peer)
+            ),
+        }
+    }
+    // Every other node outside r3 gives the r3 node the fixed deadline, measured or not.
+    for (i, node) in c.nodes.iter().enumerate().filter(|(_, n)| n.region != "r3") {
+        let peers = call_deadlines(&c.metrics_text(i).await);
+        let to_r3 = peers.iter().find(|(p, _)| region_of(p) == "r3");
+        assert_eq!(
+            to_r3.map(|(_, ms)| *ms),
+            Some(900.0),
+            "{} -> r3: {peers:?}",
+            node.name
+        );
+    }
+}
+
+/// Every `warren_raft_call_deadline_ms{peer="…"}` series of a node's metrics.
+fn call_deadlines(metrics: &str) -> Vec<(String, f64)> {
+    metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("warren_raft_call_deadline_ms{peer=\""))
+        .filter_map(|l| {
+            let (peer, rest) = l.split_once('"')?;
+            Some((peer.to_string(), rest.rsplit(' ').next()?.parse().ok()?))
+        })
+        .collect()
+}
+
 /// The longest round trip (seconds) a node's metrics give for its peers.
 fn slowest_peer_rtt(metrics: &str) -> f64 {
     metrics
@@ -127,13 +217,31 @@ fn gauge(text: &str, name: &str) -> i64 {
 /// A node that joins after the leader has cut its Raft log cannot be sent the entries it
 /// lacks: it must receive a snapshot of the cluster state, from another region across the
 /// relay, on default timing. Snapshots are taken every 20 entries here (`raft_snapshot_every`)
-/// so that a few placements cut the log, and sent in messages of 1 KiB
-/// (`raft_snapshot_chunk_kb`) so that the snapshot takes several round trips.
+/// so that a few placements cut the log. The state carries 80 secrets of 16 KiB (sealed: over
+/// 1.25 MiB), sent in messages of 256 KiB (`raft_snapshot_chunk_kb`): the snapshot takes
+/// five messages and more, each a round trip of up to 150 ms and each under its own deadline.
 #[tokio::test]
 async fn a_node_that_joins_after_the_log_was_cut_catches_up_by_snapshot_across_regions() {
-    let settings = "raft_snapshot_every = 20\nraft_snapshot_chunk_kb = 1\n";
+    let settings = "raft_snapshot_every = 20\nraft_snapshot_chunk_kb = 256\n";
     let mut c = TestCluster::start_wan(3, 3, three_regions(), settings).await;
     let leader = c.leader().await;
+    const SECRETS: usize = 80;
+    for k in 0..SECRETS {
+        let value: String = (0..1024)
+            .map(|i| {
+                format!(
+                    "{:016x}",
+                    ((k * 1024 + i) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                )
+            })
+            .collect::<String>()[..16 * 1024]
+            .to_string();
+        c.nodes[k % 3]
+            .client
+            .put_secret(&format!("big-{k}"), &value)
+            .await
+            .unwrap_or_else(|e| panic!("secret {k}: {e}"));
+    }
 
     // Placements through every node until the leader has deleted part of its log (and six
     // at least).
@@ -168,6 +276,20 @@ async fn a_node_that_joins_after_the_log_was_cut_catches_up_by_snapshot_across_r
         assert_eq!(status, 200, "{id} through the late node: {out}");
         assert_eq!(&node, owner, "{id} through the late node ran elsewhere");
     }
+    let names = c.nodes[late]
+        .client
+        .secrets()
+        .await
+        .expect("secrets via the late node");
+    assert_eq!(
+        names
+            .secrets
+            .iter()
+            .filter(|s| s.name.starts_with("big-"))
+            .count(),
+        SECRETS,
+        "the late node lists these secrets"
+    );
     let text = c.metrics_text(late).await;
     let (applied, snapshot, chunks) = (
         gauge(&text, "warren_raft_applied_index"),
@@ -179,9 +301,11 @@ async fn a_node_that_joins_after_the_log_was_cut_catches_up_by_snapshot_across_r
         "the late node applied {applied}, holds a snapshot to {snapshot}; the leader had cut \
          its log to {purged} before it joined"
     );
+    // 256 KiB each: five carry the secrets' 1.25 MiB at least.
     assert!(
-        chunks >= 2,
-        "the late node took {chunks} snapshot messages: the snapshot was not sent in several"
+        chunks >= 5,
+        "the late node took {chunks} snapshot messages of 256 KiB: the MiB snapshot was not \
+         sent to it"
     );
     eprintln!(
         "log cut to {purged} after {} placements; the late node took {chunks} snapshot \
