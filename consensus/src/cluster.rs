@@ -980,26 +980,35 @@ impl Cluster {
     }
 
     /// Sizes the deadline of Raft calls to each member (`call_deadlines`): what the operator
-    /// fixed for its region, else three of its measured round trip, at least a heartbeat.
-    /// openraft's own timeouts are raised to the longest of them (`raft_runtime`).
+    /// fixed for its region, else three of its link's round trip, at least a heartbeat.
+    /// The round trip is the shortest QUIC measured on the connection (`Peers::min_rtt`),
+    /// not its smoothed one: under a burst of forwarded traffic queues inflate the smoothed
+    /// one, and a deadline grown with it let one stuck call hold up the member's next
+    /// heartbeats (e2e `raft_under_load`: 414–663 ms without a heartbeat, against 219 ms with
+    /// the heartbeat as deadline). openraft's own timeouts are raised to the longest
+    /// (`raft_runtime`).
     fn size_call_deadline(&self) {
-        let unmeasured = crate::timing::call_deadline(self.cfg.heartbeat, self.peers.longest_rtt());
-        let members: HashMap<String, Duration> = self.read(|s| {
+        let heartbeat = self.cfg.heartbeat;
+        let members: Vec<(String, Option<Duration>, Option<Duration>)> = self.read(|s| {
             s.nodes
                 .values()
                 .filter(|n| n.id != self.id)
                 .map(|n| {
-                    let deadline = member_deadline(
-                        self.cfg.heartbeat,
-                        self.cfg.region_deadlines.of(&n.region),
-                        self.peers.rtt(&n.name),
-                        unmeasured,
-                    );
-                    (n.name.clone(), deadline)
+                    let fixed = self.cfg.region_deadlines.of(&n.region);
+                    (n.name.clone(), fixed, self.peers.min_rtt(&n.name))
                 })
                 .collect()
         });
-        let longest = self.member_deadlines.set(members, unmeasured);
+        let longest = members.iter().filter_map(|(_, _, rtt)| *rtt).max();
+        let unmeasured = crate::timing::call_deadline(heartbeat, longest);
+        let deadlines: HashMap<String, Duration> = members
+            .into_iter()
+            .map(|(name, fixed, rtt)| {
+                let deadline = member_deadline(heartbeat, fixed, rtt, unmeasured);
+                (name, deadline)
+            })
+            .collect();
+        let longest = self.member_deadlines.set(deadlines, unmeasured);
         crate::raft_runtime::set_call_deadline(longest);
     }
 
@@ -1013,7 +1022,7 @@ impl Cluster {
     fn warn_of_slow_links(&self, nodes: &[crate::NodeRecord]) {
         let mut warned = self.rtt_warned.lock().expect("rtt lock");
         for n in nodes.iter().filter(|n| n.id != self.id) {
-            let Some(rtt) = self.peers.rtt(&n.name) else {
+            let Some(rtt) = self.peers.min_rtt(&n.name) else {
                 continue;
             };
             let fixed = self.cfg.region_deadlines.of(&n.region);

@@ -2,10 +2,11 @@
 //! between nodes.
 //!
 //! openraft 0.9 gives every AppendEntries call (heartbeats and log replication alike) the
-//! heartbeat interval as its deadline. warren raises every Raft call's deadline to
-//! `call_deadline`: three of the longest round trips measured to another member (a call on a
-//! fresh connection needs two, QUIC's handshake and the request, plus the follower's log
-//! write), never less than the heartbeat (`raft_runtime`). So the heartbeat no longer bounds
+//! heartbeat interval as its deadline. warren raises each Raft call's deadline to
+//! `call_deadline`: three of the round trip of the link to its member, the shortest QUIC
+//! measured on it (a call on a fresh connection needs two, QUIC's handshake and the request,
+//! plus the follower's log write), never less than the heartbeat (`call_deadlines`,
+//! `raft_runtime`). So the heartbeat no longer bounds
 //! how far apart nodes may be: it sets how soon a silent leader is replaced (elections after
 //! 4–8 silent heartbeats). The default (500 ms) keeps elections calm on a loaded machine;
 //! 150 ms halves the time to elect a new leader, on a LAN or across regions alike. What the
@@ -56,10 +57,11 @@ pub fn validate(heartbeat_ms: u64, lease_ms: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// The deadline of a Raft call (`raft_runtime`): three of `longest_rtt`, the longest round
-/// trip measured to another member, and never less than the heartbeat.
-pub fn call_deadline(heartbeat: Duration, longest_rtt: Option<Duration>) -> Duration {
-    longest_rtt.map_or(heartbeat, |rtt| heartbeat.max(rtt * 3))
+/// The deadline of a Raft call (`raft_runtime`): three of `rtt`, the link's round trip (to
+/// its member, or the longest measured where the member's is not), and never less than the
+/// heartbeat.
+pub fn call_deadline(heartbeat: Duration, rtt: Option<Duration>) -> Duration {
+    rtt.map_or(heartbeat, |rtt| heartbeat.max(rtt * 3))
 }
 
 /// Whether a member's link lets its calls and a lease renewal end in time: a renewal is a

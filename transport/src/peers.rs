@@ -272,20 +272,29 @@ impl Peers {
             .remove(&(addr, name.to_string(), lane));
     }
 
-    /// The longest round trip QUIC measures on the open control connections, if any.
-    pub fn longest_rtt(&self) -> Option<Duration> {
-        control_rtts(&self.slots)
-            .into_iter()
-            .map(|(_, rtt)| rtt)
-            .max()
-    }
-
     /// The round trip QUIC measures on the control connection to the peer `name`, if one
-    /// is open.
+    /// is open (smoothed: it includes the queues the connection's packets wait in now).
     pub fn rtt(&self, name: &str) -> Option<Duration> {
         control_rtts(&self.slots)
             .into_iter()
             .find_map(|(n, rtt)| (n == name).then_some(rtt))
+    }
+
+    /// The shortest round trip QUIC has measured on the control connection to the peer
+    /// `name`, if one is open: the link's own, without the queues of a busy moment.
+    pub fn min_rtt(&self, name: &str) -> Option<Duration> {
+        let slot = self
+            .slots
+            .lock()
+            .expect("peers lock")
+            .iter()
+            .find(|((_, n, lane), _)| n == name && *lane == Lane::Control)
+            .map(|(_, slot)| slot.clone())?;
+        let guard = slot.try_lock().ok()?;
+        let (conn, _) = guard.conn.as_ref()?;
+        conn.close_reason()
+            .is_none()
+            .then(|| conn.stats().path.min_rtt)
     }
 
     /// Opens a stream of `kind` to a peer. A stale pooled connection is replaced once.
