@@ -983,10 +983,9 @@ impl Cluster {
     /// fixed for its region, else three of its link's round trip, at least a heartbeat.
     /// The round trip is the shortest QUIC measured on the connection (`Peers::min_rtt`),
     /// not its smoothed one: under a burst of forwarded traffic queues inflate the smoothed
-    /// one, and a deadline grown with it let one stuck call hold up the member's next
-    /// heartbeats (e2e `raft_under_load`: 414–663 ms without a heartbeat, against 219 ms with
-    /// the heartbeat as deadline). openraft's own timeouts are raised to the longest
-    /// (`raft_runtime`).
+    /// one, and a deadline grown with it lets one stuck call hold up the member's next
+    /// heartbeats (openraft sends a member's next call only once the last one ended).
+    /// openraft's own timeouts are raised to the longest (`raft_runtime`).
     fn size_call_deadline(&self) {
         let heartbeat = self.cfg.heartbeat;
         let members: Vec<(String, Option<Duration>, Option<Duration>)> = self.read(|s| {

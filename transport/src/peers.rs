@@ -272,14 +272,6 @@ impl Peers {
             .remove(&(addr, name.to_string(), lane));
     }
 
-    /// The round trip QUIC measures on the control connection to the peer `name`, if one
-    /// is open (smoothed: it includes the queues the connection's packets wait in now).
-    pub fn rtt(&self, name: &str) -> Option<Duration> {
-        control_rtts(&self.slots)
-            .into_iter()
-            .find_map(|(n, rtt)| (n == name).then_some(rtt))
-    }
-
     /// The shortest round trip QUIC has measured on the control connection to the peer
     /// `name`, if one is open: the link's own, without the queues of a busy moment.
     pub fn min_rtt(&self, name: &str) -> Option<Duration> {
