@@ -988,16 +988,20 @@ impl Cluster {
     /// openraft's own timeouts are raised to the longest (`raft_runtime`).
     fn size_call_deadline(&self) {
         let heartbeat = self.cfg.heartbeat;
-        let members: Vec<(String, Option<Duration>, Option<Duration>)> = self.read(|s| {
-            s.nodes
-                .values()
+        let members: Vec<(String, String)> = self.read(|s| {
+            (s.nodes.values())
                 .filter(|n| n.id != self.id)
-                .map(|n| {
-                    let fixed = self.cfg.region_deadlines.of(&n.region);
-                    (n.name.clone(), fixed, self.peers.min_rtt(&n.name))
-                })
+                .map(|n| (n.name.clone(), n.region.clone()))
                 .collect()
         });
+        // The connections are looked at once the applied state is let go.
+        let members: Vec<(String, Option<Duration>, Option<Duration>)> = members
+            .into_iter()
+            .map(|(name, region)| {
+                let rtt = self.peers.min_rtt(&name);
+                (name, self.cfg.region_deadlines.of(&region), rtt)
+            })
+            .collect();
         let longest = members.iter().filter_map(|(_, _, rtt)| *rtt).max();
         let unmeasured = crate::timing::call_deadline(heartbeat, longest);
         let deadlines: HashMap<String, Duration> = members

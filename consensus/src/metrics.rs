@@ -100,7 +100,7 @@ impl RaftCollector {
             call_deadline_ms: IntGaugeVec::new(
                 Opts::new(
                     "warren_raft_call_deadline_ms",
-                    "The deadline of this node's Raft calls to each other member: three of its measured round trip and at least a heartbeat, or what raft_call_deadlines fixes for its region",
+                    "The deadline of this node's Raft calls to each other member: three of the shortest round trip measured on its link and at least a heartbeat, or what raft_call_deadlines fixes for its region",
                 ),
                 &["peer"],
             )?,

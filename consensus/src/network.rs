@@ -93,8 +93,10 @@ impl Connection {
         // openraft gives up at the call's deadline, raised to the longest member's
         // (`raft_runtime`); the call ends itself a little before its own member's, to report
         // a timeout.
-        let deadline =
-            (self.deadlines.of(&self.node.name)).unwrap_or_else(crate::raft_runtime::call_deadline);
+        let deadline = self
+            .deadlines
+            .of(&self.node.name)
+            .unwrap_or_else(crate::raft_runtime::call_deadline);
         let least = deadline * 3 / 4;
         let ttl = option.soft_ttl().max(least).max(Duration::from_millis(50));
         let action = match &req {

@@ -82,21 +82,32 @@ pub(crate) type Slot = Arc<tokio::sync::Mutex<SlotState>>;
 /// Every peer's pooled connections, by address, name and lane.
 pub(crate) type Slots = Mutex<HashMap<(SocketAddr, String, Lane), Slot>>;
 
-/// The round trip of each open control connection, by peer name (what `/metrics` shows).
-pub(crate) fn control_rtts(slots: &Slots) -> Vec<(String, Duration)> {
-    let open: Vec<(String, Slot)> = slots
+/// Each open control connection, by peer name, whose slot is not being connected right now
+/// (one being connected is skipped rather than waited for).
+fn open_control_connections(slots: &Slots) -> Vec<(String, Connection)> {
+    let control: Vec<(String, Slot)> = slots
         .lock()
         .expect("peers lock")
         .iter()
         .filter(|((_, _, lane), _)| *lane == Lane::Control)
         .map(|((_, name, _), slot)| (name.clone(), slot.clone()))
         .collect();
-    open.into_iter()
+    control
+        .into_iter()
         .filter_map(|(name, slot)| {
             let guard = slot.try_lock().ok()?;
             let (conn, _) = guard.conn.as_ref()?;
-            conn.close_reason().is_none().then(|| (name, conn.rtt()))
+            conn.close_reason().is_none().then(|| (name, conn.clone()))
         })
+        .collect()
+}
+
+/// The smoothed round trip of each open control connection, by peer name (what `/metrics`
+/// shows).
+pub(crate) fn control_rtts(slots: &Slots) -> Vec<(String, Duration)> {
+    open_control_connections(slots)
+        .into_iter()
+        .map(|(name, conn)| (name, conn.rtt()))
         .collect()
 }
 
@@ -275,18 +286,9 @@ impl Peers {
     /// The shortest round trip QUIC has measured on the control connection to the peer
     /// `name`, if one is open: the link's own, without the queues of a busy moment.
     pub fn min_rtt(&self, name: &str) -> Option<Duration> {
-        let slot = self
-            .slots
-            .lock()
-            .expect("peers lock")
-            .iter()
-            .find(|((_, n, lane), _)| n == name && *lane == Lane::Control)
-            .map(|(_, slot)| slot.clone())?;
-        let guard = slot.try_lock().ok()?;
-        let (conn, _) = guard.conn.as_ref()?;
-        conn.close_reason()
-            .is_none()
-            .then(|| conn.stats().path.min_rtt)
+        open_control_connections(&self.slots)
+            .into_iter()
+            .find_map(|(n, conn)| (n == name).then(|| conn.stats().path.min_rtt))
     }
 
     /// Opens a stream of `kind` to a peer. A stale pooled connection is replaced once.

@@ -227,6 +227,7 @@ async fn a_node_that_joins_after_the_log_was_cut_catches_up_by_snapshot_across_r
     let leader = c.leader().await;
     const SECRETS: usize = 80;
     for k in 0..SECRETS {
+        // 1024 × 16 hex digits: 16 KiB.
         let value: String = (0..1024)
             .map(|i| {
                 format!(
@@ -234,8 +235,7 @@ async fn a_node_that_joins_after_the_log_was_cut_catches_up_by_snapshot_across_r
                     ((k * 1024 + i) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
                 )
             })
-            .collect::<String>()[..16 * 1024]
-            .to_string();
+            .collect();
         c.nodes[k % 3]
             .client
             .put_secret(&format!("big-{k}"), &value)
